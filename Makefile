@@ -1,0 +1,26 @@
+# bernstein: `make run` builds and runs the demo, `make test` runs every test.
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all build run test bench deps vet clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build -o bin/bernstein ./cmd/bernstein
+
+run: build
+	@scripts/demo.sh
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+bench: build
+	$(GO) run ./bench
+
+clean:
+	rm -rf bin

@@ -1,0 +1,99 @@
+// Package chain reads bernstein's linear record chains: commits whose message
+// carries one canonical record and whose single parent is the previous one.
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/record"
+)
+
+// Commit is one chain commit with the record its message carries.
+type Commit struct {
+	ID      gitstore.Oid
+	Commit  gitstore.Commit
+	Payload []byte // the bytes a commit signature covers
+	Record  []byte
+	Err     error // set by WalkAll when the commit cannot serve as a chain link
+}
+
+// ErrNotLinear reports a chain commit with more than one parent.
+var ErrNotLinear = errors.New("chain commit has more than one parent")
+
+// Read reads one chain commit and the record in its message.
+func Read(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
+	data, err := objs.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return Commit{ID: id}, err
+	}
+	c, payload, err := gitstore.ParseCommit(data)
+	if err != nil {
+		return Commit{ID: id}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	cc := Commit{ID: id, Commit: c, Payload: payload}
+	if len(c.Parents) > 1 {
+		return cc, fmt.Errorf("commit %s: %w", id, ErrNotLinear)
+	}
+	rec, err := record.RecordFromMessage(c.Message)
+	if err != nil {
+		return cc, fmt.Errorf("commit %s: %w", id, err)
+	}
+	cc.Record = rec
+	return cc, nil
+}
+
+// WalkBack reads the chain from head back to (not including) stop, or to the
+// root when stop is zero or never met. It returns the commits oldest first
+// and whether stop was met. Any unreadable commit is an error.
+func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid) ([]Commit, bool, error) {
+	var out []Commit
+	for id := head; !id.IsZero(); {
+		if id == stop {
+			reverse(out)
+			return out, true, nil
+		}
+		cc, err := Read(objs, id)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, cc)
+		if len(cc.Commit.Parents) == 0 {
+			break
+		}
+		id = cc.Commit.Parents[0]
+	}
+	reverse(out)
+	return out, stop.IsZero(), nil
+}
+
+// WalkAll reads the whole chain from head, oldest first, following first
+// parents. A commit that cannot be a chain link is returned with Err set; a
+// commit that cannot be read at all ends the walk there (its Err says why).
+func WalkAll(objs *gitstore.Repo, head gitstore.Oid) []Commit {
+	var out []Commit
+	seen := map[gitstore.Oid]bool{}
+	for id := head; !id.IsZero(); {
+		if seen[id] {
+			out = append(out, Commit{ID: id, Err: errors.New("chain loops")})
+			break
+		}
+		seen[id] = true
+		cc, err := Read(objs, id)
+		cc.Err = err
+		out = append(out, cc)
+		if len(cc.Commit.Parents) == 0 {
+			break
+		}
+		id = cc.Commit.Parents[0]
+	}
+	reverse(out)
+	return out
+}
+
+func reverse[T any](xs []T) {
+	for i, j := 0, len(xs)-1; i < j; i, j = i+1, j-1 {
+		xs[i], xs[j] = xs[j], xs[i]
+	}
+}

@@ -1,0 +1,484 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/verify"
+)
+
+const deprecationWarning = "WARNING: 'bernstein artifacts' is deprecated and will be removed in v4.0.0: use 'bernstein artifact' instead."
+
+// newArtifactCmd builds 'artifact' or, deprecated, 'artifacts': the same
+// list and show, plus a warning on stderr for the plural.
+func newArtifactCmd(g *globals, io *IO, plural bool) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "artifact",
+		Short: "Post, list and show the artifacts of a task",
+		Long: `Artifacts are typed payloads (report, table, link) that the holder of a task's
+claim posts under a key. Each post of a key makes a new version whose record
+names the previous version's spine entry: history is a chain, never an
+overwrite. Listing and showing re-check every version against its journal row
+and its spine entry; a tampered version is reported and its content withheld.`,
+	}
+	if plural {
+		cmd.Use = "artifacts"
+		cmd.Short = "Deprecated: use 'bernstein artifact'"
+		cmd.Hidden = true
+		cmd.PersistentPreRun = func(c *cobra.Command, args []string) {
+			fmt.Fprintln(io.Err, deprecationWarning)
+		}
+		cmd.AddCommand(newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
+		return cmd
+	}
+	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
+	return cmd
+}
+
+type postOptions struct {
+	agent, token       string
+	typ                string
+	bodyFile, body     string
+	csvFile            string
+	columns, rows      []string
+	url, kind          string
+	asJSON             bool
+	bodySet, csvSetVia bool
+}
+
+func newArtifactPostCmd(g *globals, io *IO) *cobra.Command {
+	o := &postOptions{}
+	cmd := &cobra.Command{
+		Use:   "post <task> <key> --type report|table|link ...",
+		Short: "Post an artifact version to a task whose claim you hold",
+		Long: `Post an artifact to a task. Only the holder of the task's live claim may post:
+pass --agent and --claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).
+
+  --type report --body-file FILE|-        a markdown body (or --body TEXT)
+  --type table  --csv FILE|-              first CSV line = column names
+  --type table  --column C ... --row "a,b" ...
+  --type link   --url URL --kind preview|dashboard|document
+
+The payload is stored as a git blob, an artifact_posted row is appended to the
+task's journal, a signed entry to the writer's spine and an HMAC entry to its
+audit mirror, and the three refs move in one atomic transaction.
+
+Limits: key 1-128 of letters, digits, _ . - (starting with a letter or digit);
+payload at most 1 MiB; tables at most 64 columns, 4096 rows, 4096 characters a
+cell; URLs http(s) only, at most 4096 characters; no control characters other
+than tab, newline and carriage return.
+
+Exit status: 0 posted; 1 bad input or error (nothing written); 3 refused
+because the agent does not hold the task's claim (the refusal is recorded in
+the audit mirror).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.bodySet = cmd.Flags().Changed("body")
+			p, err := o.payload(io)
+			if err != nil {
+				return err
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := s.Post(bernstein.PostRequest{
+				Task: args[0], Key: args[1],
+				Agent:      envDefault(o.agent, "BERNSTEIN_AGENT"),
+				ClaimToken: envDefault(o.token, "BERNSTEIN_CLAIM_TOKEN"),
+				Payload:    p,
+			})
+			var refused *bernstein.RefusedError
+			if errors.As(err, &refused) {
+				return exitCode(3, err)
+			}
+			if err != nil {
+				return err
+			}
+			if o.asJSON {
+				return printJSON(io, res)
+			}
+			fmt.Fprintf(io.Out, "posted %s v%d to %s (journal index %d, spine entry %s)\n", res.Key, res.Version, res.Task, res.JournalIndex, res.SpineEntryHash)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.agent, "agent", "", "the posting agent (default $BERNSTEIN_AGENT)")
+	f.StringVar(&o.token, "claim-token", "", "the agent's claim token (default $BERNSTEIN_CLAIM_TOKEN)")
+	f.StringVar(&o.typ, "type", "", "artifact type: report, table or link")
+	f.StringVar(&o.bodyFile, "body-file", "", "report: read the markdown body from FILE ('-' for stdin)")
+	f.StringVar(&o.body, "body", "", "report: the markdown body")
+	f.StringVar(&o.csvFile, "csv", "", "table: read CSV from FILE ('-' for stdin); the first line names the columns")
+	f.StringArrayVar(&o.columns, "column", nil, "table: a column name (repeatable, in order)")
+	f.StringArrayVar(&o.rows, "row", nil, "table: one row as a CSV line (repeatable)")
+	f.StringVar(&o.url, "url", "", "link: the URL (http or https)")
+	f.StringVar(&o.kind, "kind", "", "link: preview, dashboard or document")
+	f.BoolVar(&o.asJSON, "output-json", false, "print the receipt as JSON")
+	return cmd
+}
+
+func readInput(in *IO, field, path string) ([]byte, error) {
+	var r io.Reader = in.In
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, &artifact.InputError{Field: field, Msg: err.Error()}
+		}
+		defer f.Close()
+		r = f
+	}
+	// One byte past the limit is enough to refuse an oversized payload.
+	b, err := readLimited(r, artifact.MaxPayloadBytes+1)
+	if err != nil {
+		return nil, &artifact.InputError{Field: field, Msg: err.Error()}
+	}
+	if len(b) > artifact.MaxPayloadBytes {
+		return nil, &artifact.InputError{Field: field, Msg: fmt.Sprintf("is more than %d bytes", artifact.MaxPayloadBytes)}
+	}
+	return b, nil
+}
+
+func readLimited(r io.Reader, n int64) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, n))
+}
+
+// payload assembles the artifact payload from the flags, refusing flags that
+// belong to another type.
+func (o *postOptions) payload(in *IO) (artifact.Payload, error) {
+	bad := func(field, msg string) error { return &artifact.InputError{Field: field, Msg: msg} }
+	other := func(flags map[string]bool) error {
+		for name, set := range flags {
+			if set {
+				return bad(name, "does not apply to --type "+o.typ)
+			}
+		}
+		return nil
+	}
+	switch o.typ {
+	case artifact.TypeReport:
+		if err := other(map[string]bool{"csv": o.csvFile != "", "column": o.columns != nil, "row": o.rows != nil, "url": o.url != "", "kind": o.kind != ""}); err != nil {
+			return artifact.Payload{}, err
+		}
+		switch {
+		case o.bodyFile != "" && o.bodySet:
+			return artifact.Payload{}, bad("body", "give --body or --body-file, not both")
+		case o.bodyFile != "":
+			b, err := readInput(in, "body-file", o.bodyFile)
+			if err != nil {
+				return artifact.Payload{}, err
+			}
+			return artifact.Payload{Type: o.typ, Body: string(b)}, nil
+		case o.bodySet:
+			return artifact.Payload{Type: o.typ, Body: o.body}, nil
+		}
+		return artifact.Payload{}, bad("body", "a report needs --body-file FILE|- or --body TEXT")
+	case artifact.TypeTable:
+		if err := other(map[string]bool{"body": o.bodySet, "body-file": o.bodyFile != "", "url": o.url != "", "kind": o.kind != ""}); err != nil {
+			return artifact.Payload{}, err
+		}
+		if o.csvFile != "" {
+			if o.columns != nil || o.rows != nil {
+				return artifact.Payload{}, bad("csv", "give --csv or --column/--row, not both")
+			}
+			b, err := readInput(in, "csv", o.csvFile)
+			if err != nil {
+				return artifact.Payload{}, err
+			}
+			return artifact.TableFromCSV(bytesReader(b))
+		}
+		if o.columns == nil {
+			return artifact.Payload{}, bad("columns", "a table needs --csv FILE|- or --column NAME ... with --row CSV ...")
+		}
+		rows := [][]string{}
+		for i, r := range o.rows {
+			cells, err := artifact.ParseCSVRecord("row["+strconv.Itoa(i)+"]", r)
+			if err != nil {
+				return artifact.Payload{}, err
+			}
+			rows = append(rows, cells)
+		}
+		return artifact.Payload{Type: o.typ, Columns: o.columns, Rows: rows}, nil
+	case artifact.TypeLink:
+		if err := other(map[string]bool{"body": o.bodySet, "body-file": o.bodyFile != "", "csv": o.csvFile != "", "column": o.columns != nil, "row": o.rows != nil}); err != nil {
+			return artifact.Payload{}, err
+		}
+		return artifact.Payload{Type: o.typ, URL: o.url, LinkKind: o.kind}, nil
+	case "":
+		return artifact.Payload{}, bad("type", "is missing: pass --type report, table or link")
+	}
+	return artifact.Payload{}, bad("type", strconv.Quote(o.typ)+" is not one of report, table, link")
+}
+
+// listJSON is the document 'artifact list <task> --output-json' prints.
+type listJSON struct {
+	Task            string           `json:"task"`
+	Verified        bool             `json:"verified"`
+	Reason          string           `json:"reason"`
+	JournalIdentity string           `json:"journal_identity"`
+	IdentityReason  string           `json:"journal_identity_reason"`
+	Artifacts       []listVersion    `json:"artifacts"`
+	Failures        []verify.Failure `json:"failures"`
+}
+
+type listVersion struct {
+	Key             string `json:"key"`
+	Version         int64  `json:"version"`
+	Type            string `json:"type"`
+	LinkKind        string `json:"link_kind"`
+	ContentHash     string `json:"content_hash"`
+	SpineEntryHash  string `json:"spine_entry_hash"`
+	PrevVersionHash string `json:"prev_version_hash"`
+	JournalIndex    int64  `json:"journal_index"`
+	State           string `json:"state"`
+	Reason          string `json:"reason"`
+	Actor           string `json:"actor"`
+	Writer          string `json:"writer"`
+}
+
+func toListVersion(v verify.Version) listVersion {
+	return listVersion{v.Key, v.Version, v.Type, v.LinkKind, string(v.ContentHash), string(v.SpineEntryHash),
+		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer}
+}
+
+func newArtifactListCmd(g *globals, io *IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [<task>]",
+		Short: "List every version of a task's artifacts with its verify state",
+		Long: `With a task: every version of every artifact key of the task, each re-checked
+and reported verified, tampered or unverifiable (no pinned key for its
+writer), plus the task's journal identity (verified only when a signed
+journal seal matches the journal exactly).
+
+Exit status: 0 versions exist (even if some are tampered); 1 the task has
+none or does not exist; 2 the journal chain is broken, so rows may be hidden.
+
+Without a task: the artifact keys the local lineage spines carry, as
+bernstein://<task>/<key> with the number of productions of each.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if len(args) == 0 {
+				return listProductions(s, io, asJSON)
+			}
+			rep, err := s.Artifacts(args[0])
+			if errors.Is(err, bernstein.ErrUnknownTask) {
+				return exitCode(1, err)
+			}
+			if err != nil {
+				return err
+			}
+			doc := listJSON{Task: rep.Task, Verified: rep.Verified(), Reason: rep.Reason(), JournalIdentity: rep.JournalIdentity,
+				IdentityReason: rep.IdentityReason, Artifacts: []listVersion{}, Failures: rep.Failures}
+			for _, v := range rep.Versions {
+				doc.Artifacts = append(doc.Artifacts, toListVersion(v))
+			}
+			if asJSON {
+				if err := printJSON(io, doc); err != nil {
+					return err
+				}
+			} else {
+				if io.IsTTY {
+					fmt.Fprintf(io.Out, "task %s: journal identity %s", rep.Task, rep.JournalIdentity)
+					if rep.IdentityReason != "" {
+						fmt.Fprintf(io.Out, " (%s)", rep.IdentityReason)
+					}
+					fmt.Fprintln(io.Out)
+				}
+				t := newTable(io, "KEY", "VERSION", "TYPE", "STATE", "INDEX", "CONTENT", "REASON")
+				for _, v := range rep.Versions {
+					typ := v.Type
+					if v.LinkKind != "" {
+						typ += "/" + v.LinkKind
+					}
+					t.row(v.Key, strconv.FormatInt(v.Version, 10), typ, v.State, strconv.FormatInt(v.JournalIndex, 10), v.ContentHash.Short(), v.Reason)
+				}
+				if err := t.render(); err != nil {
+					return err
+				}
+			}
+			switch {
+			case rep.ChainBroken:
+				return exitCode(2, errors.New(rep.ChainReason))
+			case len(rep.Versions) == 0:
+				return exitCode(1, fmt.Errorf("task %s has no artifacts", rep.Task))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	return cmd
+}
+
+func listProductions(s *bernstein.Store, io *IO, asJSON bool) error {
+	ps, err := s.Productions()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if ps == nil {
+			ps = []verify.Production{}
+		}
+		return printJSON(io, map[string]any{"artifacts": ps})
+	}
+	t := newTable(io, "ARTIFACT", "PRODUCTIONS")
+	for _, p := range ps {
+		t.row(p.URI, strconv.Itoa(p.Productions))
+	}
+	return t.render()
+}
+
+// showJSON is the document 'artifact show --output-json' prints.
+type showJSON struct {
+	listVersion
+	Task            string        `json:"task"`
+	JournalIdentity string        `json:"journal_identity"`
+	Payload         any           `json:"payload"`
+	History         []listVersion `json:"history"`
+}
+
+func newArtifactShowCmd(g *globals, io *IO) *cobra.Command {
+	var asJSON bool
+	var version int64
+	cmd := &cobra.Command{
+		Use:   "show <task> <key>",
+		Short: "Show the latest (or a given) version of an artifact, with its history",
+		Long: `Show one version of an artifact (the latest unless --version N) after
+re-checking it: the blob is re-hashed against the journal row, the row against
+its spine entry, the spine entry's signature against the writer's key. A
+tampered version is reported with the reason and its content is withheld.
+
+Exit status: 0 rendered; 1 unknown task, key or version; 2 tampered (content
+withheld).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			task, key := args[0], args[1]
+			if err := artifact.ValidateKey(key); err != nil {
+				return err
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rep, err := s.Artifacts(task)
+			if errors.Is(err, bernstein.ErrUnknownTask) {
+				return exitCode(1, err)
+			}
+			if err != nil {
+				return err
+			}
+			var v *verify.Version
+			if cmd.Flags().Changed("version") {
+				v = rep.Find(key, version)
+				if v == nil {
+					return exitCode(1, fmt.Errorf("task %s has no version %d of %s", task, version, key))
+				}
+			} else if v = rep.Latest(key); v == nil {
+				return exitCode(1, fmt.Errorf("task %s has no artifact %s", task, key))
+			}
+			var history []listVersion
+			for _, h := range rep.Versions {
+				if h.Key == key {
+					history = append(history, toListVersion(h))
+				}
+			}
+			var payload *artifact.Payload
+			if v.State != verify.Tampered && v.Payload != nil {
+				p, err := artifact.Parse(v.Payload)
+				if err != nil {
+					return err
+				}
+				payload = &p
+			}
+			if asJSON {
+				doc := showJSON{listVersion: toListVersion(*v), Task: task, JournalIdentity: rep.JournalIdentity, History: history}
+				if payload != nil {
+					doc.Payload = payload
+				}
+				if err := printJSON(io, doc); err != nil {
+					return err
+				}
+			} else {
+				renderShow(io, task, v, payload, history)
+			}
+			if v.State == verify.Tampered {
+				return exitCode(2, fmt.Errorf("%s v%d of task %s is tampered: %s", v.Key, v.Version, task, v.Reason))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&version, "version", 0, "show version N instead of the latest")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	return cmd
+}
+
+func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, history []listVersion) {
+	w := io.Out
+	typ := v.Type
+	if v.LinkKind != "" {
+		typ += "/" + v.LinkKind
+	}
+	fmt.Fprintf(w, "%s v%d (%s) of task %s: %s\n", v.Key, v.Version, typ, task, v.State)
+	if v.Reason != "" {
+		fmt.Fprintf(w, "reason:  %s\n", v.Reason)
+	}
+	fmt.Fprintf(w, "posted:  by %s at journal index %d (writer %s)\n", v.Actor, v.JournalIndex, dash(v.Writer))
+	fmt.Fprintf(w, "content: %s\n", v.ContentHash)
+	fmt.Fprintf(w, "spine:   %s\n", v.SpineEntryHash)
+	if v.PrevVersionHash != "" {
+		fmt.Fprintf(w, "prev:    %s\n", v.PrevVersionHash)
+	}
+	fmt.Fprintln(w)
+	switch {
+	case p == nil:
+		fmt.Fprintln(w, "(content withheld: this version does not verify)")
+	case p.Type == artifact.TypeReport:
+		fmt.Fprint(w, p.Body)
+		if len(p.Body) > 0 && p.Body[len(p.Body)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	case p.Type == artifact.TypeTable:
+		if io.IsTTY {
+			t := newTable(io, p.Columns...)
+			for _, r := range p.Rows {
+				t.row(r...)
+			}
+			t.render()
+		} else {
+			cw := csv.NewWriter(w)
+			cw.Write(p.Columns)
+			cw.WriteAll(p.Rows)
+		}
+	case p.Type == artifact.TypeLink:
+		fmt.Fprintf(w, "%s (%s)\n", p.URL, p.LinkKind)
+	}
+	if len(history) > 1 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "history:")
+		for i := len(history) - 1; i >= 0; i-- {
+			h := history[i]
+			fmt.Fprintf(w, "  v%d  %-12s index %-5d %s  by %s\n", h.Version, h.State, h.JournalIndex, shortHash(h.ContentHash), h.Actor)
+		}
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 19 {
+		return h[:19]
+	}
+	return h
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+)
+
+func newInitCmd(g *globals, io *IO) *cobra.Command {
+	var writer string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Set up the writer identity and publish its key in the repository",
+		Long: `Set up bernstein in a git repository (bare or not).
+
+Creates the writer identity (an ed25519 signing key and an HMAC key, mode 0600)
+under BERNSTEIN_HOME (default $XDG_STATE_HOME/bernstein), outside the
+repository, and publishes the public key in refs/bernstein/keys together with a
+git allowed_signers file. Pointed at an empty or missing folder, it runs
+'git init' there first. Running it again changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := bernstein.Init(g.options(), writer)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, res)
+			}
+			if res.RepoCreated {
+				fmt.Fprintf(io.Out, "Created git repository %s\n", res.GitDir)
+			}
+			id := "existing identity"
+			if res.IdentityCreated {
+				id = "new identity"
+			}
+			fmt.Fprintf(io.Out, "writer:     %s (%s in %s)\n", res.Writer, id, res.Home)
+			fmt.Fprintf(io.Out, "public key: %s\n", res.PublicKey)
+			if res.KeyPublished {
+				fmt.Fprintf(io.Out, "published:  refs/bernstein/keys (allowed_signers updated)\n")
+			} else {
+				fmt.Fprintf(io.Out, "published:  already in refs/bernstein/keys, nothing changed\n")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&writer, "writer", "", "writer id for a new identity, [a-z0-9-]{1,64} (default: host name plus a random suffix)")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
+	return cmd
+}

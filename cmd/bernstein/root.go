@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
+)
+
+// IO is where a command reads and writes; tests swap it.
+type IO struct {
+	In    io.Reader
+	Out   io.Writer
+	Err   io.Writer
+	IsTTY bool
+}
+
+func newIO() *IO {
+	tty := term.IsTerminal(int(os.Stdout.Fd()))
+	if v := os.Getenv("BERNSTEIN_FORCE_TTY"); v != "" {
+		tty = v != "0" && v != "false"
+	}
+	return &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, IsTTY: tty}
+}
+
+// exitError carries a command's exit status; its message (if any) is
+// printed on stderr as one line.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// globals are the persistent flags every command shares.
+type globals struct {
+	repo           string
+	allowedSigners string
+}
+
+func (g *globals) options() bernstein.Options {
+	as := g.allowedSigners
+	if as == "" {
+		as = os.Getenv("BERNSTEIN_ALLOWED_SIGNERS")
+	}
+	return bernstein.Options{Repo: g.repo, AllowedSigners: as}
+}
+
+func (g *globals) open() (*bernstein.Store, error) {
+	return bernstein.Open(g.options())
+}
+
+const version = "0.1.0"
+
+func newRootCmd(io *IO) *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "bernstein",
+		Short: "Keep the work of agent tasks in a git repository",
+		Long: `bernstein keeps the work of agent tasks in an ordinary git repository.
+
+Workers attach typed artifacts (reports, tables, links) to the tasks whose
+claim they hold. Every payload is a git blob, every post a row in the task's
+hash-chained journal under refs/bernstein/journal/<task>, sealed into the
+writer's signed lineage spine and mirrored into an HMAC audit chain. Every
+read re-checks what it shows: a tampered version is reported, never rendered.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(io.Out)
+	root.SetErr(io.Err)
+	root.SetIn(io.In)
+	root.PersistentFlags().StringVar(&g.repo, "repo", "", "repository directory (default $BERNSTEIN_REPO, else the enclosing repository)")
+	root.PersistentFlags().StringVar(&g.allowedSigners, "allowed-signers", "", "pin writer keys from this allowed_signers file (default $BERNSTEIN_ALLOWED_SIGNERS)")
+	root.AddCommand(
+		newInitCmd(g, io),
+		newTaskCmd(g, io),
+		newArtifactCmd(g, io, false),
+		newArtifactCmd(g, io, true),
+	)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitCode(1, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
+	return root
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string, io *IO) int {
+	root := newRootCmd(io)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		err = ee.err
+	}
+	if err != nil {
+		fmt.Fprintln(io.Err, "bernstein: "+oneLine(userMessage(err)))
+	}
+	return code
+}
+
+// userMessage turns library errors into what a user should read.
+func userMessage(err error) string {
+	var in *artifact.InputError
+	var ill *ledger.IllegalTransitionError
+	switch {
+	case errors.As(err, &in):
+		return "invalid " + in.Field + ": " + in.Msg
+	case errors.As(err, &ill):
+		return ill.Error()
+	case errors.Is(err, keys.ErrNoIdentity):
+		return "no writer identity in BERNSTEIN_HOME: run 'bernstein init' first"
+	case errors.Is(err, bernstein.ErrNotRepository):
+		return err.Error() + " (use --repo DIR or run 'bernstein init' in an empty folder)"
+	}
+	return err.Error()
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// printJSON writes v as indented JSON: the only thing on stdout.
+func printJSON(io *IO, v any) error {
+	enc := json.NewEncoder(io.Out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func envDefault(flag, env string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(env)
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+)
+
+func newTaskCmd(g *globals, io *IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "Create, claim and move tasks through their ledger",
+		Long: `Each task has a ledger under refs/bernstein/ledger/<task>: a chain of
+transitions (created, claimed, released, started, suspended, resumed,
+completed, failed, abandoned, reopened). Illegal transitions are refused.
+Every transition is mirrored into the writer's audit chain; a terminal one
+(complete, fail, abandon) also seals the task's journal in the spine.`,
+	}
+	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io))
+	for _, kind := range []string{
+		record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
+		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened,
+	} {
+		cmd.AddCommand(newTaskTransitionCmd(g, io, kind))
+	}
+	return cmd
+}
+
+func parseNamed(field string, vals []string) ([][2]string, error) {
+	var out [][2]string
+	for _, v := range vals {
+		name, command, ok := strings.Cut(v, "=")
+		if !ok || name == "" || strings.TrimSpace(command) == "" {
+			return nil, &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q: want NAME=COMMAND", v)}
+		}
+		out = append(out, [2]string{name, command})
+	}
+	return out, nil
+}
+
+func newTaskCreateCmd(g *globals, io *IO) *cobra.Command {
+	var title, actor string
+	var evidence, optional, gates []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create <task>",
+		Short: "Create a task",
+		Long: `Create a task: the first row of its ledger, task.created.
+
+--evidence NAME=CMD declares a required evidence producer and --optional-evidence
+NAME=CMD an optional one ('bernstein evidence run' executes them); --gate
+NAME=CMD declares a gate ('bernstein gate run'). Task ids are 1 to 128 of
+letters, digits and _ . : - starting with a letter or digit, without "..".`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec := bernstein.TaskSpec{ID: args[0], Title: title, Actor: actor}
+			ev, err := parseNamed("evidence", evidence)
+			if err != nil {
+				return err
+			}
+			for _, e := range ev {
+				spec.Evidence = append(spec.Evidence, ledger.Producer{Name: e[0], Kind: "command", Command: e[1], Required: true})
+			}
+			opt, err := parseNamed("optional-evidence", optional)
+			if err != nil {
+				return err
+			}
+			for _, e := range opt {
+				spec.Evidence = append(spec.Evidence, ledger.Producer{Name: e[0], Kind: "command", Command: e[1], Required: false})
+			}
+			gs, err := parseNamed("gate", gates)
+			if err != nil {
+				return err
+			}
+			for _, e := range gs {
+				spec.Gates = append(spec.Gates, ledger.Gate{Name: e[0], Command: e[1]})
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			info, err := s.CreateTask(spec)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, info)
+			}
+			fmt.Fprintf(io.Out, "created task %s\n", info.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&title, "title", "", "task title")
+	cmd.Flags().StringVar(&actor, "actor", "", "who creates it (default: the writer id)")
+	cmd.Flags().StringArrayVar(&evidence, "evidence", nil, "declare a required evidence producer NAME=COMMAND (repeatable)")
+	cmd.Flags().StringArrayVar(&optional, "optional-evidence", nil, "declare an optional evidence producer NAME=COMMAND (repeatable)")
+	cmd.Flags().StringArrayVar(&gates, "gate", nil, "declare a gate NAME=COMMAND (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the task as JSON")
+	return cmd
+}
+
+func newTaskClaimCmd(g *globals, io *IO) *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "claim <task> --agent A",
+		Short: "Claim a task for an agent and print its claim token",
+		Long: `Give an agent the task's claim. The claim token is printed once, alone on
+stdout, so that TOKEN=$(bernstein task claim T --agent A) works; the ledger
+keeps only its sha256. Posting artifacts to the task takes --agent and
+--claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			agent = envDefault(agent, "BERNSTEIN_AGENT")
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			token, err := s.Claim(args[0], agent)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(io.Out, token)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the agent that takes the claim (default $BERNSTEIN_AGENT)")
+	return cmd
+}
+
+func newTaskTransitionCmd(g *globals, io *IO, kind string) *cobra.Command {
+	verb := ledger.Verb(kind)
+	var actor, reason string
+	var asJSON bool
+	short := map[string]string{
+		"release":  "Release the task's claim",
+		"start":    "Start work on a claimed task",
+		"suspend":  "Suspend work on a task",
+		"resume":   "Resume a suspended task",
+		"complete": "Complete a task (seals its journal)",
+		"fail":     "Fail a task (seals its journal)",
+		"abandon":  "Abandon a task (seals its journal)",
+		"reopen":   "Reopen a completed, failed or abandoned task",
+	}[verb]
+	cmd := &cobra.Command{
+		Use:   verb + " <task>",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			info, err := s.Transition(args[0], kind, actor, reason)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, info)
+			}
+			fmt.Fprintf(io.Out, "task %s is %s\n", info.ID, info.Phase)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&actor, "actor", "", "who makes the transition (default: the writer id)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the ledger row")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the task as JSON")
+	return cmd
+}
+
+func newTaskListCmd(g *globals, io *IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			tasks, err := s.Tasks()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if tasks == nil {
+					tasks = []*bernstein.TaskInfo{}
+				}
+				return printJSON(io, map[string]any{"tasks": tasks})
+			}
+			t := newTable(io, "TASK", "PHASE", "CLAIM", "ARTIFACTS", "TITLE")
+			for _, ti := range tasks {
+				t.row(ti.ID, ti.Phase, dash(ti.ClaimAgent), fmt.Sprint(len(ti.Artifacts)), ti.Title)
+			}
+			return t.render()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the tasks as JSON")
+	return cmd
+}
+
+func newTaskShowCmd(g *globals, io *IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show <task>",
+		Short: "Show a task's ledger state and artifacts",
+		Long: `Show a task: its phase, live claim, declared evidence and gates, and its
+artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			info, err := s.Task(args[0])
+			if errors.Is(err, bernstein.ErrUnknownTask) {
+				return exitCode(1, err)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, info)
+			}
+			w := io.Out
+			fmt.Fprintf(w, "task:     %s\n", info.ID)
+			if info.Title != "" {
+				fmt.Fprintf(w, "title:    %s\n", info.Title)
+			}
+			fmt.Fprintf(w, "phase:    %s\n", info.Phase)
+			fmt.Fprintf(w, "claim:    %s\n", dash(info.ClaimAgent))
+			fmt.Fprintf(w, "ledger:   %d rows\n", info.LedgerRows)
+			fmt.Fprintf(w, "journal:  %d rows\n", info.JournalRows)
+			for _, p := range info.Evidence {
+				req := "optional"
+				if p.Required {
+					req = "required"
+				}
+				fmt.Fprintf(w, "evidence: %s (%s): %s\n", p.Name, req, p.Command)
+			}
+			for _, gt := range info.Gates {
+				fmt.Fprintf(w, "gate:     %s: %s\n", gt.Name, gt.Command)
+			}
+			for _, k := range sortedKeys(info.Artifacts) {
+				fmt.Fprintf(w, "artifact: %s (latest v%d)\n", k, info.Artifacts[k])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the task as JSON")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

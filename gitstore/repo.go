@@ -1,0 +1,520 @@
+package gitstore
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrMissing reports an object that is in no pack and not loose.
+var ErrMissing = errors.New("object missing")
+
+// ErrCorrupt reports an object whose stored bytes do not hash to its id or
+// cannot be decoded.
+var ErrCorrupt = errors.New("object corrupt")
+
+// Repo reads and writes the objects of one git object directory (and reads
+// its alternates).
+type Repo struct {
+	dir string // objects directory
+
+	mu         sync.RWMutex
+	packs      []*packIndex
+	known      map[string]bool
+	alternates []*Repo
+
+	cacheMu    sync.Mutex
+	deltaCache map[deltaKey]cachedObject
+	cacheBytes int
+
+	emptyTree atomic.Bool
+}
+
+type deltaKey struct {
+	p   *packIndex
+	off int64
+}
+
+type cachedObject struct {
+	typ  ObjectType
+	data []byte
+}
+
+const deltaCacheLimit = 32 << 20
+
+// Open opens the object directory dir (".git/objects" or a bare repository's
+// "objects").
+func Open(dir string) (*Repo, error) {
+	return openDepth(dir, 0)
+}
+
+func openDepth(dir string, depth int) (*Repo, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("object directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("object directory %s is not a directory", dir)
+	}
+	r := &Repo{dir: dir, known: map[string]bool{}, deltaCache: map[deltaKey]cachedObject{}}
+	if err := r.rescan(); err != nil {
+		return nil, err
+	}
+	if depth < 5 {
+		if b, err := os.ReadFile(filepath.Join(dir, "info", "alternates")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				line = strings.TrimSpace(line)
+				if line == "" || line[0] == '#' {
+					continue
+				}
+				if !filepath.IsAbs(line) {
+					line = filepath.Join(dir, line)
+				}
+				alt, err := openDepth(line, depth+1)
+				if err != nil {
+					return nil, fmt.Errorf("alternate %s: %w", line, err)
+				}
+				r.alternates = append(r.alternates, alt)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Dir returns the object directory.
+func (r *Repo) Dir() string { return r.dir }
+
+// Close unmaps every pack.
+func (r *Repo) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.packs {
+		p.close()
+	}
+	r.packs = nil
+	for _, a := range r.alternates {
+		a.Close()
+	}
+	return nil
+}
+
+// rescan maps packs that appeared since the last scan and retires those whose
+// files are gone.
+func (r *Repo) rescan() error {
+	packDir := filepath.Join(r.dir, "pack")
+	ents, err := os.ReadDir(packDir)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("read %s: %w", packDir, err)
+	}
+	present := map[string]bool{}
+	var fresh []*packIndex
+	r.mu.RLock()
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, "pack-") || !strings.HasSuffix(n, ".idx") {
+			continue
+		}
+		base := filepath.Join(packDir, strings.TrimSuffix(n, ".idx"))
+		present[base] = true
+		if r.known[base] {
+			continue
+		}
+		p, err := openPack(base)
+		if err != nil {
+			// A pack being written or removed right now; the next scan sees it settled.
+			continue
+		}
+		fresh = append(fresh, p)
+	}
+	r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.packs[:0:0]
+	for _, p := range r.packs {
+		if present[p.name] {
+			kept = append(kept, p)
+		} else {
+			delete(r.known, p.name)
+			r.dropCached(p)
+			p.close()
+		}
+	}
+	for _, p := range fresh {
+		if r.known[p.name] {
+			p.close()
+			continue
+		}
+		r.known[p.name] = true
+		kept = append(kept, p)
+	}
+	// Newest first: recent objects are the ones most often read.
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].mtime > kept[j].mtime })
+	r.packs = kept
+	return nil
+}
+
+// addPack registers a pack this process just wrote.
+func (r *Repo) addPack(base string) error {
+	p, err := openPack(base)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.known[base] {
+		p.close()
+		return nil
+	}
+	r.known[base] = true
+	r.packs = append([]*packIndex{p}, r.packs...)
+	return nil
+}
+
+// PackCount returns the number of packs currently mapped.
+func (r *Repo) PackCount() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.packs)
+}
+
+// Read returns the type and bytes of object id. It does not re-hash them;
+// callers that must not trust the store use ReadVerified.
+func (r *Repo) Read(id Oid) (ObjectType, []byte, error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		t, data, err := r.readOnce(id)
+		if err == nil || !errors.Is(err, ErrMissing) {
+			return t, data, err
+		}
+		if attempt == 0 {
+			if err := r.rescan(); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	for _, a := range r.alternates {
+		if t, data, err := a.Read(id); err == nil || !errors.Is(err, ErrMissing) {
+			return t, data, err
+		}
+	}
+	return 0, nil, fmt.Errorf("%w: %s", ErrMissing, id)
+}
+
+// ReadVerified is Read followed by a check that the bytes hash to id.
+func (r *Repo) ReadVerified(id Oid) (ObjectType, []byte, error) {
+	t, data, err := r.Read(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if HashObject(t, data) != id {
+		return 0, nil, fmt.Errorf("%w: %s does not hash to its id", ErrCorrupt, id)
+	}
+	return t, data, nil
+}
+
+// ReadType reads id and checks it is of type want.
+func (r *Repo) ReadType(id Oid, want ObjectType) ([]byte, error) {
+	t, data, err := r.Read(id)
+	if err != nil {
+		return nil, err
+	}
+	if t != want {
+		return nil, fmt.Errorf("%w: %s is a %s, not a %s", ErrCorrupt, id, t, want)
+	}
+	return data, nil
+}
+
+// Has reports whether id is stored.
+func (r *Repo) Has(id Oid) bool {
+	if r.findPacked(id) != nil {
+		return true
+	}
+	if _, err := os.Stat(r.loosePath(id)); err == nil {
+		return true
+	}
+	_ = r.rescan()
+	if r.findPacked(id) != nil {
+		return true
+	}
+	for _, a := range r.alternates {
+		if a.Has(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Repo) findPacked(id Oid) *packIndex {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, p := range r.packs {
+		if p.find(id) >= 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *Repo) readOnce(id Oid) (ObjectType, []byte, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.readLocked(id)
+}
+
+// readLocked reads id from the mapped packs or as a loose object; r.mu is
+// held for reading, so no pack is unmapped meanwhile.
+func (r *Repo) readLocked(id Oid) (ObjectType, []byte, error) {
+	for _, p := range r.packs {
+		if i := p.find(id); i >= 0 {
+			off, err := p.offsetAt(i)
+			if err != nil {
+				return 0, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, id, err)
+			}
+			t, data, err := r.readPacked(p, off, 0)
+			if err != nil {
+				return 0, nil, fmt.Errorf("%w: %s in %s: %v", ErrCorrupt, id, filepath.Base(p.name), err)
+			}
+			return t, data, nil
+		}
+	}
+	return r.readLoose(id)
+}
+
+func (r *Repo) loosePath(id Oid) string {
+	h := id.String()
+	return filepath.Join(r.dir, h[:2], h[2:])
+}
+
+func (r *Repo) readLoose(id Oid) (ObjectType, []byte, error) {
+	raw, err := os.ReadFile(r.loosePath(id))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, nil, fmt.Errorf("%w: %s", ErrMissing, id)
+		}
+		return 0, nil, err
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: loose %s: %v", ErrCorrupt, id, err)
+	}
+	br := bufio.NewReader(zr)
+	hdr, err := br.ReadString(0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: loose %s: bad header", ErrCorrupt, id)
+	}
+	ts, ss, ok := strings.Cut(strings.TrimSuffix(hdr, "\x00"), " ")
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: loose %s: bad header", ErrCorrupt, id)
+	}
+	t, err := parseType(ts)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: loose %s: %v", ErrCorrupt, id, err)
+	}
+	n, err := strconv.ParseInt(ss, 10, 64)
+	if err != nil || n < 0 || n > 1<<34 {
+		return 0, nil, fmt.Errorf("%w: loose %s: bad size", ErrCorrupt, id)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(br, data); err != nil {
+		return 0, nil, fmt.Errorf("%w: loose %s: %v", ErrCorrupt, id, err)
+	}
+	return t, data, nil
+}
+
+const maxDeltaDepth = 10000
+
+func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byte, error) {
+	if depth > maxDeltaDepth {
+		return 0, nil, errors.New("delta chain too deep")
+	}
+	typ, size, baseOff, baseID, dataOff, err := p.entryHeader(off)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch typ {
+	case int(TypeCommit), int(TypeTree), int(TypeBlob), int(TypeTag):
+		data, err := p.inflate(dataOff, size)
+		return ObjectType(typ), data, err
+	}
+	key := deltaKey{p, off}
+	r.cacheMu.Lock()
+	if c, ok := r.deltaCache[key]; ok {
+		r.cacheMu.Unlock()
+		return c.typ, c.data, nil
+	}
+	r.cacheMu.Unlock()
+	var bt ObjectType
+	var base []byte
+	if typ == packOfsDelta {
+		bt, base, err = r.readPacked(p, baseOff, depth+1)
+	} else {
+		if i := p.find(baseID); i >= 0 {
+			var bo int64
+			if bo, err = p.offsetAt(i); err == nil {
+				bt, base, err = r.readPacked(p, bo, depth+1)
+			}
+		} else {
+			bt, base, err = r.readLocked(baseID)
+		}
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("delta base: %w", err)
+	}
+	delta, err := p.inflate(dataOff, size)
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := applyDelta(base, delta)
+	if err != nil {
+		return 0, nil, err
+	}
+	r.cacheMu.Lock()
+	if r.cacheBytes+len(out) > deltaCacheLimit {
+		r.deltaCache, r.cacheBytes = map[deltaKey]cachedObject{}, 0
+	}
+	r.deltaCache[key] = cachedObject{bt, out}
+	r.cacheBytes += len(out)
+	r.cacheMu.Unlock()
+	return bt, out, nil
+}
+
+func (r *Repo) dropCached(p *packIndex) {
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	for k, c := range r.deltaCache {
+		if k.p == p {
+			r.cacheBytes -= len(c.data)
+			delete(r.deltaCache, k)
+		}
+	}
+}
+
+var zlibReaders sync.Pool
+
+// inflateZlib decompresses exactly size bytes from the zlib stream in src.
+func inflateZlib(src []byte, size int64) ([]byte, error) {
+	if size < 0 || size > 1<<34 {
+		return nil, errors.New("bad object size")
+	}
+	br := bytes.NewReader(src)
+	var zr io.ReadCloser
+	if v := zlibReaders.Get(); v != nil {
+		zr = v.(io.ReadCloser)
+		if err := zr.(zlib.Resetter).Reset(br, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if zr, err = zlib.NewReader(br); err != nil {
+			return nil, err
+		}
+	}
+	defer zlibReaders.Put(zr)
+	out := make([]byte, size)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, fmt.Errorf("inflate: %w", err)
+	}
+	return out, nil
+}
+
+func deltaVarint(d []byte) (uint64, []byte, error) {
+	var v uint64
+	var shift uint
+	for i, c := range d {
+		v |= uint64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			return v, d[i+1:], nil
+		}
+		if shift > 63 {
+			break
+		}
+	}
+	return 0, nil, errors.New("bad delta size")
+}
+
+// applyDelta applies a git delta to base.
+func applyDelta(base, delta []byte) ([]byte, error) {
+	srcSize, d, err := deltaVarint(delta)
+	if err != nil {
+		return nil, err
+	}
+	if srcSize != uint64(len(base)) {
+		return nil, errors.New("delta base size mismatch")
+	}
+	dstSize, d, err := deltaVarint(d)
+	if err != nil {
+		return nil, err
+	}
+	if dstSize > 1<<34 {
+		return nil, errors.New("delta result too large")
+	}
+	out := make([]byte, 0, dstSize)
+	for len(d) > 0 {
+		op := d[0]
+		d = d[1:]
+		switch {
+		case op&0x80 != 0:
+			var off, n uint64
+			for i := uint(0); i < 4; i++ {
+				if op&(1<<i) != 0 {
+					if len(d) == 0 {
+						return nil, errors.New("truncated delta copy")
+					}
+					off |= uint64(d[0]) << (8 * i)
+					d = d[1:]
+				}
+			}
+			for i := uint(0); i < 3; i++ {
+				if op&(0x10<<i) != 0 {
+					if len(d) == 0 {
+						return nil, errors.New("truncated delta copy")
+					}
+					n |= uint64(d[0]) << (8 * i)
+					d = d[1:]
+				}
+			}
+			if n == 0 {
+				n = 0x10000
+			}
+			if off+n > uint64(len(base)) || uint64(len(out))+n > dstSize {
+				return nil, errors.New("delta copy out of range")
+			}
+			out = append(out, base[off:off+n]...)
+		case op != 0:
+			n := int(op)
+			if n > len(d) || uint64(len(out)+n) > dstSize {
+				return nil, errors.New("delta insert out of range")
+			}
+			out = append(out, d[:n]...)
+			d = d[n:]
+		default:
+			return nil, errors.New("delta opcode 0")
+		}
+	}
+	if uint64(len(out)) != dstSize {
+		return nil, errors.New("delta result size mismatch")
+	}
+	return out, nil
+}
+
+// HasEmptyTree reports whether the empty tree object is stored; once seen it
+// is remembered.
+func (r *Repo) HasEmptyTree() bool {
+	if r.emptyTree.Load() {
+		return true
+	}
+	if r.Has(EmptyTree) {
+		r.emptyTree.Store(true)
+	}
+	return r.emptyTree.Load()
+}

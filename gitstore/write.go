@@ -1,0 +1,214 @@
+package gitstore
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// packEntry is one object as it sits in a pack: its id, the raw entry bytes
+// (header and compressed data) and their CRC-32.
+type packEntry struct {
+	id  Oid
+	raw []byte
+	crc uint32
+}
+
+var zlibWriters = sync.Pool{New: func() any {
+	w, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
+	return w
+}}
+
+func encodeEntry(o Object) packEntry {
+	var b bytes.Buffer
+	b.Grow(len(o.Data)/2 + 32)
+	writeEntryHeader(&b, int(o.Type), int64(len(o.Data)))
+	zw := zlibWriters.Get().(*zlib.Writer)
+	zw.Reset(&b)
+	zw.Write(o.Data)
+	zw.Close()
+	zlibWriters.Put(zw)
+	raw := b.Bytes()
+	return packEntry{id: o.ID, raw: raw, crc: crc32.ChecksumIEEE(raw)}
+}
+
+func writeEntryHeader(b *bytes.Buffer, typ int, size int64) {
+	c := byte(typ<<4) | byte(size&15)
+	size >>= 4
+	for size > 0 {
+		b.WriteByte(c | 0x80)
+		c = byte(size & 0x7f)
+		size >>= 7
+	}
+	b.WriteByte(c)
+}
+
+// WritePack stores objects as one new pack and its index, both synced to disk
+// and renamed into place (and the directory synced) before it returns. It
+// returns the pack's base path. Objects already stored are written again
+// only if listed; git tolerates duplicates across packs.
+func (r *Repo) WritePack(objects []Object) (string, error) {
+	if len(objects) == 0 {
+		return "", nil
+	}
+	seen := make(map[Oid]bool, len(objects))
+	entries := make([]packEntry, 0, len(objects))
+	for _, o := range objects {
+		if seen[o.ID] {
+			continue
+		}
+		seen[o.ID] = true
+		entries = append(entries, encodeEntry(o))
+	}
+	return r.writeEntries(entries)
+}
+
+func (r *Repo) writeEntries(entries []packEntry) (string, error) {
+	packDir := filepath.Join(r.dir, "pack")
+	if err := os.MkdirAll(packDir, 0o755); err != nil {
+		return "", err
+	}
+	// The pack: header, entries in the given order, SHA-1 trailer.
+	h := sha1.New()
+	var hdr [12]byte
+	copy(hdr[:], "PACK")
+	binary.BigEndian.PutUint32(hdr[4:], 2)
+	binary.BigEndian.PutUint32(hdr[8:], uint32(len(entries)))
+	size := 12
+	for _, e := range entries {
+		size += len(e.raw)
+	}
+	pack := make([]byte, 0, size+20)
+	pack = append(pack, hdr[:]...)
+	offsets := make([]int64, len(entries))
+	for i, e := range entries {
+		offsets[i] = int64(len(pack))
+		pack = append(pack, e.raw...)
+	}
+	h.Write(pack)
+	sum := h.Sum(nil)
+	pack = append(pack, sum...)
+	idx := encodeIndex(entries, offsets, sum)
+
+	name := "pack-" + hex.EncodeToString(sum)
+	base := filepath.Join(packDir, name)
+	if err := writeSynced(packDir, "tmp_pack_", pack, base+".pack"); err != nil {
+		return "", err
+	}
+	if err := writeSynced(packDir, "tmp_idx_", idx, base+".idx"); err != nil {
+		return "", err
+	}
+	if err := syncDir(packDir); err != nil {
+		return "", err
+	}
+	if err := r.addPack(base); err != nil {
+		return "", err
+	}
+	return base, nil
+}
+
+// encodeIndex builds a version 2 pack index.
+func encodeIndex(entries []packEntry, offsets []int64, packSum []byte) []byte {
+	order := make([]int, len(entries))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		return bytes.Compare(entries[order[a]].id[:], entries[order[b]].id[:]) < 0
+	})
+	var b bytes.Buffer
+	b.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
+	var fan [256]uint32
+	for _, e := range entries {
+		fan[e.id[0]]++
+	}
+	var u [8]byte
+	var total uint32
+	for i := 0; i < 256; i++ {
+		total += fan[i]
+		binary.BigEndian.PutUint32(u[:4], total)
+		b.Write(u[:4])
+	}
+	for _, i := range order {
+		b.Write(entries[i].id[:])
+	}
+	for _, i := range order {
+		binary.BigEndian.PutUint32(u[:4], entries[i].crc)
+		b.Write(u[:4])
+	}
+	var large []int64
+	for _, i := range order {
+		off := offsets[i]
+		if off < 0x80000000 {
+			binary.BigEndian.PutUint32(u[:4], uint32(off))
+		} else {
+			binary.BigEndian.PutUint32(u[:4], 0x80000000|uint32(len(large)))
+			large = append(large, off)
+		}
+		b.Write(u[:4])
+	}
+	for _, off := range large {
+		binary.BigEndian.PutUint64(u[:], uint64(off))
+		b.Write(u[:])
+	}
+	b.Write(packSum)
+	s := sha1.Sum(b.Bytes())
+	b.Write(s[:])
+	return b.Bytes()
+}
+
+// writeSynced writes data to a temporary file in dir, syncs it and renames it
+// to final.
+func writeSynced(dir, prefix string, data []byte, final string) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(dir, prefix+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// SyncDir makes renames and creations in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SyncDir is exported for the ref layer, which renames lock files into place.
+func SyncDir(dir string) error { return syncDir(dir) }

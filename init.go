@@ -1,0 +1,232 @@
+package bernstein
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// InitResult says what Init did.
+type InitResult struct {
+	GitDir          string `json:"git_dir"`
+	Writer          string `json:"writer"`
+	Home            string `json:"home"`
+	PublicKey       string `json:"public_key"`
+	RepoCreated     bool   `json:"repo_created"`
+	IdentityCreated bool   `json:"identity_created"`
+	KeyPublished    bool   `json:"key_published"`
+}
+
+// KeyRecord is the published record of a writer's public key.
+type KeyRecord struct {
+	V         int    `json:"v"`
+	Writer    string `json:"writer"`
+	Principal string `json:"principal"`
+	PublicKey string `json:"public_key"`
+}
+
+// Files of refs/bernstein/keys.
+const (
+	AllowedSignersFile = "allowed_signers"
+)
+
+// Init prepares a repository for writing: it creates the repository when o
+// names an empty or missing folder, the writer identity in BERNSTEIN_HOME
+// when there is none, and publishes the writer's public key in
+// refs/bernstein/keys. Running it again changes nothing.
+func Init(o Options, writer string) (*InitResult, error) {
+	res := &InitResult{}
+	dir := repoDir(o)
+	created, err := ensureRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	res.RepoCreated = created
+	s, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	res.GitDir = s.gitDir
+	if err := s.checkHomeOutside(); err != nil {
+		return nil, err
+	}
+	id, made, err := keys.Create(s.home, writer)
+	if err != nil {
+		return nil, err
+	}
+	s.identOnce.Do(func() {})
+	s.ident = id
+	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.home, id.AuthorizedKey(), made
+	out, err := s.submit(func(t *tx) (any, error) { return t.publishKey() })
+	if err != nil {
+		return nil, err
+	}
+	res.KeyPublished = out.(bool)
+	return res, nil
+}
+
+// ensureRepo runs `git init` in dir when it is missing or empty.
+func ensureRepo(dir string) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return false, err
+	case len(ents) > 0:
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	cmd := exec.Command("git", "init", "-q", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return false, fmt.Errorf("git init %s: %s", dir, strings.TrimSpace(string(out)))
+	}
+	return true, nil
+}
+
+// checkHomeOutside refuses a BERNSTEIN_HOME inside the repository, where its
+// private keys could be committed or pushed.
+func (s *Store) checkHomeOutside() error {
+	home, err := filepath.Abs(s.home)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		home = r
+	}
+	for _, root := range []string{s.workTree, s.gitDir} {
+		if root == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
+		if rel, err := filepath.Rel(root, home); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("BERNSTEIN_HOME %s is inside the repository %s: keep private keys outside it", home, root)
+		}
+	}
+	return nil
+}
+
+// publishKey adds the writer's key to refs/bernstein/keys unless it is
+// already there.
+func (t *tx) publishKey() (bool, error) {
+	c, err := t.chain(refs.Keys, func(c *chainState) error {
+		cc, err := t.s.readChainCommit(c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", refs.Keys, err)
+		}
+		c.tree = cc.Commit.Tree
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	pubName := t.id.Writer + ".pub"
+	line := t.id.AuthorizedKey() + "\n"
+	var es []gitstore.TreeEntry
+	if !c.head.IsZero() {
+		if es, err = t.readTree(c.tree); err != nil {
+			return false, err
+		}
+	}
+	pubs := map[string][]byte{}
+	for _, e := range es {
+		if !strings.HasSuffix(e.Name, ".pub") {
+			continue
+		}
+		data, err := t.s.objects.ReadType(e.ID, gitstore.TypeBlob)
+		if err != nil {
+			return false, err
+		}
+		pubs[strings.TrimSuffix(e.Name, ".pub")] = data
+	}
+	if existing, ok := pubs[t.id.Writer]; ok {
+		if bytes.Equal(existing, []byte(line)) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%s already publishes a different key for writer %s", refs.Keys, t.id.Writer)
+	}
+	pubs[t.id.Writer] = []byte(line)
+	rec := KeyRecord{V: record.Version, Writer: t.id.Writer, Principal: keys.Principal(t.id.Writer), PublicKey: t.id.AuthorizedKey()}
+	rb, err := record.Canonical(rec)
+	if err != nil {
+		return false, err
+	}
+	sig, err := t.id.SignDetached(rb)
+	if err != nil {
+		return false, err
+	}
+	writers := make([]string, 0, len(pubs))
+	for w := range pubs {
+		writers = append(writers, w)
+	}
+	sort.Strings(writers)
+	var allowed strings.Builder
+	for _, w := range writers {
+		allowed.WriteString(keys.AllowedSignersLine(w, strings.TrimSpace(string(pubs[w]))))
+		allowed.WriteByte('\n')
+	}
+	keep := es[:0:0]
+	for _, e := range es {
+		if e.Name != AllowedSignersFile {
+			keep = append(keep, e)
+		}
+	}
+	add := func(name string, data []byte) {
+		keep = append(keep, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
+	}
+	add(pubName, []byte(line))
+	add(t.id.Writer+".json", append(rb, '\n'))
+	add(t.id.Writer+".json.sig", []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
+	add(AllowedSignersFile, []byte(allowed.String()))
+	tree := t.addTree(keep)
+	if err := t.addCommit(c, tree, t.id.Writer, record.Message("publish key of "+t.id.Writer, rb), true); err != nil {
+		return false, err
+	}
+	if err := t.appendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// PublishedKeys reads refs/bernstein/keys: writer -> authorized key line.
+// These keys are not trusted by themselves; see Options.AllowedSigners.
+func (s *Store) PublishedKeys() (map[string]string, error) {
+	head, err := s.refs.ReadOptional(refs.Keys)
+	if err != nil || head.IsZero() {
+		return map[string]string{}, err
+	}
+	cc, err := s.readChainCommit(head)
+	if err != nil {
+		return nil, err
+	}
+	es, err := s.readTree(cc.Commit.Tree)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range es {
+		if !strings.HasSuffix(e.Name, ".pub") {
+			continue
+		}
+		data, err := s.objects.ReadType(e.ID, gitstore.TypeBlob)
+		if err != nil {
+			return nil, err
+		}
+		out[strings.TrimSuffix(e.Name, ".pub")] = strings.TrimSpace(string(data))
+	}
+	return out, nil
+}

@@ -1,0 +1,279 @@
+// Package keys owns a writer's identity: its id, its ed25519 signing key and
+// its HMAC key, kept under BERNSTEIN_HOME (never in a repository), loaded
+// through sigstore's signature package; SSH signatures for commits; and the
+// trust a reader places in published keys (git's allowed_signers format).
+package keys
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bernstein/bernstein/refs"
+)
+
+// ErrNoIdentity reports a BERNSTEIN_HOME without a writer identity.
+var ErrNoIdentity = errors.New("no writer identity: run 'bernstein init' first")
+
+// Home returns the directory that holds the writer identity: BERNSTEIN_HOME,
+// else $XDG_STATE_HOME/bernstein, else ~/.local/state/bernstein.
+func Home() (string, error) {
+	if h := os.Getenv("BERNSTEIN_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+		return filepath.Join(x, "bernstein"), nil
+	}
+	u, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot locate BERNSTEIN_HOME: %w", err)
+	}
+	return filepath.Join(u, ".local", "state", "bernstein"), nil
+}
+
+// Identity is one writer: id, signing key and HMAC key.
+type Identity struct {
+	Writer string
+	Home   string
+
+	signer   signature.SignerVerifier
+	crypto   crypto.Signer
+	ssh      ssh.Signer
+	pub      ed25519.PublicKey
+	hmacKey  []byte
+	sshPub   ssh.PublicKey
+	authLine string
+}
+
+const (
+	writerFile  = "writer"
+	signingFile = "signing.pem"
+	hmacFile    = "hmac.key"
+)
+
+// Load reads the identity in home without creating anything.
+func Load(home string) (*Identity, error) {
+	wb, err := os.ReadFile(filepath.Join(home, writerFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoIdentity
+	}
+	if err != nil {
+		return nil, err
+	}
+	writer := strings.TrimSpace(string(wb))
+	if err := refs.ValidateWriter(writer); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(home, writerFile), err)
+	}
+	for _, f := range []string{signingFile, hmacFile} {
+		fi, err := os.Stat(filepath.Join(home, f))
+		if err != nil {
+			return nil, fmt.Errorf("writer %s: %w", writer, err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return nil, fmt.Errorf("%s is readable by others (mode %o): chmod 600 it", filepath.Join(home, f), fi.Mode().Perm())
+		}
+	}
+	pb, err := os.ReadFile(filepath.Join(home, signingFile))
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(pb)
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%s: not a PEM private key", filepath.Join(home, signingFile))
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(home, signingFile), err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an ed25519 key", filepath.Join(home, signingFile))
+	}
+	hb, err := os.ReadFile(filepath.Join(home, hmacFile))
+	if err != nil {
+		return nil, err
+	}
+	hk, err := hex.DecodeString(strings.TrimSpace(string(hb)))
+	if err != nil || len(hk) < 32 {
+		return nil, fmt.Errorf("%s: not a 256-bit hex key", filepath.Join(home, hmacFile))
+	}
+	return newIdentity(home, writer, priv, hk)
+}
+
+func newIdentity(home, writer string, priv ed25519.PrivateKey, hk []byte) (*Identity, error) {
+	sv, err := signature.LoadSignerVerifier(priv, crypto.Hash(0))
+	if err != nil {
+		return nil, fmt.Errorf("load signing key: %w", err)
+	}
+	cs, ok := sv.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("signing key does not provide a crypto.Signer")
+	}
+	ss, err := ssh.NewSignerFromSigner(cs)
+	if err != nil {
+		return nil, fmt.Errorf("ssh signer: %w", err)
+	}
+	id := &Identity{
+		Writer: writer, Home: home,
+		signer: sv, crypto: cs, ssh: ss,
+		pub: priv.Public().(ed25519.PublicKey), hmacKey: hk, sshPub: ss.PublicKey(),
+	}
+	id.authLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(id.sshPub)))
+	return id, nil
+}
+
+// Create makes a new identity in home for writer, or loads the existing one
+// (created reports which). Key files are written with mode 0600.
+func Create(home, writer string) (id *Identity, created bool, err error) {
+	if existing, err := Load(home); err == nil {
+		if writer != "" && writer != existing.Writer {
+			return nil, false, fmt.Errorf("%s already holds writer %q (asked for %q); use another BERNSTEIN_HOME", home, existing.Writer, writer)
+		}
+		return existing, false, nil
+	} else if !errors.Is(err, ErrNoIdentity) {
+		return nil, false, err
+	}
+	if writer == "" {
+		writer = DefaultWriter()
+	}
+	if err := refs.ValidateWriter(writer); err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, false, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, false, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, false, err
+	}
+	hk := make([]byte, 32)
+	if _, err := rand.Read(hk); err != nil {
+		return nil, false, err
+	}
+	if err := writePrivate(filepath.Join(home, signingFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		return nil, false, err
+	}
+	if err := writePrivate(filepath.Join(home, hmacFile), []byte(hex.EncodeToString(hk)+"\n")); err != nil {
+		return nil, false, err
+	}
+	// The writer file goes last: its presence marks a complete identity.
+	if err := writePrivate(filepath.Join(home, writerFile), []byte(writer+"\n")); err != nil {
+		return nil, false, err
+	}
+	id, err = newIdentity(home, writer, priv, hk)
+	return id, true, err
+}
+
+func writePrivate(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// DefaultWriter derives a writer id from the host name plus a random suffix,
+// so two hosts with the same name still get distinct writers.
+func DefaultWriter() string {
+	h, _ := os.Hostname()
+	var b strings.Builder
+	for _, c := range strings.ToLower(h) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+		if b.Len() >= 48 {
+			break
+		}
+	}
+	base := strings.Trim(b.String(), "-")
+	if base == "" {
+		base = "writer"
+	}
+	var r [3]byte
+	rand.Read(r[:])
+	return base + "-" + hex.EncodeToString(r[:])
+}
+
+// PublicKey returns the writer's SSH public key.
+func (id *Identity) PublicKey() ssh.PublicKey { return id.sshPub }
+
+// AuthorizedKey returns the public key as one "ssh-ed25519 AAAA..." line.
+func (id *Identity) AuthorizedKey() string { return id.authLine }
+
+// Principal is the allowed_signers principal of a writer.
+func Principal(writer string) string { return writer + "@bernstein" }
+
+// SignCommit returns the armored SSH signature (namespace "git") of a commit
+// payload, as git's gpgsig header carries it.
+func (id *Identity) SignCommit(payload []byte) ([]byte, error) {
+	return signSSH(id.ssh, payload)
+}
+
+// SignDetached signs data through the sigstore signer.
+func (id *Identity) SignDetached(data []byte) ([]byte, error) {
+	return id.signer.SignMessage(bytes.NewReader(data))
+}
+
+// MAC returns the hex HMAC-SHA256 of data under the writer's HMAC key.
+func (id *Identity) MAC(data []byte) string {
+	m := hmac.New(sha256.New, id.hmacKey)
+	m.Write(data)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// CheckMAC reports whether mac is the HMAC of data under the writer's key.
+func (id *Identity) CheckMAC(data []byte, mac string) bool {
+	want, err := hex.DecodeString(mac)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, id.hmacKey)
+	m.Write(data)
+	return hmac.Equal(m.Sum(nil), want)
+}
+
+// VerifyDetached checks a sigstore detached signature of data by pub.
+func VerifyDetached(pub ssh.PublicKey, data, sig []byte) error {
+	ck, ok := pub.(ssh.CryptoPublicKey)
+	if !ok {
+		return errors.New("key cannot verify detached signatures")
+	}
+	v, err := signature.LoadVerifier(ck.CryptoPublicKey(), crypto.Hash(0))
+	if err != nil {
+		return err
+	}
+	return v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(data))
+}

@@ -1,0 +1,211 @@
+package bernstein
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// PostRequest is one artifact post by the holder of a task's claim.
+type PostRequest struct {
+	Task       string
+	Key        string
+	Agent      string
+	ClaimToken string
+	Payload    artifact.Payload
+}
+
+// PostResult is the receipt of a post.
+type PostResult struct {
+	Task            string      `json:"task"`
+	Key             string      `json:"key"`
+	Version         int64       `json:"version"`
+	Type            string      `json:"type"`
+	LinkKind        string      `json:"link_kind"`
+	ContentHash     record.Hash `json:"content_hash"`
+	Blob            string      `json:"blob"`
+	Size            int64       `json:"size"`
+	SpineEntryHash  record.Hash `json:"spine_entry_hash"`
+	PrevVersionHash record.Hash `json:"prev_version_hash"`
+	JournalIndex    int64       `json:"journal_index"`
+	Writer          string      `json:"writer"`
+	Agent           string      `json:"agent"`
+}
+
+// RefusedError is a post refused for want of the task's claim. The refusal is
+// recorded in the audit mirror; nothing else is written.
+type RefusedError struct {
+	Task   string
+	Agent  string
+	Reason string // record.ReasonUnclaimedTask or record.ReasonClaimScopeViolation
+	Detail string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused (%s): %s", e.Reason, e.Detail)
+}
+
+func (e *RefusedError) keepChanges() bool { return true }
+
+var agentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}$`)
+
+// ValidateAgent checks an agent name.
+func ValidateAgent(a string) error {
+	if a == "" {
+		return &artifact.InputError{Field: "agent", Msg: "is empty: pass --agent or set BERNSTEIN_AGENT"}
+	}
+	if !agentPattern.MatchString(a) {
+		return &artifact.InputError{Field: "agent", Msg: fmt.Sprintf("%q is invalid: use 1 to 128 of letters, digits and _ . @ : + - starting with a letter or digit", a)}
+	}
+	return nil
+}
+
+func validateTask(task string) error {
+	if err := refs.ValidateTaskID(task); err != nil {
+		return &artifact.InputError{Field: "task_id", Msg: strings.TrimPrefix(err.Error(), "task id ")}
+	}
+	return nil
+}
+
+// TokenHash is the ledger's record of a claim token.
+func TokenHash(token string) record.Hash {
+	s := sha256.Sum256([]byte(token))
+	return record.Hash(record.HashPrefix + hex.EncodeToString(s[:]))
+}
+
+// checkClaim decides whether agent holding token may post to the task whose
+// ledger state is st ("" reason means allowed).
+func checkClaim(task string, st *ledger.State, agent, token string) (reason, detail string) {
+	if st == nil {
+		return record.ReasonUnclaimedTask, fmt.Sprintf("task %s does not exist", task)
+	}
+	if st.Claim == nil {
+		return record.ReasonUnclaimedTask, fmt.Sprintf("task %s has no live claim (it is %s)", task, st.Phase)
+	}
+	if st.Claim.Agent != agent {
+		return record.ReasonClaimScopeViolation, fmt.Sprintf("task %s is claimed by another agent, not %s", task, agent)
+	}
+	want := TokenHash(token)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(st.Claim.TokenSHA256)) != 1 {
+		return record.ReasonClaimScopeViolation, fmt.Sprintf("the claim token does not match the live claim of %s on task %s", agent, task)
+	}
+	return "", ""
+}
+
+type refusalDetails struct {
+	Reason       string `json:"reason"`
+	Key          string `json:"key"`
+	ArtifactType string `json:"artifact_type"`
+}
+
+type postedDetails struct {
+	Key          string      `json:"key"`
+	Version      int64       `json:"version"`
+	ContentHash  record.Hash `json:"content_hash"`
+	JournalIndex int64       `json:"journal_index"`
+}
+
+// Post stores an artifact version for the holder of the task's claim. Bad
+// input is refused before anything is written; a post without the claim is
+// refused and the refusal is recorded in the audit mirror.
+func (s *Store) Post(req PostRequest) (*PostResult, error) {
+	if err := validateTask(req.Task); err != nil {
+		return nil, err
+	}
+	if err := artifact.ValidateKey(req.Key); err != nil {
+		return nil, err
+	}
+	if err := ValidateAgent(req.Agent); err != nil {
+		return nil, err
+	}
+	if req.ClaimToken == "" {
+		return nil, &artifact.InputError{Field: "claim_token", Msg: "is empty: pass --claim-token or set BERNSTEIN_CLAIM_TOKEN"}
+	}
+	payload, err := req.Payload.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.submit(func(t *tx) (any, error) { return t.post(req, payload) })
+	if err != nil {
+		return nil, err
+	}
+	return res.(*PostResult), nil
+}
+
+func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
+	lc, err := t.ledgerChain(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	if reason, detail := checkClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken); reason != "" {
+		d := record.MustCanonical(refusalDetails{Reason: reason, Key: req.Key, ArtifactType: req.Payload.Type})
+		if err := t.appendAudit(record.EventArtifactRefused, req.Agent, req.Task, "bernstein://"+req.Task+"/"+req.Key, d); err != nil {
+			return nil, err
+		}
+		return nil, &RefusedError{Task: req.Task, Agent: req.Agent, Reason: reason, Detail: detail}
+	}
+	jc, err := t.journalChain(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	prev := jc.journal.Keys[req.Key]
+	version := prev.Version + 1
+	index, prevRow, err := t.nextJournalRow(req.Task)
+	if err != nil {
+		return nil, err
+	}
+	contentHash := record.Sum(payload)
+	hdr, err := t.spineHeader(record.SpineArtifact)
+	if err != nil {
+		return nil, err
+	}
+	entry := record.SpineArtifactEntry{
+		SpineHeader: hdr, TaskID: req.Task, Key: req.Key, Version: version,
+		ContentHash: contentHash, PrevVersionHash: prev.SpineHash, JournalIndex: index, Actor: req.Agent,
+	}
+	spineHash, err := t.appendSpine(entry, fmt.Sprintf("artifact %s/%s v%d", req.Task, req.Key, version), nil)
+	if err != nil {
+		return nil, err
+	}
+	blob := gitBlobID(payload)
+	data := record.ArtifactPosted{
+		Key: req.Key, ArtifactType: req.Payload.Type, Version: version, ContentHash: contentHash,
+		Blob: blob, Size: int64(len(payload)), LinkKind: req.Payload.LinkKind,
+		PrevVersionHash: prev.SpineHash, SpineEntryHash: spineHash,
+	}
+	row, err := record.NewRow(record.KindArtifactPosted, req.Task, index, prevRow, req.Agent, data)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{ArtifactPath(req.Key, version): payload}
+	if _, err := t.appendJournal(req.Task, row, fmt.Sprintf("%s %s v%d", record.KindArtifactPosted, req.Key, version), files); err != nil {
+		return nil, err
+	}
+	details := record.MustCanonical(postedDetails{Key: req.Key, Version: version, ContentHash: contentHash, JournalIndex: index})
+	if err := t.appendAudit(record.EventArtifactPosted, req.Agent, req.Task, string(spineHash), details); err != nil {
+		return nil, err
+	}
+	return &PostResult{
+		Task: req.Task, Key: req.Key, Version: version, Type: req.Payload.Type, LinkKind: req.Payload.LinkKind,
+		ContentHash: contentHash, Blob: blob, Size: int64(len(payload)), SpineEntryHash: spineHash,
+		PrevVersionHash: prev.SpineHash, JournalIndex: index, Writer: t.id.Writer, Agent: req.Agent,
+	}, nil
+}
+
+// ArtifactPath is where version n of key sits in the journal tree.
+func ArtifactPath(key string, version int64) string {
+	return fmt.Sprintf("artifacts/%s/v%d.json", key, version)
+}
+
+func gitBlobID(b []byte) string {
+	return gitstore.HashObject(gitstore.TypeBlob, b).String()
+}

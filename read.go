@@ -1,0 +1,83 @@
+package bernstein
+
+import (
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// Verifier returns a verifier over the repository as it is now: the spines
+// indexed, the pinned keys trusted, the published keys known.
+func (s *Store) Verifier() (*verify.Verifier, error) {
+	env, err := s.VerifyEnv()
+	if err != nil {
+		return nil, err
+	}
+	return verify.NewVerifier(env)
+}
+
+// VerifyEnv assembles what verification reads.
+func (s *Store) VerifyEnv() (*verify.Env, error) {
+	trust, err := s.Trust()
+	if err != nil {
+		return nil, err
+	}
+	published, err := s.PublishedKeys()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", refs.Keys, err)
+	}
+	pub := map[string]ssh.PublicKey{}
+	for w, line := range published {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			continue // a malformed published key is as good as none
+		}
+		pub[w] = k
+	}
+	return &verify.Env{Objects: s.objects, Refs: s.refs, Trust: trust, Published: pub}, nil
+}
+
+// Artifacts verifies every artifact version of task.
+func (s *Store) Artifacts(task string) (*verify.TaskReport, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	if err := s.requireTask(task); err != nil {
+		return nil, err
+	}
+	v, err := s.Verifier()
+	if err != nil {
+		return nil, err
+	}
+	return v.Task(task)
+}
+
+// requireTask returns ErrUnknownTask unless task has a ledger or a journal.
+func (s *Store) requireTask(task string) error {
+	for _, ref := range []string{refs.Ledger(task), refs.Journal(task)} {
+		o, err := s.refs.ReadOptional(ref)
+		if err != nil {
+			return err
+		}
+		if !o.IsZero() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrUnknownTask, task)
+}
+
+// Productions lists the artifact keys the local lineage spines carry.
+func (s *Store) Productions() ([]verify.Production, error) {
+	env, err := s.VerifyEnv()
+	if err != nil {
+		return nil, err
+	}
+	ix, err := verify.BuildSpineIndex(env)
+	if err != nil {
+		return nil, err
+	}
+	return ix.Productions(), nil
+}

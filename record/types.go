@@ -1,0 +1,283 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the record format version written in every record's "v".
+const Version = 1
+
+// Journal row kinds.
+const (
+	KindArtifactPosted = "artifact_posted"
+	KindCheckpoint     = "checkpoint"
+	KindDiffCaptured   = "diff_captured"
+	KindGateAttempt    = "gate_attempt"
+	KindEvidenceResult = "evidence_result"
+)
+
+// Ledger row kinds.
+const (
+	KindTaskCreated   = "task.created"
+	KindTaskClaimed   = "task.claimed"
+	KindTaskReleased  = "task.released"
+	KindTaskStarted   = "task.started"
+	KindTaskSuspended = "task.suspended"
+	KindTaskResumed   = "task.resumed"
+	KindTaskCompleted = "task.completed"
+	KindTaskFailed    = "task.failed"
+	KindTaskAbandoned = "task.abandoned"
+	KindTaskReopened  = "task.reopened"
+)
+
+// Row is one entry of a task journal or a task ledger. Rows are chained: Index
+// is 0-based and Prev is the Hash of the previous row ("" for the first).
+type Row struct {
+	V      int             `json:"v"`
+	Kind   string          `json:"kind"`
+	TaskID string          `json:"task_id"`
+	Index  int64           `json:"index"`
+	Prev   Hash            `json:"prev"`
+	Actor  string          `json:"actor"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// NewRow builds a row whose data is the canonical form of data.
+func NewRow(kind, task string, index int64, prev Hash, actor string, data any) (Row, error) {
+	d, err := Canonical(data)
+	if err != nil {
+		return Row{}, fmt.Errorf("%s data: %w", kind, err)
+	}
+	return Row{V: Version, Kind: kind, TaskID: task, Index: index, Prev: prev, Actor: actor, Data: d}, nil
+}
+
+// Bytes returns the canonical bytes of the row.
+func (r Row) Bytes() []byte { return MustCanonical(r) }
+
+// Hash returns the row hash: sha256 over the canonical bytes.
+func (r Row) Hash() Hash { return Sum(r.Bytes()) }
+
+// DecodeData decodes the row's data into v, refusing unknown fields.
+func (r Row) DecodeData(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(r.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s row %d data: %w", r.Kind, r.Index, err)
+	}
+	return nil
+}
+
+// ParseRow parses canonical row bytes. The bytes must be exactly canonical, so
+// the hash of what was read is the hash of what was written.
+func ParseRow(b []byte) (Row, error) {
+	if err := CheckCanonical(b); err != nil {
+		return Row{}, err
+	}
+	var r Row
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Row{}, fmt.Errorf("row: %w", err)
+	}
+	if r.V != Version {
+		return Row{}, fmt.Errorf("row: unsupported version %d", r.V)
+	}
+	if r.Kind == "" || r.TaskID == "" || r.Index < 0 || len(r.Data) == 0 {
+		return Row{}, errors.New("row: missing kind, task_id, index or data")
+	}
+	return r, nil
+}
+
+// ArtifactPosted is the data of an artifact_posted journal row.
+type ArtifactPosted struct {
+	Key             string `json:"key"`
+	ArtifactType    string `json:"artifact_type"`
+	Version         int64  `json:"version"`
+	ContentHash     Hash   `json:"content_hash"`
+	Blob            string `json:"blob"`
+	Size            int64  `json:"size"`
+	LinkKind        string `json:"link_kind"`
+	PrevVersionHash Hash   `json:"prev_version_hash"`
+	SpineEntryHash  Hash   `json:"spine_entry_hash"`
+}
+
+// Spine entry kinds.
+const (
+	SpineArtifact    = "artifact"
+	SpineJournalSeal = "journal_seal"
+)
+
+// SealSignatureFile names the detached signature of a seal entry in its
+// spine commit's tree.
+const SealSignatureFile = "seal.sig"
+
+// SpineHeader is the part every spine entry shares.
+type SpineHeader struct {
+	V      int    `json:"v"`
+	Writer string `json:"writer"`
+	Seq    int64  `json:"seq"`
+	Prev   Hash   `json:"prev"`
+	Kind   string `json:"kind"`
+}
+
+// SpineArtifactEntry seals one artifact version.
+type SpineArtifactEntry struct {
+	SpineHeader
+	TaskID          string `json:"task_id"`
+	Key             string `json:"key"`
+	Version         int64  `json:"version"`
+	ContentHash     Hash   `json:"content_hash"`
+	PrevVersionHash Hash   `json:"prev_version_hash"`
+	JournalIndex    int64  `json:"journal_index"`
+	Actor           string `json:"actor"`
+}
+
+// SpineSealEntry seals a task journal at a terminal ledger transition: its
+// head row hash and row count. LedgerIndex is the index of that transition.
+type SpineSealEntry struct {
+	SpineHeader
+	TaskID      string `json:"task_id"`
+	Head        Hash   `json:"head"`
+	Rows        int64  `json:"rows"`
+	LedgerIndex int64  `json:"ledger_index"`
+	Transition  string `json:"transition"`
+}
+
+// SpineEntry is a decoded spine entry of either kind, with its identity.
+type SpineEntry struct {
+	Header   SpineHeader
+	Artifact *SpineArtifactEntry
+	Seal     *SpineSealEntry
+	Hash     Hash
+	Bytes    []byte
+}
+
+// ParseSpineEntry parses canonical spine entry bytes.
+func ParseSpineEntry(b []byte) (SpineEntry, error) {
+	if err := CheckCanonical(b); err != nil {
+		return SpineEntry{}, err
+	}
+	var h SpineHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		return SpineEntry{}, fmt.Errorf("spine entry: %w", err)
+	}
+	if h.V != Version {
+		return SpineEntry{}, fmt.Errorf("spine entry: unsupported version %d", h.V)
+	}
+	e := SpineEntry{Header: h, Hash: Sum(b), Bytes: b}
+	var target any
+	switch h.Kind {
+	case SpineArtifact:
+		e.Artifact = &SpineArtifactEntry{}
+		target = e.Artifact
+	case SpineJournalSeal:
+		e.Seal = &SpineSealEntry{}
+		target = e.Seal
+	default:
+		return SpineEntry{}, fmt.Errorf("spine entry: unknown kind %q", h.Kind)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(target); err != nil {
+		return SpineEntry{}, fmt.Errorf("spine %s entry: %w", h.Kind, err)
+	}
+	return e, nil
+}
+
+// Audit events that are not ledger transitions.
+const (
+	EventArtifactPosted  = "artifact.posted"
+	EventArtifactRefused = "artifact.refused"
+	EventWriterKey       = "writer.key_published"
+)
+
+// Refusal reasons recorded with artifact.refused.
+const (
+	ReasonUnclaimedTask       = "unclaimed_task"
+	ReasonClaimScopeViolation = "claim_scope_violation"
+)
+
+// AuditEntry is one entry of a writer's HMAC audit mirror. HMAC is computed
+// over the canonical bytes of the entry with the hmac field removed.
+type AuditEntry struct {
+	V        int             `json:"v"`
+	Writer   string          `json:"writer"`
+	Seq      int64           `json:"seq"`
+	Event    string          `json:"event"`
+	Actor    string          `json:"actor"`
+	TaskID   string          `json:"task_id"`
+	Resource string          `json:"resource"`
+	Details  json.RawMessage `json:"details"`
+	PrevHMAC string          `json:"prev_hmac"`
+	HMAC     string          `json:"hmac"`
+}
+
+// auditUnsigned is AuditEntry without its hmac: the bytes the HMAC covers.
+type auditUnsigned struct {
+	V        int             `json:"v"`
+	Writer   string          `json:"writer"`
+	Seq      int64           `json:"seq"`
+	Event    string          `json:"event"`
+	Actor    string          `json:"actor"`
+	TaskID   string          `json:"task_id"`
+	Resource string          `json:"resource"`
+	Details  json.RawMessage `json:"details"`
+	PrevHMAC string          `json:"prev_hmac"`
+}
+
+// MACBytes returns the canonical bytes the entry's HMAC is computed over.
+func (a AuditEntry) MACBytes() []byte {
+	return MustCanonical(auditUnsigned{a.V, a.Writer, a.Seq, a.Event, a.Actor, a.TaskID, a.Resource, a.Details, a.PrevHMAC})
+}
+
+// Bytes returns the canonical bytes of the whole entry, hmac included.
+func (a AuditEntry) Bytes() []byte { return MustCanonical(a) }
+
+// ParseAuditEntry parses canonical audit entry bytes.
+func ParseAuditEntry(b []byte) (AuditEntry, error) {
+	if err := CheckCanonical(b); err != nil {
+		return AuditEntry{}, err
+	}
+	var a AuditEntry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return AuditEntry{}, fmt.Errorf("audit entry: %w", err)
+	}
+	if a.V != Version {
+		return AuditEntry{}, fmt.Errorf("audit entry: unsupported version %d", a.V)
+	}
+	return a, nil
+}
+
+// Message builds a chain commit message: a one-line summary, a blank line and
+// the canonical record on one line.
+func Message(summary string, canonical []byte) []byte {
+	var b bytes.Buffer
+	b.Grow(len(summary) + len(canonical) + 3)
+	b.WriteString(summary)
+	b.WriteString("\n\n")
+	b.Write(canonical)
+	b.WriteByte('\n')
+	return b.Bytes()
+}
+
+// ErrNoRecord reports a chain commit message that carries no record.
+var ErrNoRecord = errors.New("commit message carries no record")
+
+// RecordFromMessage returns the canonical record bytes a chain commit message
+// carries.
+func RecordFromMessage(msg []byte) ([]byte, error) {
+	i := bytes.Index(msg, []byte("\n\n"))
+	if i < 0 {
+		return nil, ErrNoRecord
+	}
+	body := msg[i+2:]
+	if len(body) == 0 || body[len(body)-1] != '\n' || bytes.IndexByte(body[:len(body)-1], '\n') >= 0 {
+		return nil, ErrNoRecord
+	}
+	return body[:len(body)-1], nil
+}

@@ -1,0 +1,97 @@
+// Package refs owns the names of bernstein's refs (with the injective escape
+// of task ids into ref components), reading refs the way git stores them, and
+// atomic multi-ref transactions that respect git's own lock files.
+package refs
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Prefix is the namespace bernstein writes; nothing outside it is touched.
+const Prefix = "refs/bernstein/"
+
+// Ref namespaces.
+const (
+	JournalPrefix = Prefix + "journal/"
+	LedgerPrefix  = Prefix + "ledger/"
+	SpinePrefix   = Prefix + "spine/"
+	AuditPrefix   = Prefix + "audit/"
+	Keys          = Prefix + "keys"
+)
+
+var (
+	taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+	writerPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+)
+
+// ValidateTaskID returns an error naming what is wrong with a task id.
+func ValidateTaskID(id string) error {
+	if id == "" {
+		return fmt.Errorf("task id is empty")
+	}
+	if len(id) > 128 {
+		return fmt.Errorf("task id is %d bytes long (at most 128)", len(id))
+	}
+	if strings.Contains(id, "..") {
+		return fmt.Errorf("task id %q contains \"..\"", id)
+	}
+	if !taskIDPattern.MatchString(id) {
+		return fmt.Errorf("task id %q is invalid: use letters, digits and _ . : - and start with a letter or digit", printable(id))
+	}
+	return nil
+}
+
+// ValidateWriter returns an error naming what is wrong with a writer id.
+func ValidateWriter(w string) error {
+	if !writerPattern.MatchString(w) {
+		return fmt.Errorf("writer id %q is invalid: use 1 to 64 of a-z 0-9 -", printable(w))
+	}
+	return nil
+}
+
+// printable quotes control characters so an error message stays one line.
+func printable(s string) string {
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
+}
+
+// EscapeTask maps a valid task id to a ref component, injectively: ':' (which
+// git forbids) becomes %3A, and a trailing '.' or a trailing ".lock" has its
+// dot written %2E. '%' never occurs in a task id, so the map inverts.
+func EscapeTask(id string) string {
+	s := strings.ReplaceAll(id, ":", "%3A")
+	switch {
+	case strings.HasSuffix(s, ".lock"):
+		s = s[:len(s)-5] + "%2Elock"
+	case strings.HasSuffix(s, "."):
+		s = s[:len(s)-1] + "%2E"
+	}
+	return s
+}
+
+// UnescapeTask inverts EscapeTask.
+func UnescapeTask(c string) (string, error) {
+	s := strings.ReplaceAll(c, "%3A", ":")
+	s = strings.ReplaceAll(s, "%2E", ".")
+	if strings.Contains(s, "%") || EscapeTask(s) != c {
+		return "", fmt.Errorf("ref component %q is not an escaped task id", c)
+	}
+	if err := ValidateTaskID(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// Journal is the ref of a task's journal.
+func Journal(task string) string { return JournalPrefix + EscapeTask(task) }
+
+// Ledger is the ref of a task's ledger.
+func Ledger(task string) string { return LedgerPrefix + EscapeTask(task) }
+
+// Spine is the ref of a writer's lineage spine.
+func Spine(writer string) string { return SpinePrefix + writer }
+
+// Audit is the ref of a writer's audit mirror.
+func Audit(writer string) string { return AuditPrefix + writer }

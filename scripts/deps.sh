@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the build, the demo and the tests need and the machine lacks.
+# Debian packages come from apt; Go modules come with `go build`.
+set -euo pipefail
+
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v make >/dev/null 2>&1 || need+=(make)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  if [ -x /usr/local/go/bin/go ]; then
+    echo "go is at /usr/local/go/bin: add it to PATH" >&2
+  else
+    echo "Go 1.26 is required (https://go.dev/dl/)" >&2
+  fi
+  exit 1
+fi

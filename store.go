@@ -1,0 +1,198 @@
+// Package bernstein is the library every surface (CLI, MCP, HTTP) is a thin
+// adapter over: a Store keeps the work of agent tasks in an ordinary git
+// repository under refs/bernstein/*, and re-verifies whatever it reads.
+package bernstein
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Options configure Open and Init.
+type Options struct {
+	// Repo is a directory inside the repository (or the git directory of a
+	// bare one). Empty means BERNSTEIN_REPO, else the current directory.
+	Repo string
+	// Home holds the writer identity. Empty means keys.Home().
+	Home string
+	// AllowedSigners is a file in git's allowed_signers format whose keys the
+	// reader pins; the local writer's own key is always trusted.
+	AllowedSigners string
+	// LockWait bounds the wait for a ref lock held by another process.
+	LockWait time.Duration
+	// Now supplies commit timestamps (display metadata only).
+	Now func() time.Time
+}
+
+// ErrNotRepository reports a directory that is not in a git repository.
+var ErrNotRepository = errors.New("not a git repository")
+
+// Store is an open bernstein repository.
+type Store struct {
+	gitDir    string // the common git directory: refs and objects live here
+	workTree  string // "" for a bare repository
+	objects   *gitstore.Repo
+	refs      refs.Reader
+	txr       *refs.Transactor
+	opts      Options
+	home      string
+	lockPath  string
+	now       func() time.Time
+	identOnce sync.Once
+	ident     *keys.Identity
+	identErr  error
+	trustOnce sync.Once
+	trust     *keys.TrustSet
+	trustErr  error
+
+	treeMu sync.Mutex
+	trees  map[gitstore.Oid][]gitstore.TreeEntry
+
+	stateMu  sync.Mutex
+	ledgers  map[string]ledgerCache
+	journals map[string]journalCache
+
+	qmu     sync.Mutex
+	queue   []*pendingOp
+	leading bool
+
+	maintErr atomic.Value // last maintenance failure, for diagnostics
+}
+
+type ledgerCache struct {
+	head  gitstore.Oid
+	state *ledger.State
+}
+
+type journalCache struct {
+	head  gitstore.Oid
+	state *journalState
+}
+
+// locate finds the git directory for dir: (common git dir, work tree).
+func locate(dir string) (string, string, error) {
+	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--show-toplevel")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) < 2 {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "not a git repository") || msg == "" {
+			return "", "", fmt.Errorf("%w: %s", ErrNotRepository, dir)
+		}
+		return "", "", fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
+	}
+	gitDir := lines[0]
+	work := ""
+	if lines[1] == "false" && len(lines) > 2 {
+		work = lines[2]
+	}
+	return filepath.Clean(gitDir), work, nil
+}
+
+func repoDir(o Options) string {
+	if o.Repo != "" {
+		return o.Repo
+	}
+	if r := os.Getenv("BERNSTEIN_REPO"); r != "" {
+		return r
+	}
+	return "."
+}
+
+// Open opens the repository o names. It creates nothing: reading commands
+// never create keys or refs.
+func Open(o Options) (*Store, error) {
+	dir := repoDir(o)
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("repository %s is not a directory", dir)
+	}
+	gitDir, work, err := locate(dir)
+	if err != nil {
+		return nil, err
+	}
+	objects, err := gitstore.Open(filepath.Join(gitDir, "objects"))
+	if err != nil {
+		return nil, err
+	}
+	home := o.Home
+	if home == "" {
+		if home, err = keys.Home(); err != nil {
+			return nil, err
+		}
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{
+		gitDir: gitDir, workTree: work, objects: objects,
+		refs: refs.Reader{Dir: gitDir},
+		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
+		opts: o, home: home, now: now,
+		lockPath: filepath.Join(gitDir, "bernstein", "write.lock"),
+		trees:    map[gitstore.Oid][]gitstore.TreeEntry{},
+		ledgers:  map[string]ledgerCache{},
+		journals: map[string]journalCache{},
+	}
+	return s, nil
+}
+
+// Close releases the store's co-process and mapped packs.
+func (s *Store) Close() error {
+	err := s.txr.Close()
+	s.objects.Close()
+	return err
+}
+
+// GitDir returns the repository's (common) git directory.
+func (s *Store) GitDir() string { return s.gitDir }
+
+// Objects exposes the object database, for verification and tests.
+func (s *Store) Objects() *gitstore.Repo { return s.objects }
+
+// Identity returns the local writer identity, loading it once. It never
+// creates one.
+func (s *Store) Identity() (*keys.Identity, error) {
+	s.identOnce.Do(func() {
+		s.ident, s.identErr = keys.Load(s.home)
+	})
+	return s.ident, s.identErr
+}
+
+// Trust returns the keys this reader trusts: the pinned allowed signers and
+// the local writer's own key.
+func (s *Store) Trust() (*keys.TrustSet, error) {
+	s.trustOnce.Do(func() {
+		var pinned []keys.AllowedSigner
+		if s.opts.AllowedSigners != "" {
+			pinned, s.trustErr = keys.ReadAllowedSigners(s.opts.AllowedSigners)
+			if s.trustErr != nil {
+				return
+			}
+		}
+		id, err := s.Identity()
+		if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
+			s.trustErr = err
+			return
+		}
+		s.trust = keys.NewTrustSet(pinned, id)
+	})
+	return s.trust, s.trustErr
+}

@@ -1,0 +1,331 @@
+package bernstein
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// ErrUnknownTask reports a task with no ledger.
+var ErrUnknownTask = errors.New("unknown task")
+
+// TaskSpec describes a task to create.
+type TaskSpec struct {
+	ID       string
+	Title    string
+	Actor    string
+	Evidence []ledger.Producer
+	Gates    []ledger.Gate
+}
+
+// CreateTask starts a task's ledger with task.created.
+func (s *Store) CreateTask(spec TaskSpec) (*TaskInfo, error) {
+	if err := validateTask(spec.ID); err != nil {
+		return nil, err
+	}
+	if err := checkText("title", spec.Title, 1024); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, p := range spec.Evidence {
+		if err := ledger.ValidateName("evidence producer", p.Name); err != nil {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("evidence[%d]", i), Msg: err.Error()}
+		}
+		if seen["e:"+p.Name] {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("evidence[%d]", i), Msg: fmt.Sprintf("producer %q is declared twice", p.Name)}
+		}
+		seen["e:"+p.Name] = true
+		if strings.TrimSpace(p.Command) == "" {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("evidence[%d]", i), Msg: fmt.Sprintf("producer %q has no command", p.Name)}
+		}
+		if p.Kind == "" {
+			spec.Evidence[i].Kind = "command"
+		}
+	}
+	for i, g := range spec.Gates {
+		if err := ledger.ValidateName("gate", g.Name); err != nil {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("gates[%d]", i), Msg: err.Error()}
+		}
+		if seen["g:"+g.Name] {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("gates[%d]", i), Msg: fmt.Sprintf("gate %q is declared twice", g.Name)}
+		}
+		seen["g:"+g.Name] = true
+		if strings.TrimSpace(g.Command) == "" {
+			return nil, &artifact.InputError{Field: fmt.Sprintf("gates[%d]", i), Msg: fmt.Sprintf("gate %q has no command", g.Name)}
+		}
+	}
+	actor, err := s.actor(spec.Actor)
+	if err != nil {
+		return nil, err
+	}
+	ev, gates := spec.Evidence, spec.Gates
+	if ev == nil {
+		ev = []ledger.Producer{}
+	}
+	if gates == nil {
+		gates = []ledger.Gate{}
+	}
+	_, err = s.submit(func(t *tx) (any, error) {
+		c, err := t.ledgerChain(spec.ID)
+		if err != nil {
+			return nil, err
+		}
+		if c.ledger != nil {
+			return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s already exists", spec.ID)}
+		}
+		_, _, err = t.appendLedger(spec.ID, record.KindTaskCreated, actor, ledger.Created{Title: spec.Title, Evidence: ev, Gates: gates})
+		return nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Task(spec.ID)
+}
+
+func checkText(field, s string, max int) error {
+	if len(s) > max {
+		return &artifact.InputError{Field: field, Msg: fmt.Sprintf("is %d bytes (at most %d)", len(s), max)}
+	}
+	for _, r := range s {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return &artifact.InputError{Field: field, Msg: fmt.Sprintf("contains control character %U", r)}
+		}
+	}
+	return nil
+}
+
+// actor returns the actor recorded for an orchestrator-side command.
+func (s *Store) actor(a string) (string, error) {
+	if a == "" {
+		id, err := s.Identity()
+		if err != nil {
+			return "", err
+		}
+		return id.Writer, nil
+	}
+	if err := ValidateAgent(a); err != nil {
+		return "", &artifact.InputError{Field: "actor", Msg: strings.TrimPrefix(err.Error(), "agent: ")}
+	}
+	return a, nil
+}
+
+// Claim gives agent the task's claim and returns the claim token, which is
+// shown once: the ledger keeps only its hash.
+func (s *Store) Claim(task, agent string) (token string, err error) {
+	if err := validateTask(task); err != nil {
+		return "", err
+	}
+	if err := ValidateAgent(agent); err != nil {
+		return "", err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	token = "bct_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	var cid [8]byte
+	rand.Read(cid[:])
+	claimID := "claim-" + hex.EncodeToString(cid[:])
+	_, err = s.submit(func(t *tx) (any, error) {
+		_, _, err := t.appendLedger(task, record.KindTaskClaimed, agent, ledger.Claimed{Agent: agent, ClaimID: claimID, TokenSHA256: TokenHash(token)})
+		return nil, err
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// Transition applies one of the ledger transitions that carry only a reason:
+// release, start, suspend, resume, complete, fail, abandon, reopen. A
+// terminal transition also seals the task's journal in the spine.
+func (s *Store) Transition(task, kind, actor, reason string) (*TaskInfo, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	switch kind {
+	case record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
+		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened:
+	default:
+		return nil, fmt.Errorf("transition %q is not a plain transition", kind)
+	}
+	if err := checkText("reason", reason, 4096); err != nil {
+		return nil, err
+	}
+	who, err := s.actor(actor)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.submit(func(t *tx) (any, error) {
+		row, _, err := t.appendLedger(task, kind, who, ledger.Transition{Reason: reason})
+		if err != nil {
+			return nil, err
+		}
+		if ledger.Terminal(ledger.PhaseOf(kind)) {
+			return nil, t.sealJournal(task, row)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Task(task)
+}
+
+// sealJournal records the journal's head and row count in a signed spine
+// entry, with a detached signature over the entry in the spine commit.
+func (t *tx) sealJournal(task string, transition record.Row) error {
+	rows, head, err := t.nextJournalRow(task)
+	if err != nil {
+		return err
+	}
+	hdr, err := t.spineHeader(record.SpineJournalSeal)
+	if err != nil {
+		return err
+	}
+	seal := record.SpineSealEntry{SpineHeader: hdr, TaskID: task, Head: head, Rows: rows, LedgerIndex: transition.Index, Transition: transition.Kind}
+	b, err := record.Canonical(seal)
+	if err != nil {
+		return err
+	}
+	sig, err := t.id.SignDetached(b)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{record.SealSignatureFile: []byte(base64.StdEncoding.EncodeToString(sig) + "\n")}
+	_, err = t.appendSpine(seal, fmt.Sprintf("journal_seal %s (%d rows)", task, rows), files)
+	return err
+}
+
+// TaskInfo is a task as its ledger tells it.
+type TaskInfo struct {
+	ID          string            `json:"id"`
+	Title       string            `json:"title"`
+	Phase       string            `json:"phase"`
+	Terminal    bool              `json:"terminal"`
+	ClaimAgent  string            `json:"claim_agent"`
+	ClaimID     string            `json:"claim_id"`
+	LedgerRows  int64             `json:"ledger_rows"`
+	LedgerHead  record.Hash       `json:"ledger_head"`
+	JournalRows int64             `json:"journal_rows"`
+	JournalHead record.Hash       `json:"journal_head"`
+	Attempts    int64             `json:"attempts"`
+	Evidence    []ledger.Producer `json:"evidence"`
+	Gates       []ledger.Gate     `json:"gates"`
+	Artifacts   map[string]int64  `json:"artifacts"` // key -> latest version
+}
+
+// Task returns what the ledger and journal of task say now.
+func (s *Store) Task(task string) (*TaskInfo, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	lhead, err := s.refs.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return nil, err
+	}
+	if lhead.IsZero() {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+	}
+	st, err := s.ledgerStateAt(task, lhead)
+	if err != nil {
+		return nil, err
+	}
+	jhead, err := s.refs.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return nil, err
+	}
+	js := newJournalState(task)
+	if !jhead.IsZero() {
+		if js, err = s.journalStateAt(task, jhead); err != nil {
+			return nil, err
+		}
+	}
+	info := &TaskInfo{
+		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
+		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
+		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
+	}
+	if st.Claim != nil {
+		info.ClaimAgent, info.ClaimID = st.Claim.Agent, st.Claim.ClaimID
+	}
+	for k, v := range js.Keys {
+		info.Artifacts[k] = v.Version
+	}
+	return info, nil
+}
+
+// TaskIDs lists the tasks that have a ledger, sorted.
+func (s *Store) TaskIDs() ([]string, error) {
+	_, names, err := s.refs.List(refs.LedgerPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix))
+		if err != nil {
+			continue // not ours: a ref bernstein did not write
+		}
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Tasks returns every task.
+func (s *Store) Tasks() ([]*TaskInfo, error) {
+	ids, err := s.TaskIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*TaskInfo, 0, len(ids))
+	for _, id := range ids {
+		t, err := s.Task(id)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// LedgerRows returns the rows of task's ledger, oldest first.
+func (s *Store) LedgerRows(task string) ([]record.Row, error) {
+	return s.rows(refs.Ledger(task))
+}
+
+// JournalRows returns the rows of task's journal, oldest first.
+func (s *Store) JournalRows(task string) ([]record.Row, error) {
+	return s.rows(refs.Journal(task))
+}
+
+func (s *Store) rows(ref string) ([]record.Row, error) {
+	head, err := s.refs.ReadOptional(ref)
+	if err != nil || head.IsZero() {
+		return nil, err
+	}
+	commits, _, err := s.walkBack(head, gitstore.ZeroOid)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]record.Row, 0, len(commits))
+	for _, cc := range commits {
+		r, err := record.ParseRow(cc.Record)
+		if err != nil {
+			return nil, fmt.Errorf("%s commit %s: %w", ref, cc.ID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,548 @@
+package bernstein
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// A write is a batch of operations. Each operation reads and extends the
+// chains of one transaction; the batch's objects go to disk as one pack and
+// every ref it moved moves in one compare-and-swap ref transaction. Posts
+// from concurrent goroutines share a batch (group commit); posts from
+// concurrent processes queue on a lock file so no work is thrown away.
+
+// chain is one ref's linear record chain as the transaction sees it.
+type chainState struct {
+	ref  string
+	old  gitstore.Oid // value when first read: the compare-and-swap base
+	head gitstore.Oid
+	tree gitstore.Oid
+	next int64  // index (rows) or seq (entries) of the next record
+	last string // hash of the last row or entry, or the last HMAC
+
+	ledger  *ledger.State
+	journal *journalState
+	owner   int // op sequence that owns the states (copy on write)
+	dirty   bool
+}
+
+type tx struct {
+	s       *Store
+	id      *keys.Identity
+	now     time.Time
+	chains  map[string]*chainState
+	objects []gitstore.Object
+	trees   map[gitstore.Oid][]gitstore.TreeEntry
+	op      int
+}
+
+// opFunc runs one operation inside a transaction.
+type opFunc func(t *tx) (any, error)
+
+type pendingOp struct {
+	fn   opFunc
+	res  any
+	err  error
+	done chan struct{}
+}
+
+// keepChanges marks an operation error whose transaction changes must still
+// be committed (a refused post is recorded in the audit mirror).
+type keepChanges interface{ keepChanges() bool }
+
+const maxBatch = 256
+
+// submit runs fn in the next batch and waits for its outcome.
+func (s *Store) submit(fn opFunc) (any, error) {
+	o := &pendingOp{fn: fn, done: make(chan struct{})}
+	s.qmu.Lock()
+	s.queue = append(s.queue, o)
+	if s.leading {
+		s.qmu.Unlock()
+		<-o.done
+		return o.res, o.err
+	}
+	s.leading = true
+	s.qmu.Unlock()
+	for {
+		s.qmu.Lock()
+		n := len(s.queue)
+		if n == 0 {
+			s.leading = false
+			s.qmu.Unlock()
+			break
+		}
+		if n > maxBatch {
+			n = maxBatch
+		}
+		batch := append([]*pendingOp(nil), s.queue[:n]...)
+		s.queue = s.queue[n:]
+		s.qmu.Unlock()
+		s.runBatch(batch)
+	}
+	<-o.done
+	return o.res, o.err
+}
+
+func (s *Store) runBatch(batch []*pendingOp) {
+	finish := func(err error) {
+		for _, o := range batch {
+			if err != nil {
+				o.res, o.err = nil, err
+			}
+			close(o.done)
+		}
+	}
+	id, err := s.Identity()
+	if err != nil {
+		finish(err)
+		return
+	}
+	unlock, err := s.lockWriters()
+	if err != nil {
+		finish(err)
+		return
+	}
+	defer unlock()
+	for attempt := 0; ; attempt++ {
+		t := &tx{s: s, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
+		for i, o := range batch {
+			t.op = i + 1
+			saved := t.save()
+			o.res, o.err = o.fn(t)
+			if o.err != nil {
+				if k, ok := o.err.(keepChanges); !ok || !k.keepChanges() {
+					t.restore(saved)
+				}
+			}
+		}
+		err := t.commit()
+		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
+			// Someone outside bernstein's writer lock moved a ref: redo the batch
+			// on the new heads.
+			continue
+		}
+		if err == nil {
+			s.remember(t)
+		}
+		finish(err)
+		break
+	}
+	s.maybeCompact()
+}
+
+// lockWriters serializes bernstein writers across processes on this
+// repository. The lock dies with its process, so a killed writer never
+// wedges the others.
+func (s *Store) lockWriters() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(s.lockPath), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", s.lockPath, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+type savepoint struct {
+	chains  map[string]chainState
+	objects int
+}
+
+func (t *tx) save() savepoint {
+	sp := savepoint{chains: make(map[string]chainState, len(t.chains)), objects: len(t.objects)}
+	for k, c := range t.chains {
+		sp.chains[k] = *c
+	}
+	return sp
+}
+
+func (t *tx) restore(sp savepoint) {
+	t.objects = t.objects[:sp.objects]
+	for k := range t.chains {
+		if c, ok := sp.chains[k]; ok {
+			*t.chains[k] = c
+		} else {
+			delete(t.chains, k)
+		}
+	}
+}
+
+// commit writes the batch's objects as one pack and moves its refs at once.
+func (t *tx) commit() error {
+	var updates []refs.Update
+	for _, c := range t.chains {
+		if c.dirty && c.head != c.old {
+			updates = append(updates, refs.Update{Ref: c.ref, Old: c.old, New: c.head})
+		}
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	objs := t.objects
+	if !t.s.objects.HasEmptyTree() {
+		objs = append(objs, gitstore.NewObject(gitstore.TypeTree, nil))
+	}
+	if _, err := t.s.objects.WritePack(objs); err != nil {
+		return fmt.Errorf("write objects: %w", err)
+	}
+	if err := t.s.txr.Apply(updates); err != nil {
+		return err
+	}
+	return nil
+}
+
+// remember caches the states of the chains a committed batch moved.
+func (s *Store) remember(t *tx) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	for _, c := range t.chains {
+		if c.ledger != nil {
+			s.ledgers[c.ledger.TaskID] = ledgerCache{c.head, c.ledger}
+		}
+		if c.journal != nil {
+			s.journals[c.journal.Task] = journalCache{c.head, c.journal}
+		}
+	}
+	for id, es := range t.trees {
+		s.cacheTree(id, es)
+	}
+}
+
+// chain returns ref's chain in this transaction, reading it on first use.
+func (t *tx) chain(ref string, load func(c *chainState) error) (*chainState, error) {
+	if c, ok := t.chains[ref]; ok {
+		return c, nil
+	}
+	head, err := t.s.refs.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	c := &chainState{ref: ref, old: head, head: head}
+	if !head.IsZero() {
+		if err := load(c); err != nil {
+			return nil, err
+		}
+	}
+	t.chains[ref] = c
+	return c, nil
+}
+
+// own makes c's states private to the running operation before it mutates
+// them, so a failed operation can be rolled back.
+func (t *tx) own(c *chainState) {
+	if c.owner == t.op {
+		return
+	}
+	if c.ledger != nil {
+		l := *c.ledger
+		c.ledger = &l
+	}
+	if c.journal != nil {
+		c.journal = c.journal.clone()
+	}
+	c.owner = t.op
+}
+
+// ledgerChain loads a task's ledger with its folded state.
+func (t *tx) ledgerChain(task string) (*chainState, error) {
+	return t.chain(refs.Ledger(task), func(c *chainState) error {
+		st, err := t.s.ledgerStateAt(task, c.head)
+		if err != nil {
+			return err
+		}
+		c.ledger = st
+		c.next, c.last = st.Rows, string(st.Head)
+		c.tree = gitstore.EmptyTree
+		return nil
+	})
+}
+
+// journalChain loads a task's journal with its folded state.
+func (t *tx) journalChain(task string) (*chainState, error) {
+	c, err := t.chain(refs.Journal(task), func(c *chainState) error {
+		st, err := t.s.journalStateAt(task, c.head)
+		if err != nil {
+			return err
+		}
+		c.journal = st
+		c.next, c.last, c.tree = st.Rows, string(st.Head), st.Tree
+		return nil
+	})
+	if err == nil && c.journal == nil {
+		c.journal = newJournalState(task)
+		c.tree = gitstore.EmptyTree
+	}
+	return c, err
+}
+
+// entryChain loads a spine or audit chain: only its head entry matters.
+func (t *tx) entryChain(ref string, audit bool) (*chainState, error) {
+	return t.chain(ref, func(c *chainState) error {
+		cc, err := t.s.readChainCommit(c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		if audit {
+			a, err := record.ParseAuditEntry(cc.Record)
+			if err != nil {
+				return fmt.Errorf("%s head: %w", ref, err)
+			}
+			c.next, c.last = a.Seq+1, a.HMAC
+		} else {
+			e, err := record.ParseSpineEntry(cc.Record)
+			if err != nil {
+				return fmt.Errorf("%s head: %w", ref, err)
+			}
+			c.next, c.last = e.Header.Seq+1, string(e.Hash)
+		}
+		c.tree = cc.Commit.Tree
+		return nil
+	})
+}
+
+// ident formats a commit identity for name (an agent, actor or writer).
+func (t *tx) ident(name string) string {
+	return gitstore.Ident(name, name+"@bernstein", t.now.Unix())
+}
+
+// addCommit appends a commit to c.
+func (t *tx) addCommit(c *chainState, tree gitstore.Oid, author string, msg []byte, sign bool) error {
+	cm := gitstore.Commit{Tree: tree, Author: t.ident(author), Committer: t.ident(t.id.Writer), Message: msg}
+	if !c.head.IsZero() {
+		cm.Parents = []gitstore.Oid{c.head}
+	}
+	if sign {
+		sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+		if err != nil {
+			return err
+		}
+		cm.Signature = sig
+	}
+	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	t.objects = append(t.objects, o)
+	c.head, c.tree, c.dirty = o.ID, tree, true
+	return nil
+}
+
+// addTree stores a tree built in this transaction.
+func (t *tx) addTree(es []gitstore.TreeEntry) gitstore.Oid {
+	if len(es) == 0 {
+		return gitstore.EmptyTree
+	}
+	o := gitstore.NewObject(gitstore.TypeTree, gitstore.EncodeTree(es))
+	t.objects = append(t.objects, o)
+	t.trees[o.ID] = es
+	return o.ID
+}
+
+func (t *tx) readTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
+	if es, ok := t.trees[id]; ok {
+		return es, nil
+	}
+	return t.s.readTree(id)
+}
+
+// setPath returns a tree like root with blob at path (slash separated).
+func (t *tx) setPath(root gitstore.Oid, path string, blob gitstore.Oid) (gitstore.Oid, error) {
+	parts := strings.Split(path, "/")
+	var es []gitstore.TreeEntry
+	if !root.IsZero() {
+		var err error
+		if es, err = t.readTree(root); err != nil {
+			return gitstore.ZeroOid, err
+		}
+	}
+	out := make([]gitstore.TreeEntry, 0, len(es)+1)
+	var sub gitstore.Oid
+	for _, e := range es {
+		if e.Name == parts[0] {
+			if len(parts) > 1 && e.IsTree() {
+				sub = e.ID
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(parts) == 1 {
+		out = append(out, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: parts[0], ID: blob})
+	} else {
+		id, err := t.setPath(sub, strings.Join(parts[1:], "/"), blob)
+		if err != nil {
+			return gitstore.ZeroOid, err
+		}
+		out = append(out, gitstore.TreeEntry{Mode: gitstore.ModeTree, Name: parts[0], ID: id})
+	}
+	return t.addTree(out), nil
+}
+
+// addBlob stores a blob and returns its id.
+func (t *tx) addBlob(data []byte) gitstore.Oid {
+	o := gitstore.NewObject(gitstore.TypeBlob, data)
+	t.objects = append(t.objects, o)
+	return o.ID
+}
+
+// appendLedger appends a transition row to a task's ledger, refusing an
+// illegal transition, and mirrors it into the audit chain.
+func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chainState, error) {
+	c, err := t.ledgerChain(task)
+	if err != nil {
+		return record.Row{}, nil, err
+	}
+	phase := ""
+	if c.ledger != nil {
+		phase = c.ledger.Phase
+	}
+	if err := ledger.Check(task, phase, kind); err != nil {
+		return record.Row{}, nil, err
+	}
+	row, err := record.NewRow(kind, task, c.next, record.Hash(c.last), actor, data)
+	if err != nil {
+		return record.Row{}, nil, err
+	}
+	t.own(c)
+	if c.ledger == nil {
+		c.ledger = &ledger.State{}
+	}
+	if err := c.ledger.Apply(row); err != nil {
+		return record.Row{}, nil, err
+	}
+	b := row.Bytes()
+	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), false); err != nil {
+		return record.Row{}, nil, err
+	}
+	c.next, c.last = row.Index+1, string(record.Sum(b))
+	if err := t.appendAudit(kind, actor, task, string(record.Sum(b)), row.Data); err != nil {
+		return record.Row{}, nil, err
+	}
+	return row, c, nil
+}
+
+// appendJournal appends a row to a task's journal; files are blobs added to
+// the journal tree at the given paths.
+func (t *tx) appendJournal(task string, row record.Row, summary string, files map[string][]byte) (*chainState, error) {
+	c, err := t.journalChain(task)
+	if err != nil {
+		return nil, err
+	}
+	t.own(c)
+	tree := c.tree
+	for path, data := range files {
+		blob := t.addBlob(data)
+		if tree, err = t.setPath(tree, path, blob); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.journal.apply(row); err != nil {
+		return nil, err
+	}
+	b := row.Bytes()
+	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), false); err != nil {
+		return nil, err
+	}
+	c.journal.Tree = tree
+	c.next, c.last = row.Index+1, string(record.Sum(b))
+	return c, nil
+}
+
+// nextJournalRow returns the index and prev hash a new row of task takes.
+func (t *tx) nextJournalRow(task string) (int64, record.Hash, error) {
+	c, err := t.journalChain(task)
+	if err != nil {
+		return 0, "", err
+	}
+	return c.next, record.Hash(c.last), nil
+}
+
+// spineHeader fills the header the next entry of the writer's spine takes.
+func (t *tx) spineHeader(kind string) (record.SpineHeader, error) {
+	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
+	if err != nil {
+		return record.SpineHeader{}, err
+	}
+	return record.SpineHeader{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last), Kind: kind}, nil
+}
+
+// appendSpine appends a signed entry (built on spineHeader) to the spine.
+// files go into the spine commit's tree.
+func (t *tx) appendSpine(entry any, summary string, files map[string][]byte) (record.Hash, error) {
+	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
+	if err != nil {
+		return "", err
+	}
+	b, err := record.Canonical(entry)
+	if err != nil {
+		return "", err
+	}
+	tree := gitstore.EmptyTree
+	if len(files) > 0 {
+		var es []gitstore.TreeEntry
+		for name, data := range files {
+			es = append(es, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
+		}
+		tree = t.addTree(es)
+	}
+	if err := t.addCommit(c, tree, t.id.Writer, record.Message(summary, b), true); err != nil {
+		return "", err
+	}
+	h := record.Sum(b)
+	c.next, c.last = c.next+1, string(h)
+	return h, nil
+}
+
+// appendAudit appends an HMAC'd, signed entry to the writer's audit mirror.
+func (t *tx) appendAudit(event, actor, task, resource string, details []byte) error {
+	c, err := t.entryChain(refs.Audit(t.id.Writer), true)
+	if err != nil {
+		return err
+	}
+	if details == nil {
+		details = []byte("{}")
+	}
+	a := record.AuditEntry{V: record.Version, Writer: t.id.Writer, Seq: c.next, Event: event, Actor: actor,
+		TaskID: task, Resource: resource, Details: details, PrevHMAC: c.last}
+	a.HMAC = t.id.MAC(a.MACBytes())
+	b := a.Bytes()
+	summary := event
+	if task != "" {
+		summary += " " + task
+	}
+	if err := t.addCommit(c, gitstore.EmptyTree, t.id.Writer, record.Message(summary, b), true); err != nil {
+		return err
+	}
+	c.next, c.last = c.next+1, a.HMAC
+	return nil
+}
+
+const compactAbove = 16
+
+// maybeCompact merges small packs once there are more than compactAbove; it
+// runs under the writer lock. A failure leaves the packs as they were.
+func (s *Store) maybeCompact() {
+	if s.objects.PackCount() <= compactAbove {
+		return
+	}
+	if _, err := s.objects.Compact(compactAbove); err != nil {
+		s.maintErr.Store(err.Error())
+	}
+}

@@ -1,0 +1,454 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Failure is one check that did not hold, with its position. Position fields
+// that do not apply are null.
+type Failure struct {
+	TaskID       string `json:"task_id"`
+	Key          string `json:"key"`
+	Version      *int64 `json:"version"`
+	JournalIndex *int64 `json:"journal_index"`
+	Writer       string `json:"writer,omitempty"`
+	Seq          *int64 `json:"seq,omitempty"`
+	Check        string `json:"check"`
+	Reason       string `json:"reason"`
+}
+
+// Version is one artifact version as verification found it.
+type Version struct {
+	Key             string       `json:"key"`
+	Version         int64        `json:"version"`
+	Type            string       `json:"type"`
+	LinkKind        string       `json:"link_kind"`
+	ContentHash     record.Hash  `json:"content_hash"`
+	SpineEntryHash  record.Hash  `json:"spine_entry_hash"`
+	PrevVersionHash record.Hash  `json:"prev_version_hash"`
+	JournalIndex    int64        `json:"journal_index"`
+	State           string       `json:"state"`
+	Reason          string       `json:"reason"`
+	Actor           string       `json:"actor"`
+	Writer          string       `json:"writer"`
+	Blob            string       `json:"blob"`
+	Size            int64        `json:"size"`
+	Commit          gitstore.Oid `json:"-"`
+	// Payload holds the verified canonical bytes; it is nil when tampered.
+	Payload []byte `json:"-"`
+}
+
+// TaskReport is the verification of one task's journal.
+type TaskReport struct {
+	Task            string      `json:"task"`
+	Rows            int64       `json:"rows"`
+	Head            record.Hash `json:"head"`
+	ChainBroken     bool        `json:"chain_broken"`
+	ChainReason     string      `json:"chain_reason"`
+	JournalIdentity string      `json:"journal_identity"`
+	IdentityReason  string      `json:"identity_reason"`
+	Versions        []Version   `json:"artifacts"`
+	Failures        []Failure   `json:"failures"`
+	// Rows are the journal rows in order, when the chain could be read.
+	RowList []record.Row `json:"-"`
+}
+
+// Verified reports whether every version is verified and the chain holds.
+func (r *TaskReport) Verified() bool {
+	if r.ChainBroken {
+		return false
+	}
+	for _, v := range r.Versions {
+		if v.State != Verified {
+			return false
+		}
+	}
+	return true
+}
+
+// Reason summarises why the report is not verified ("" when it is).
+func (r *TaskReport) Reason() string {
+	if r.ChainBroken {
+		return r.ChainReason
+	}
+	n, un := 0, 0
+	for _, v := range r.Versions {
+		switch v.State {
+		case Tampered:
+			n++
+		case Unverifiable:
+			un++
+		}
+	}
+	switch {
+	case n > 0:
+		return fmt.Sprintf("%d of %d versions tampered", n, len(r.Versions))
+	case un > 0:
+		return fmt.Sprintf("%d of %d versions unverifiable: no pinned key for their writer", un, len(r.Versions))
+	}
+	return ""
+}
+
+// Latest returns the latest version of key, or nil.
+func (r *TaskReport) Latest(key string) *Version {
+	var out *Version
+	for i := range r.Versions {
+		if r.Versions[i].Key == key && (out == nil || r.Versions[i].Version > out.Version) {
+			out = &r.Versions[i]
+		}
+	}
+	return out
+}
+
+// Find returns version n of key, or nil.
+func (r *TaskReport) Find(key string, n int64) *Version {
+	for i := range r.Versions {
+		if r.Versions[i].Key == key && r.Versions[i].Version == n {
+			return &r.Versions[i]
+		}
+	}
+	return nil
+}
+
+// Verifier checks tasks against one spine index.
+type Verifier struct {
+	Env   *Env
+	Spine *SpineIndex
+	trees map[gitstore.Oid][]gitstore.TreeEntry
+}
+
+// NewVerifier indexes the spines of env.
+func NewVerifier(env *Env) (*Verifier, error) {
+	ix, err := BuildSpineIndex(env)
+	if err != nil {
+		return nil, err
+	}
+	return &Verifier{Env: env, Spine: ix, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}, nil
+}
+
+func (v *Verifier) fail(rep *TaskReport, ver *Version, check, reason string) {
+	f := Failure{TaskID: rep.Task, Check: check, Reason: reason}
+	if ver != nil {
+		f.Key, f.Version, f.JournalIndex = ver.Key, i64(ver.Version), i64(ver.JournalIndex)
+		if ver.State != Tampered {
+			ver.State, ver.Reason = Tampered, reason
+		}
+	}
+	rep.Failures = append(rep.Failures, f)
+}
+
+// Task verifies every artifact version of task's journal.
+func (v *Verifier) Task(task string) (*TaskReport, error) {
+	rep := &TaskReport{Task: task, Versions: []Version{}, Failures: []Failure{}}
+	head, err := v.Env.Refs.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return nil, err
+	}
+	var commits []chain.Commit
+	if !head.IsZero() {
+		commits = chain.WalkAll(v.Env.Objects, head)
+	}
+	type latest struct {
+		version int64
+		spine   record.Hash
+	}
+	keys := map[string]latest{}
+	prev := record.Hash("")
+	brokenAt := int64(-1)
+	breakChain := func(i int64, reason string) {
+		if !rep.ChainBroken {
+			rep.ChainBroken = true
+			rep.ChainReason = fmt.Sprintf("journal chain of %s is broken at index %d: %s", task, i, reason)
+			brokenAt = i
+			rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(i), Check: "journal_chain", Reason: rep.ChainReason})
+		}
+	}
+	for i, cc := range commits {
+		idx := int64(i)
+		if cc.Err != nil {
+			breakChain(idx, cc.Err.Error())
+			continue
+		}
+		row, err := record.ParseRow(cc.Record)
+		if err != nil {
+			breakChain(idx, err.Error())
+			continue
+		}
+		switch {
+		case row.TaskID != task:
+			breakChain(idx, fmt.Sprintf("row belongs to task %q", row.TaskID))
+		case row.Index != idx:
+			breakChain(idx, fmt.Sprintf("row says index %d", row.Index))
+		case row.Prev != prev:
+			breakChain(idx, "row's prev does not link to the row before it")
+		}
+		prev = row.Hash()
+		rep.RowList = append(rep.RowList, row)
+		if row.Kind != record.KindArtifactPosted {
+			continue
+		}
+		var a record.ArtifactPosted
+		if err := row.DecodeData(&a); err != nil {
+			breakChain(idx, err.Error())
+			continue
+		}
+		ver := Version{
+			Key: a.Key, Version: a.Version, Type: a.ArtifactType, LinkKind: a.LinkKind, ContentHash: a.ContentHash,
+			SpineEntryHash: a.SpineEntryHash, PrevVersionHash: a.PrevVersionHash, JournalIndex: row.Index,
+			Actor: row.Actor, Blob: a.Blob, Size: a.Size, Commit: cc.ID, State: Verified,
+		}
+		want := keys[a.Key]
+		v.checkVersion(rep, &ver, &row, cc, want.version, want.spine)
+		keys[a.Key] = latest{a.Version, a.SpineEntryHash}
+		if brokenAt >= 0 && ver.State != Tampered {
+			ver.State, ver.Reason = Tampered, rep.ChainReason
+			ver.Payload = nil
+		}
+		rep.Versions = append(rep.Versions, ver)
+	}
+	rep.Rows = int64(len(commits))
+	rep.Head = prev
+	v.checkSpineCoverage(rep)
+	rep.JournalIdentity, rep.IdentityReason = v.identity(rep)
+	return rep, nil
+}
+
+// checkVersion applies every per-version check; the first failure makes the
+// version tampered and withholds its content.
+func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, cc chain.Commit, prevVersion int64, prevSpine record.Hash) {
+	where := fmt.Sprintf("%s v%d at journal index %d", ver.Key, ver.Version, ver.JournalIndex)
+	if ver.Version != prevVersion+1 {
+		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: follows version %d", where, prevVersion))
+	} else if ver.PrevVersionHash != prevSpine {
+		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: prev_version_hash does not name version %d's spine entry", where, prevVersion))
+	}
+	// The payload: re-hashed, never trusting the object store's name for it.
+	blobID, err := gitstore.ParseOid(ver.Blob)
+	if err != nil {
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: bad blob id: %v", where, err))
+		return
+	}
+	t, data, err := v.Env.Objects.Read(blobID)
+	switch {
+	case errors.Is(err, gitstore.ErrMissing):
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: blob %s is missing", where, blobID))
+		return
+	case err != nil:
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: blob %s unreadable: %v", where, blobID, err))
+		return
+	case t != gitstore.TypeBlob:
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: object %s is a %s, not a blob", where, blobID, t))
+		return
+	}
+	sum := sha256.Sum256(data)
+	switch {
+	case gitstore.HashObject(gitstore.TypeBlob, data) != blobID:
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: stored bytes do not hash to blob %s", where, blobID))
+		return
+	case record.Hash(record.HashPrefix+hex.EncodeToString(sum[:])) != ver.ContentHash:
+		v.fail(rep, ver, "content_hash", fmt.Sprintf("%s: stored bytes do not hash to the row's content hash", where))
+		return
+	case int64(len(data)) != ver.Size:
+		v.fail(rep, ver, "blob", fmt.Sprintf("%s: stored bytes are %d long, the row says %d", where, len(data), ver.Size))
+		return
+	}
+	p, err := artifact.Parse(data)
+	if err != nil {
+		v.fail(rep, ver, "payload", fmt.Sprintf("%s: payload does not parse: %v", where, err))
+		return
+	}
+	if p.Type != ver.Type || p.LinkKind != ver.LinkKind {
+		v.fail(rep, ver, "payload", fmt.Sprintf("%s: payload is a %s, the row says %s", where, p.Type, ver.Type))
+		return
+	}
+	// What plain git shows at artifacts/<key>/v<N>.json must be the same blob.
+	if got, err := v.treePath(cc.Commit.Tree, fmt.Sprintf("artifacts/%s/v%d.json", ver.Key, ver.Version)); err != nil || got != blobID {
+		reason := "holds another blob"
+		if err != nil {
+			reason = err.Error()
+		}
+		v.fail(rep, ver, "journal_tree", fmt.Sprintf("%s: journal tree entry artifacts/%s/v%d.json %s", where, ver.Key, ver.Version, reason))
+		return
+	}
+	// The spine entry must seal exactly this row.
+	rec := v.Spine.ByHash[ver.SpineEntryHash]
+	if rec == nil || rec.Entry.Artifact == nil {
+		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
+		return
+	}
+	ver.Writer = rec.Writer
+	e := rec.Entry.Artifact
+	var diff []string
+	if e.TaskID != rep.Task {
+		diff = append(diff, "task_id")
+	}
+	if e.Key != ver.Key {
+		diff = append(diff, "key")
+	}
+	if e.Version != ver.Version {
+		diff = append(diff, "version")
+	}
+	if e.ContentHash != ver.ContentHash {
+		diff = append(diff, "content_hash")
+	}
+	if e.PrevVersionHash != ver.PrevVersionHash {
+		diff = append(diff, "prev_version_hash")
+	}
+	if e.JournalIndex != ver.JournalIndex {
+		diff = append(diff, "journal_index")
+	}
+	if e.Actor != row.Actor {
+		diff = append(diff, "actor")
+	}
+	if len(diff) > 0 {
+		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", ")))
+		return
+	}
+	if rec.ChainErr != "" {
+		v.fail(rep, ver, "spine_chain", fmt.Sprintf("%s: %s", where, rec.ChainErr))
+		return
+	}
+	switch st, reason := v.Spine.signature(rec); st {
+	case sigBad:
+		v.fail(rep, ver, "spine_signature", fmt.Sprintf("%s: spine entry %s/%d: %s", where, rec.Writer, rec.Seq, reason))
+		return
+	case sigUnpinned, sigNoKey:
+		ver.State, ver.Reason = Unverifiable, reason
+	}
+	ver.Payload = data
+}
+
+// checkSpineCoverage reports spine entries of the task whose rows the
+// journal does not hold: a journal rolled back behind its spine.
+func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
+	have := map[record.Hash]bool{}
+	for _, ver := range rep.Versions {
+		have[ver.SpineEntryHash] = true
+	}
+	for _, w := range v.Spine.Writers {
+		for _, r := range v.Spine.Records[w] {
+			a := r.Entry.Artifact
+			if a == nil || a.TaskID != rep.Task || have[r.Entry.Hash] {
+				continue
+			}
+			reason := fmt.Sprintf("spine entry %s/%d seals %s v%d at journal index %d, which the journal does not hold", w, r.Seq, a.Key, a.Version, a.JournalIndex)
+			rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, Key: a.Key, Version: i64(a.Version), JournalIndex: i64(a.JournalIndex), Writer: w, Seq: i64(r.Seq), Check: "spine_binding", Reason: reason})
+			if !rep.ChainBroken {
+				rep.ChainBroken, rep.ChainReason = true, "journal lacks rows its spine seals: "+reason
+			}
+		}
+	}
+}
+
+// identity decides journal_identity from the task's seals.
+func (v *Verifier) identity(rep *TaskReport) (string, string) {
+	seals := v.Spine.Seals[rep.Task]
+	if len(seals) == 0 {
+		return IdentityUnverifiable, "no journal seal: the task has not reached a terminal transition"
+	}
+	best := seals[0]
+	for _, s := range seals[1:] {
+		if s.Entry.Seal.Rows > best.Entry.Seal.Rows {
+			best = s
+		}
+	}
+	seal := best.Entry.Seal
+	where := fmt.Sprintf("seal %s/%d", best.Writer, best.Seq)
+	if best.ChainErr != "" {
+		return IdentityMismatched, where + ": " + best.ChainErr
+	}
+	st, reason := v.Spine.signature(best)
+	if st == sigBad {
+		return IdentityMismatched, where + ": " + reason
+	}
+	if err := v.Spine.sealSignature(best, record.SealSignatureFile); err != nil {
+		return IdentityMismatched, where + ": " + err.Error()
+	}
+	rows := int64(len(rep.RowList))
+	switch {
+	case rep.ChainBroken:
+		return IdentityMismatched, where + ": " + rep.ChainReason
+	case rows < seal.Rows:
+		return IdentityMismatched, fmt.Sprintf("%s: journal has %d rows, the seal says %d", where, rows, seal.Rows)
+	case rows == seal.Rows && rep.Head != seal.Head:
+		return IdentityMismatched, fmt.Sprintf("%s: journal head differs from the sealed head", where)
+	case rows > seal.Rows:
+		at := record.Hash("")
+		if seal.Rows > 0 {
+			at = rep.RowList[seal.Rows-1].Hash()
+		}
+		if at != seal.Head {
+			return IdentityMismatched, fmt.Sprintf("%s: journal rows before index %d differ from the sealed ones", where, seal.Rows)
+		}
+		if v.reopenedAfter(rep.Task, seal.LedgerIndex) {
+			return IdentityUnverifiable, fmt.Sprintf("%s covers %d of %d rows: the task was reopened after it", where, seal.Rows, rows)
+		}
+		return IdentityMismatched, fmt.Sprintf("%s: journal has %d rows after its seal of %d", where, rows, seal.Rows)
+	}
+	if st != sigTrusted {
+		return IdentityUnverifiable, where + ": " + reason
+	}
+	return IdentityVerified, ""
+}
+
+// reopenedAfter reports whether the task's ledger has a task.reopened row
+// after ledger index i.
+func (v *Verifier) reopenedAfter(task string, i int64) bool {
+	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
+	if err != nil || head.IsZero() {
+		return false
+	}
+	for _, cc := range chain.WalkAll(v.Env.Objects, head) {
+		if cc.Err != nil {
+			continue
+		}
+		row, err := record.ParseRow(cc.Record)
+		if err == nil && row.Index > i && row.Kind == record.KindTaskReopened && row.TaskID == task {
+			return true
+		}
+	}
+	return false
+}
+
+// treePath resolves a slash-separated path in tree to a blob id.
+func (v *Verifier) treePath(tree gitstore.Oid, path string) (gitstore.Oid, error) {
+	parts := strings.Split(path, "/")
+	cur := tree
+	for i, p := range parts {
+		es, ok := v.trees[cur]
+		if !ok {
+			var err error
+			if es, err = readTree(v.Env.Objects, cur); err != nil {
+				return gitstore.ZeroOid, fmt.Errorf("is unreadable: %v", err)
+			}
+			if len(v.trees) > 4096 {
+				v.trees = map[gitstore.Oid][]gitstore.TreeEntry{}
+			}
+			v.trees[cur] = es
+		}
+		found := false
+		for _, e := range es {
+			if e.Name == p {
+				if (i < len(parts)-1) != e.IsTree() {
+					return gitstore.ZeroOid, errors.New("has the wrong mode")
+				}
+				cur, found = e.ID, true
+				break
+			}
+		}
+		if !found {
+			return gitstore.ZeroOid, errors.New("is missing")
+		}
+	}
+	return cur, nil
+}
