@@ -106,7 +106,13 @@ func (s *Store) checkHomeOutside() error {
 	if r, err := filepath.EvalSymlinks(home); err == nil {
 		home = r
 	}
-	for _, root := range []string{s.workTree, s.gitDir} {
+	roots := []string{s.gitDir}
+	if !s.bare {
+		if top, err := exec.Command("git", "-C", s.dir, "rev-parse", "--show-toplevel").Output(); err == nil {
+			roots = append(roots, strings.TrimSpace(string(top)))
+		}
+	}
+	for _, root := range roots {
 		if root == "" {
 			continue
 		}

@@ -43,7 +43,8 @@ var ErrNotRepository = errors.New("not a git repository")
 // Store is an open bernstein repository.
 type Store struct {
 	gitDir    string // the common git directory: refs and objects live here
-	workTree  string // "" for a bare repository
+	bare      bool
+	dir       string // the directory the store was opened from
 	objects   *gitstore.Repo
 	refs      refs.Reader
 	txr       *refs.Transactor
@@ -82,9 +83,9 @@ type journalCache struct {
 	state *journalState
 }
 
-// locate finds the git directory for dir: (common git dir, work tree).
-func locate(dir string) (string, string, error) {
-	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--show-toplevel")
+// locate finds the common git directory for dir and whether it is bare.
+func locate(dir string) (string, bool, error) {
+	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -92,16 +93,11 @@ func locate(dir string) (string, string, error) {
 	if err != nil || len(lines) < 2 {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "not a git repository") || msg == "" {
-			return "", "", fmt.Errorf("%w: %s", ErrNotRepository, dir)
+			return "", false, fmt.Errorf("%w: %s", ErrNotRepository, dir)
 		}
-		return "", "", fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
+		return "", false, fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
 	}
-	gitDir := lines[0]
-	work := ""
-	if lines[1] == "false" && len(lines) > 2 {
-		work = lines[2]
-	}
-	return filepath.Clean(gitDir), work, nil
+	return filepath.Clean(lines[0]), lines[1] == "true", nil
 }
 
 func repoDir(o Options) string {
@@ -123,7 +119,7 @@ func Open(o Options) (*Store, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("repository %s is not a directory", dir)
 	}
-	gitDir, work, err := locate(dir)
+	gitDir, bare, err := locate(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +138,7 @@ func Open(o Options) (*Store, error) {
 		now = time.Now
 	}
 	s := &Store{
-		gitDir: gitDir, workTree: work, objects: objects,
+		gitDir: gitDir, bare: bare, dir: dir, objects: objects,
 		refs: refs.Reader{Dir: gitDir},
 		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
 		opts: o, home: home, now: now,

@@ -1,0 +1,232 @@
+package bernstein_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
+)
+
+// cliBin is the bernstein binary built once for the tests that run the CLI.
+var cliBin string
+
+func TestMain(m *testing.M) {
+	// Poster mode: this test binary re-executed as a separate posting process.
+	if os.Getenv("BERNSTEIN_TEST_POSTER") != "" {
+		os.Exit(posterMain())
+	}
+	dir, err := os.MkdirTemp("", "bernstein-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cliBin = filepath.Join(dir, "bernstein")
+	if out, err := exec.Command("go", "build", "-o", cliBin, "./cmd/bernstein").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// posterMain posts BERNSTEIN_TEST_POSTS reports (or forever when 0) and prints
+// "ok <version>" after each acknowledged post.
+func posterMain() int {
+	n := 0
+	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
+	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	key := os.Getenv("BERNSTEIN_TEST_KEY")
+	for i := 0; n == 0 || i < n; i++ {
+		res, err := s.Post(bernstein.PostRequest{
+			Task: os.Getenv("BERNSTEIN_TEST_TASK"), Key: key,
+			Agent: os.Getenv("BERNSTEIN_AGENT"), ClaimToken: os.Getenv("BERNSTEIN_CLAIM_TOKEN"),
+			Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("post %d of pid %d", i, os.Getpid())},
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stdout, "ok %d\n", res.Version)
+	}
+	return 0
+}
+
+// fixture is an initialised repository with a writer identity.
+type fixture struct {
+	t    *testing.T
+	dir  string // the work tree
+	home string // BERNSTEIN_HOME
+	opts bernstein.Options
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &fixture{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home")}
+	f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
+	if _, err := bernstein.Init(f.opts, "test-writer"); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	return f
+}
+
+func (f *fixture) open() *bernstein.Store {
+	f.t.Helper()
+	s, err := bernstein.Open(f.opts)
+	if err != nil {
+		f.t.Fatalf("open: %v", err)
+	}
+	f.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// claimed creates task and claims it for agent, returning the token.
+func (f *fixture) claimed(s *bernstein.Store, task, agent string) string {
+	f.t.Helper()
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Title: "test task " + task}); err != nil {
+		f.t.Fatalf("create %s: %v", task, err)
+	}
+	tok, err := s.Claim(task, agent)
+	if err != nil {
+		f.t.Fatalf("claim %s: %v", task, err)
+	}
+	return tok
+}
+
+func (f *fixture) post(s *bernstein.Store, task, key, agent, tok string, p artifact.Payload) *bernstein.PostResult {
+	f.t.Helper()
+	res, err := s.Post(bernstein.PostRequest{Task: task, Key: key, Agent: agent, ClaimToken: tok, Payload: p})
+	if err != nil {
+		f.t.Fatalf("post %s/%s: %v", task, key, err)
+	}
+	return res
+}
+
+func report(body string) artifact.Payload {
+	return artifact.Payload{Type: artifact.TypeReport, Body: body}
+}
+
+// git runs git in the fixture's repository and returns stdout.
+func (f *fixture) git(args ...string) string {
+	f.t.Helper()
+	out, err := f.gitErr(args...)
+	if err != nil {
+		f.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (f *fixture) gitErr(args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", f.dir}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// cli runs the bernstein binary against the fixture; it returns stdout,
+// stderr and the exit status.
+func (f *fixture) cli(stdin string, args ...string) (string, string, int) {
+	f.t.Helper()
+	cmd := exec.Command(cliBin, append([]string{"--repo", f.dir}, args...)...)
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+f.home, "BERNSTEIN_FORCE_TTY=0")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		f.t.Fatalf("run bernstein: %v", err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// refsSnapshot returns every ref under refs/bernstein with its value.
+func (f *fixture) refsSnapshot() string {
+	return f.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/bernstein/")
+}
+
+// objectFiles lists the files of the object directory (loose objects, packs).
+func (f *fixture) objectFiles() []string {
+	var out []string
+	root := filepath.Join(f.dir, ".git", "objects")
+	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			out = append(out, strings.TrimPrefix(p, root))
+		}
+		return nil
+	})
+	return out
+}
+
+// fsck runs git fsck --strict and fails on anything but the unborn-HEAD note.
+func (f *fixture) fsck() {
+	f.t.Helper()
+	out, err := f.gitErr("fsck", "--strict", "--no-dangling")
+	if err != nil {
+		f.t.Fatalf("git fsck --strict: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line != "" && !strings.Contains(line, "unborn branch") {
+			f.t.Fatalf("git fsck --strict reported: %s", out)
+		}
+	}
+}
+
+func decodeJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+}
+
+// chainRecords returns the canonical records carried by the commits of ref,
+// oldest first, as plain git reads them.
+func (f *fixture) chainRecords(ref string) []map[string]any {
+	f.t.Helper()
+	out := f.git("log", "--reverse", "--format=%H", ref)
+	var recs []map[string]any
+	for _, id := range strings.Fields(out) {
+		body := f.git("show", "-s", "--format=%B", id)
+		parts := strings.SplitN(strings.TrimRight(body, "\n"), "\n\n", 2)
+		if len(parts) != 2 {
+			f.t.Fatalf("commit %s of %s carries no record: %q", id, ref, body)
+		}
+		var m map[string]any
+		decodeJSON(f.t, parts[1], &m)
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// execGitStdin prepares git in dir reading stdin from data.
+func execGitStdin(dir string, data []byte, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Stdin = bytes.NewReader(data)
+	return cmd
+}
+
+func mustOutput(t *testing.T, cmd *exec.Cmd) []byte {
+	t.Helper()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v %s", cmd.Args, err, exitStderr(err))
+	}
+	return out
+}
