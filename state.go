@@ -6,6 +6,7 @@ import (
 
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
 )
 
@@ -17,6 +18,8 @@ type journalState struct {
 	Head record.Hash
 	Tree gitstore.Oid
 	Keys map[string]keyState
+	// Progress is the journal half of the progress fold.
+	Progress progress.Journal
 }
 
 type keyState struct {
@@ -31,6 +34,7 @@ func newJournalState(task string) *journalState {
 func (j *journalState) clone() *journalState {
 	c := *j
 	c.Keys = maps.Clone(j.Keys)
+	c.Progress = j.Progress.Clone()
 	return &c
 }
 
@@ -52,6 +56,8 @@ func (j *journalState) apply(r record.Row) error {
 			return fmt.Errorf("journal of %s: row %d posts %s version %d after version %d", j.Task, r.Index, a.Key, a.Version, j.Keys[a.Key].Version)
 		}
 		j.Keys[a.Key] = keyState{Version: a.Version, SpineHash: a.SpineEntryHash}
+	} else if err := j.Progress.Apply(r); err != nil {
+		return fmt.Errorf("journal of %s, row %d: %w", j.Task, r.Index, err)
 	}
 	j.Rows++
 	j.Head = r.Hash()

@@ -12,6 +12,7 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -223,38 +224,29 @@ type TaskInfo struct {
 	Evidence    []ledger.Producer `json:"evidence"`
 	Gates       []ledger.Gate     `json:"gates"`
 	Artifacts   map[string]int64  `json:"artifacts"` // key -> latest version
+	Progress    *progress.Wire    `json:"progress"`
 }
 
-// Task returns what the ledger and journal of task say now.
+// Task returns what the ledger and journal of task say now, with its
+// progress vector.
 func (s *Store) Task(task string) (*TaskInfo, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	lhead, err := s.refs.ReadOptional(refs.Ledger(task))
+	st, err := s.ledgerState(task)
 	if err != nil {
 		return nil, err
 	}
-	if lhead.IsZero() {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
-	}
-	st, err := s.ledgerStateAt(task, lhead)
+	js, _, err := s.journalState(task)
 	if err != nil {
 		return nil, err
 	}
-	jhead, err := s.refs.ReadOptional(refs.Journal(task))
-	if err != nil {
-		return nil, err
-	}
-	js := newJournalState(task)
-	if !jhead.IsZero() {
-		if js, err = s.journalStateAt(task, jhead); err != nil {
-			return nil, err
-		}
-	}
+	w := progress.Project(task, js.Progress, st).ToWire(js.Head, js.Rows, st.Head, st.Rows)
 	info := &TaskInfo{
 		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
 		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
 		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
+		Progress: &w,
 	}
 	if st.Claim != nil {
 		info.ClaimAgent, info.ClaimID = st.Claim.Agent, st.Claim.ClaimID

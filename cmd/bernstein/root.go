@@ -94,6 +94,10 @@ read re-checks what it shows: a tampered version is reported, never rendered.`,
 		newInitCmd(g, io),
 		newTaskCmd(g, io),
 		newArtifactCmd(g, io, false),
+		newCheckpointCmd(g, io),
+		newDiffCmd(g, io),
+		newGateCmd(g, io),
+		newEvidenceCmd(g, io),
 		newArtifactCmd(g, io, true),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

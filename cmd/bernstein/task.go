@@ -23,7 +23,7 @@ completed, failed, abandoned, reopened). Illegal transitions are refused.
 Every transition is mirrored into the writer's audit chain; a terminal one
 (complete, fail, abandon) also seals the task's journal in the spine.`,
 	}
-	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io))
+	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io), newTaskProgressCmd(g, io))
 	for _, kind := range []string{
 		record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
 		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened,
@@ -255,6 +255,10 @@ artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
 			}
 			for _, k := range sortedKeys(info.Artifacts) {
 				fmt.Fprintf(w, "artifact: %s (latest v%d)\n", k, info.Artifacts[k])
+			}
+			if p := info.Progress; p != nil {
+				fmt.Fprintf(w, "progress: %s\n", p.Vector.String())
+				fmt.Fprintf(w, "vector:   %s (%d earned steps)\n", p.VectorHash, p.EarnedSteps)
 			}
 			return nil
 		},

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/progress"
+	"github.com/bernstein/bernstein/record"
+)
+
+// The commands that record real work: each appends a journal row that moves
+// the task's progress vector. Nothing else can move it.
+
+func printWork(io *IO, res *bernstein.WorkResult, what string) {
+	fmt.Fprintf(io.Out, "%s: %s row %d of task %s\n", what, res.Kind, res.JournalIndex, res.Task)
+	if p := res.Progress; p != nil {
+		fmt.Fprintf(io.Out, "progress: %s (%d earned steps, vector %s)\n", p.Vector.String(), p.EarnedSteps, p.VectorHash[:12])
+	}
+}
+
+func newCheckpointCmd(g *globals, io *IO) *cobra.Command {
+	var rev, actor string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "checkpoint <task> [--commit REV]",
+		Short: "Record a checkpoint of a task at a real commit",
+		Long: `Record a checkpoint row in the task's journal. REV (default HEAD) must resolve
+to a commit of this repository; an unknown revision is refused and nothing is
+written. Exit status: 0 recorded, 1 error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := s.Checkpoint(args[0], rev, actor)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, res)
+			}
+			printWork(io, res, "recorded "+res.Data.(record.Checkpoint).Commit[:12])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rev, "commit", "", "the revision to checkpoint (default HEAD)")
+	cmd.Flags().StringVar(&actor, "actor", "", "who records it (default: the writer id)")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the receipt as JSON")
+	return cmd
+}
+
+func newDiffCmd(g *globals, io *IO) *cobra.Command {
+	cmd := &cobra.Command{Use: "diff", Short: "Capture diffs into a task's journal"}
+	var base, head, actor string
+	var asJSON bool
+	capture := &cobra.Command{
+		Use:   "capture <task> --base REV [--head REV]",
+		Short: "Capture the patch between two commits",
+		Long: `Compute the patch from --base to --head (default HEAD) with git, store it as a
+blob in the journal tree (outputs/<index>-diff.patch, capped at 1 MiB and
+marked truncated beyond), and record a diff_captured row with the number of
+files, added and removed lines. Exit status: 0 recorded, 1 error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if base == "" {
+				return exitCode(1, errors.New("invalid base: pass --base REV"))
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := s.CaptureDiff(args[0], base, head, actor)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(io, res)
+			}
+			d := res.Data.(record.DiffCaptured)
+			printWork(io, res, fmt.Sprintf("captured %d files, +%d -%d", d.Files, d.Added, d.Removed))
+			return nil
+		},
+	}
+	capture.Flags().StringVar(&base, "base", "", "the base revision")
+	capture.Flags().StringVar(&head, "head", "", "the head revision (default HEAD)")
+	capture.Flags().StringVar(&actor, "actor", "", "who records it (default: the writer id)")
+	capture.Flags().BoolVar(&asJSON, "output-json", false, "print the receipt as JSON")
+	cmd.AddCommand(capture)
+	return cmd
+}
+
+type runFlags struct {
+	actor   string
+	timeout time.Duration
+	quiet   bool
+	asJSON  bool
+}
+
+func (r *runFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&r.actor, "actor", "", "who records it (default: the writer id)")
+	cmd.Flags().DurationVar(&r.timeout, "timeout", 0, "kill the command after this long (0: no limit)")
+	cmd.Flags().BoolVar(&r.quiet, "quiet", false, "do not copy the command's output to stderr")
+	cmd.Flags().BoolVar(&r.asJSON, "output-json", false, "print the receipt as JSON")
+}
+
+func (r *runFlags) options(io *IO) bernstein.RunOptions {
+	o := bernstein.RunOptions{Actor: r.actor, Timeout: r.timeout}
+	if !r.quiet {
+		o.Stream = io.Err
+	}
+	return o
+}
+
+func newGateCmd(g *globals, sio *IO) *cobra.Command {
+	cmd := &cobra.Command{Use: "gate", Short: "Run a task's gates"}
+	rf := &runFlags{}
+	run := &cobra.Command{
+		Use:   "run <task> <gate> [-- CMD...]",
+		Short: "Run a gate and record the attempt",
+		Long: `Run the gate's declared command (sh -c, in the work tree) or the command after
+--, and record a gate_attempt row with its exit code, pass/fail and its output
+(stored as a blob, capped at 1 MiB). The command's output is copied to stderr
+unless --quiet.
+
+Exit status: 0 the gate passed; 4 it failed (the attempt is recorded); 1 error
+(nothing recorded).`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var argv []string
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				if dash != 2 {
+					return exitCode(1, errors.New("usage: bernstein gate run <task> <gate> [-- CMD...]"))
+				}
+				argv = args[2:]
+			} else if len(args) > 2 {
+				return exitCode(1, errors.New("put the command after --: bernstein gate run <task> <gate> -- CMD..."))
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := s.RunGate(args[0], args[1], argv, rf.options(sio))
+			if err != nil {
+				return err
+			}
+			d := res.Data.(record.GateAttempt)
+			if rf.asJSON {
+				if err := printJSON(sio, res); err != nil {
+					return err
+				}
+			} else {
+				verdict := "passed"
+				if !d.Passed {
+					verdict = fmt.Sprintf("failed (exit %d)", d.ExitCode)
+				}
+				printWork(sio, res, "gate "+d.Gate+" "+verdict)
+			}
+			if !d.Passed {
+				return exitCode(4, nil)
+			}
+			return nil
+		},
+	}
+	rf.add(run)
+	cmd.AddCommand(run)
+	return cmd
+}
+
+func newEvidenceCmd(g *globals, sio *IO) *cobra.Command {
+	cmd := &cobra.Command{Use: "evidence", Short: "Run a task's declared evidence producers"}
+	rf := &runFlags{}
+	run := &cobra.Command{
+		Use:   "run <task> [PRODUCER...]",
+		Short: "Run declared evidence producers and record each result",
+		Long: `Run the task's declared evidence producers (all of them, or those named) and
+record one evidence_result row each, with exit code, pass/fail and output.
+A producer that is not declared is refused before anything runs.
+
+Exit status: 0 every producer passed; 4 some failed (results are recorded);
+1 error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			results, err := s.RunEvidence(args[0], args[1:], rf.options(sio))
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for _, res := range results {
+				if !res.Data.(record.EvidenceResult).Passed {
+					failed++
+				}
+			}
+			if rf.asJSON {
+				if err := printJSON(sio, map[string]any{"results": results}); err != nil {
+					return err
+				}
+			} else {
+				for _, res := range results {
+					d := res.Data.(record.EvidenceResult)
+					verdict := "passed"
+					if !d.Passed {
+						verdict = fmt.Sprintf("failed (exit %d)", d.ExitCode)
+					}
+					printWork(sio, res, "evidence "+d.Producer+" "+verdict)
+				}
+			}
+			if failed > 0 {
+				return exitCode(4, nil)
+			}
+			return nil
+		},
+	}
+	rf.add(run)
+	cmd.AddCommand(run)
+	return cmd
+}
+
+func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "progress <task>",
+		Short: "Print a task's progress vector",
+		Long: `Print the task's progress vector: a pure projection of its journal and ledger
+rows (checkpoints, diffs captured, gate attempts and passes, declared and
+passed evidence, ledger phase and attempts). It cannot be posted, only earned;
+artifacts never move it. --output-json prints the wire form, with
+earned_steps, phase_ordinal, vector_hash and the heads it was folded at.
+Exit status: 0 printed, 1 unknown task or error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			w, err := s.Progress(args[0])
+			if errors.Is(err, bernstein.ErrUnknownTask) {
+				return exitCode(1, err)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(sio, w)
+			}
+			printProgress(sio.Out, w)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the wire form as JSON")
+	return cmd
+}
+
+func printProgress(w io.Writer, wire *progress.Wire) {
+	fmt.Fprintf(w, "task:        %s\n", wire.TaskID)
+	fmt.Fprintf(w, "phase:       %s (attempts %d)\n", wire.LedgerPhase, wire.LedgerAttempts)
+	fmt.Fprintf(w, "checkpoints: %d\n", wire.Checkpoints)
+	fmt.Fprintf(w, "diffs:       %d\n", wire.DiffsCaptured)
+	fmt.Fprintf(w, "gates:       %d passed of %d attempts\n", wire.GatesPassed, wire.GateAttempts)
+	fmt.Fprintf(w, "evidence:    %d passed of %d declared\n", wire.EvidencePassed, wire.EvidenceDeclared)
+	fmt.Fprintf(w, "earned:      %d steps\n", wire.EarnedSteps)
+	fmt.Fprintf(w, "vector:      %s\n", wire.VectorHash)
+}

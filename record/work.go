@@ -1,0 +1,51 @@
+package record
+
+// The data of the journal rows that real work produces, run on the
+// orchestrator side. None carries a timestamp or a duration: rows are hashed.
+
+// Checkpoint is the data of a checkpoint row: a real commit of the repository.
+type Checkpoint struct {
+	Commit string `json:"commit"`
+}
+
+// DiffCaptured is the data of a diff_captured row: a patch between two real
+// commits, stored as a blob in the journal tree.
+type DiffCaptured struct {
+	Base    string `json:"base"`
+	Head    string `json:"head"`
+	Patch   Output `json:"patch"`
+	Files   int64  `json:"files"`
+	Added   int64  `json:"added"`
+	Removed int64  `json:"removed"`
+}
+
+// GateAttempt is the data of a gate_attempt row.
+type GateAttempt struct {
+	Gate     string `json:"gate"`
+	Command  string `json:"command"`
+	ExitCode int64  `json:"exit_code"`
+	Passed   bool   `json:"passed"`
+	Output   Output `json:"output"`
+}
+
+// EvidenceResult is the data of an evidence_result row.
+type EvidenceResult struct {
+	Producer string `json:"producer"`
+	Kind     string `json:"kind"`
+	Command  string `json:"command"`
+	Required bool   `json:"required"`
+	ExitCode int64  `json:"exit_code"`
+	Passed   bool   `json:"passed"`
+	Output   Output `json:"output"`
+}
+
+// Output describes a captured output (command output or patch) stored as a
+// blob at Path in the journal tree. Size is the stored size; Truncated says
+// the original was longer than the cap.
+type Output struct {
+	Path      string `json:"path"`
+	Blob      string `json:"blob"`
+	Hash      Hash   `json:"hash"`
+	Size      int64  `json:"size"`
+	Truncated bool   `json:"truncated"`
+}

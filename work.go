@@ -1,0 +1,447 @@
+package bernstein
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/progress"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The rows that move progress are produced here, by real work on the
+// orchestrator side: a checkpoint resolves a real commit, a diff capture
+// computes the patch, a gate or evidence run executes the command and keeps
+// its exit code and output. Nothing a worker says about itself gets in.
+
+// MaxOutputBytes caps a stored command output or patch; longer ones are cut
+// and marked truncated.
+const MaxOutputBytes = 1 << 20
+
+// WorkResult is the receipt of a work row.
+type WorkResult struct {
+	Task         string         `json:"task"`
+	Kind         string         `json:"kind"`
+	JournalIndex int64          `json:"journal_index"`
+	RowHash      record.Hash    `json:"row_hash"`
+	Data         any            `json:"data"`
+	Progress     *progress.Wire `json:"progress"`
+}
+
+// resolveCommit turns a revision into the id of a real commit.
+func (s *Store) resolveCommit(field, rev string) (string, error) {
+	if rev == "" || strings.HasPrefix(rev, "-") || strings.ContainsAny(rev, "\x00\n") {
+		return "", &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q is not a revision", rev)}
+	}
+	cmd := exec.Command("git", "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+	cmd.Env = append(os.Environ(), "GIT_DIR="+s.gitDir)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q does not name a commit of this repository", rev)}
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// workRow appends one work row (with its output blobs) to task's journal and
+// mirrors it into the audit chain. The task must exist and not be ended.
+func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte) (*WorkResult, error) {
+	lc, err := t.ledgerChain(task)
+	if err != nil {
+		return nil, err
+	}
+	if lc.ledger == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+	}
+	if ledger.Terminal(lc.ledger.Phase) {
+		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, lc.ledger.Phase)}
+	}
+	index, prev, err := t.nextJournalRow(task)
+	if err != nil {
+		return nil, err
+	}
+	row, err := record.NewRow(kind, task, index, prev, actor, data)
+	if err != nil {
+		return nil, err
+	}
+	jc, err := t.appendJournal(task, row, fmt.Sprintf("%s #%d", kind, index), files)
+	if err != nil {
+		return nil, err
+	}
+	h := row.Hash()
+	if err := t.appendAudit(kind, actor, task, string(h), row.Data); err != nil {
+		return nil, err
+	}
+	v := progress.Project(task, jc.journal.Progress, lc.ledger)
+	w := v.ToWire(jc.journal.Head, jc.journal.Rows, lc.ledger.Head, lc.ledger.Rows)
+	return &WorkResult{Task: task, Kind: kind, JournalIndex: index, RowHash: h, Data: data, Progress: &w}, nil
+}
+
+// outputPath names a captured output in the journal tree.
+func outputPath(index int64, what, ext string) string {
+	return fmt.Sprintf("outputs/%06d-%s.%s", index, what, ext)
+}
+
+// newOutput describes data stored at path, cut to the cap.
+func newOutput(path string, data []byte) (record.Output, []byte) {
+	truncated := len(data) > MaxOutputBytes
+	if truncated {
+		data = data[:MaxOutputBytes]
+	}
+	return record.Output{Path: path, Blob: gitBlobID(data), Hash: record.Sum(data), Size: int64(len(data)), Truncated: truncated}, data
+}
+
+// Checkpoint records a checkpoint of task at a real commit (rev, default HEAD).
+func (s *Store) Checkpoint(task, rev, actor string) (*WorkResult, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	if rev == "" {
+		rev = "HEAD"
+	}
+	commit, err := s.resolveCommit("commit", rev)
+	if err != nil {
+		return nil, err
+	}
+	who, err := s.actor(actor)
+	if err != nil {
+		return nil, err
+	}
+	return s.submitWork(func(t *tx) (*WorkResult, error) {
+		return t.workRow(task, record.KindCheckpoint, who, record.Checkpoint{Commit: commit}, nil)
+	})
+}
+
+func (s *Store) submitWork(fn func(t *tx) (*WorkResult, error)) (*WorkResult, error) {
+	res, err := s.submit(func(t *tx) (any, error) { return fn(t) })
+	if err != nil {
+		return nil, err
+	}
+	return res.(*WorkResult), nil
+}
+
+// CaptureDiff records the patch from base to head (default HEAD).
+func (s *Store) CaptureDiff(task, base, head, actor string) (*WorkResult, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	if head == "" {
+		head = "HEAD"
+	}
+	b, err := s.resolveCommit("base", base)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.resolveCommit("head", head)
+	if err != nil {
+		return nil, err
+	}
+	who, err := s.actor(actor)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := s.gitOutput("diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", b, h)
+	if err != nil {
+		return nil, err
+	}
+	numstat, err := s.gitOutput("diff", "--numstat", "--no-color", "--no-ext-diff", b, h)
+	if err != nil {
+		return nil, err
+	}
+	var files, added, removed int64
+	for _, line := range strings.Split(strings.TrimSpace(string(numstat)), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) < 3 {
+			continue
+		}
+		files++
+		a, _ := strconv.ParseInt(fs[0], 10, 64) // "-" for binary files counts 0
+		r, _ := strconv.ParseInt(fs[1], 10, 64)
+		added += a
+		removed += r
+	}
+	return s.submitWork(func(t *tx) (*WorkResult, error) {
+		index, _, err := t.nextJournalRow(task)
+		if err != nil {
+			return nil, err
+		}
+		out, stored := newOutput(outputPath(index, "diff", "patch"), patch)
+		data := record.DiffCaptured{Base: b, Head: h, Patch: out, Files: files, Added: added, Removed: removed}
+		return t.workRow(task, record.KindDiffCaptured, who, data, map[string][]byte{out.Path: stored})
+	})
+}
+
+func (s *Store) gitOutput(args ...string) ([]byte, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_DIR="+s.gitDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// RunOptions control a gate or evidence command.
+type RunOptions struct {
+	Actor   string
+	Dir     string        // working directory (default: the work tree, else the current directory)
+	Timeout time.Duration // 0: none
+	Stream  io.Writer     // also copy the output here as it comes (optional)
+}
+
+// commandRun is the outcome of one command.
+type commandRun struct {
+	exitCode int64
+	output   []byte
+}
+
+// runCommand runs a shell command (or argv directly), capturing its combined
+// output up to the cap (the rest is drained and counted as truncated).
+func (s *Store) runCommand(task string, shell string, argv []string, o RunOptions) (commandRun, error) {
+	ctx := context.Background()
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	var cmd *exec.Cmd
+	if argv != nil {
+		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	} else {
+		cmd = exec.CommandContext(ctx, "sh", "-c", shell)
+	}
+	cmd.Dir = o.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = s.workDir()
+	}
+	cmd.Env = append(os.Environ(), "BERNSTEIN_TASK="+task)
+	cmd.Stdin = nil
+	buf := &capped{limit: MaxOutputBytes + 1}
+	var w io.Writer = buf
+	if o.Stream != nil {
+		w = io.MultiWriter(buf, o.Stream)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	run := commandRun{output: buf.b}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		run.exitCode = int64(ee.ExitCode())
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			run.exitCode = 128 + int64(st.Signal())
+		}
+	default:
+		// The command could not start: that is a failed attempt, with why.
+		run.exitCode = 127
+		run.output = append(run.output, []byte(err.Error()+"\n")...)
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		run.output = append(run.output, []byte(fmt.Sprintf("\nbernstein: killed after the %s timeout\n", o.Timeout))...)
+	}
+	return run, nil
+}
+
+// capped keeps the first limit bytes written and discards the rest.
+type capped struct {
+	b     []byte
+	limit int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.limit - len(c.b); room > 0 {
+		if len(p) > room {
+			c.b = append(c.b, p[:room]...)
+		} else {
+			c.b = append(c.b, p...)
+		}
+	}
+	return len(p), nil
+}
+
+// workDir is where commands run: the work tree, else the current directory.
+func (s *Store) workDir() string {
+	if s.bare {
+		return ""
+	}
+	top, err := exec.Command("git", "-C", s.dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(top))
+}
+
+// RunGate runs gate of task (its declared command, or argv when given) and
+// records the attempt.
+func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkResult, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	if err := ledger.ValidateName("gate", gate); err != nil {
+		return nil, &artifact.InputError{Field: "gate", Msg: err.Error()}
+	}
+	who, err := s.actor(o.Actor)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.ledgerState(task)
+	if err != nil {
+		return nil, err
+	}
+	shell := ""
+	if len(argv) == 0 {
+		g, ok := st.Gate(gate)
+		if !ok {
+			return nil, &artifact.InputError{Field: "gate", Msg: fmt.Sprintf("%q is not declared for task %s: declare it at create (--gate NAME=CMD) or pass -- CMD", gate, task)}
+		}
+		shell = g.Command
+	}
+	command := shell
+	if argv != nil {
+		command = shellJoin(argv)
+	}
+	if ledger.Terminal(st.Phase) {
+		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, st.Phase)}
+	}
+	run, err := s.runCommand(task, shell, argv, o)
+	if err != nil {
+		return nil, err
+	}
+	return s.submitWork(func(t *tx) (*WorkResult, error) {
+		index, _, err := t.nextJournalRow(task)
+		if err != nil {
+			return nil, err
+		}
+		out, stored := newOutput(outputPath(index, "gate-"+gate, "log"), run.output)
+		data := record.GateAttempt{Gate: gate, Command: command, ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
+		return t.workRow(task, record.KindGateAttempt, who, data, map[string][]byte{out.Path: stored})
+	})
+}
+
+// RunEvidence runs the named declared producers of task (all when none are
+// named) and records one evidence_result row each.
+func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*WorkResult, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	who, err := s.actor(o.Actor)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.ledgerState(task)
+	if err != nil {
+		return nil, err
+	}
+	if ledger.Terminal(st.Phase) {
+		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, st.Phase)}
+	}
+	var todo []ledger.Producer
+	if len(producers) == 0 {
+		todo = st.Evidence
+		if len(todo) == 0 {
+			return nil, &artifact.InputError{Field: "producer", Msg: fmt.Sprintf("task %s declares no evidence producers", task)}
+		}
+	}
+	for _, name := range producers {
+		p, ok := st.Producer(name)
+		if !ok {
+			return nil, &artifact.InputError{Field: "producer", Msg: fmt.Sprintf("%q is not declared for task %s", name, task)}
+		}
+		todo = append(todo, p)
+	}
+	var out []*WorkResult
+	for _, p := range todo {
+		run, err := s.runCommand(task, p.Command, nil, o)
+		if err != nil {
+			return out, err
+		}
+		res, err := s.submitWork(func(t *tx) (*WorkResult, error) {
+			index, _, err := t.nextJournalRow(task)
+			if err != nil {
+				return nil, err
+			}
+			o, stored := newOutput(outputPath(index, "evidence-"+p.Name, "log"), run.output)
+			data := record.EvidenceResult{Producer: p.Name, Kind: p.Kind, Command: p.Command, Required: p.Required,
+				ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: o}
+			return t.workRow(task, record.KindEvidenceResult, who, data, map[string][]byte{o.Path: stored})
+		})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// shellJoin quotes argv for display as one command line.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// ledgerState reads the current ledger state of task.
+func (s *Store) ledgerState(task string) (*ledger.State, error) {
+	head, err := s.refs.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return nil, err
+	}
+	if head.IsZero() {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+	}
+	return s.ledgerStateAt(task, head)
+}
+
+// journalState reads the current journal fold of task (empty if none).
+func (s *Store) journalState(task string) (*journalState, gitstore.Oid, error) {
+	head, err := s.refs.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return nil, head, err
+	}
+	if head.IsZero() {
+		return newJournalState(task), head, nil
+	}
+	st, err := s.journalStateAt(task, head)
+	return st, head, err
+}
+
+// Progress projects task's progress vector from its journal and ledger.
+func (s *Store) Progress(task string) (*progress.Wire, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	l, err := s.ledgerState(task)
+	if err != nil {
+		return nil, err
+	}
+	j, _, err := s.journalState(task)
+	if err != nil {
+		return nil, err
+	}
+	w := progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows)
+	return &w, nil
+}
