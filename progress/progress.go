@@ -8,6 +8,7 @@ package progress
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -37,18 +38,25 @@ func (j *Journal) Apply(r record.Row) error {
 	case record.KindDiffCaptured:
 		j.DiffsCaptured++
 	case record.KindGateAttempt:
-		var g record.GateAttempt
-		if err := r.DecodeData(&g); err != nil {
-			return err
+		// Only the fields the vector reads: anything else a row carries
+		// (including a wall-clock field a later version might add) is ignored.
+		var g struct {
+			Passed bool `json:"passed"`
+		}
+		if err := json.Unmarshal(r.Data, &g); err != nil {
+			return fmt.Errorf("gate_attempt row %d: %w", r.Index, err)
 		}
 		j.GateAttempts++
 		if g.Passed {
 			j.GatesPassed++
 		}
 	case record.KindEvidenceResult:
-		var e record.EvidenceResult
-		if err := r.DecodeData(&e); err != nil {
-			return err
+		var e struct {
+			Producer string `json:"producer"`
+			Passed   bool   `json:"passed"`
+		}
+		if err := json.Unmarshal(r.Data, &e); err != nil {
+			return fmt.Errorf("evidence_result row %d: %w", r.Index, err)
 		}
 		if j.Evidence == nil {
 			j.Evidence = map[string]bool{}
