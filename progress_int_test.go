@@ -3,6 +3,7 @@ package bernstein_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -205,5 +206,37 @@ func TestCrossHostDeterminism(t *testing.T) {
 	outB, _, _ := b.cli("", "task", "progress", "X:1", "--output-json")
 	if outA != outB || !strings.Contains(outA, pa.VectorHash) {
 		t.Fatalf("CLI output differs across hosts:\n%s\n%s", outA, outB)
+	}
+}
+
+// TestProgressCacheIsDerived: a cold process uses the on-disk fold cache,
+// and deleting it changes no output.
+func TestProgressCacheIsDerived(t *testing.T) {
+	f := newFixture(t)
+	f.withCommits()
+	s := f.open()
+	f.claimed(s, "CA-1", "agent")
+	for i := 0; i < 40; i++ {
+		if _, err := s.Checkpoint("CA-1", "HEAD", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warm, _ := f.open().Progress("CA-1") // a cold store folds 40 rows and writes the cache
+	cache := filepath.Join(f.dir, ".git", "bernstein", "cache", "journal", "CA-1.json")
+	if _, err := os.Stat(cache); err != nil {
+		t.Fatalf("no fold cache after a 40-row fold: %v", err)
+	}
+	s.Checkpoint("CA-1", "HEAD~1", "")
+	viaCache, _ := f.open().Progress("CA-1") // extends the cached fold by one row
+	os.RemoveAll(filepath.Join(f.dir, ".git", "bernstein", "cache"))
+	fresh, _ := f.open().Progress("CA-1")
+	if viaCache.VectorHash != fresh.VectorHash || viaCache.Checkpoints != 41 || warm.Checkpoints != 40 {
+		t.Fatalf("cache changed the output: %+v vs %+v", viaCache, fresh)
+	}
+	// A cache that does not descend from the journal's head is not used.
+	os.MkdirAll(filepath.Dir(cache), 0o755)
+	os.WriteFile(cache, []byte(`{"head":"`+strings.Repeat("1", 40)+`","state":{"Task":"CA-1","Rows":999,"Head":"","Keys":{},"Progress":{"Checkpoints":999}}}`), 0o644)
+	if p, _ := f.open().Progress("CA-1"); p.Checkpoints != 41 {
+		t.Fatalf("a bogus cache was believed: %+v", p)
 	}
 }

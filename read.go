@@ -81,3 +81,32 @@ func (s *Store) Productions() ([]verify.Production, error) {
 	}
 	return ix.Productions(), nil
 }
+
+// AuditOptions limit `audit verify`.
+type AuditOptions struct {
+	Task     string
+	Progress func(stage string, done, total int)
+}
+
+// AuditVerify walks the whole repository (or one task) and reports what
+// holds. HMACs are checked for the local writer only: no other writer's
+// HMAC key is ever on this host, and none is created.
+func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
+	if o.Task != "" {
+		if err := validateTask(o.Task); err != nil {
+			return nil, err
+		}
+		if err := s.requireTask(o.Task); err != nil {
+			return nil, err
+		}
+	}
+	env, err := s.VerifyEnv()
+	if err != nil {
+		return nil, err
+	}
+	macs := map[string]verify.MACChecker{}
+	if id, err := s.Identity(); err == nil {
+		macs[id.Writer] = id
+	}
+	return verify.Repository(env, verify.Options{Task: o.Task, MAC: macs, Progress: o.Progress})
+}

@@ -64,14 +64,25 @@ func (j *journalState) apply(r record.Row) error {
 	return nil
 }
 
-// journalStateAt folds task's journal up to head, extending the cached fold
-// when head descends from it.
+// journalStateAt folds task's journal up to head, extending a cached fold
+// (in memory, else on disk) when head descends from it.
 func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, error) {
 	s.stateMu.Lock()
 	cached, ok := s.journals[task]
 	s.stateMu.Unlock()
 	if ok && cached.head == head {
 		return cached.state, nil
+	}
+	if !ok {
+		if h, st, found := s.loadJournalCache(task); found {
+			cached, ok = journalCache{h, st}, true
+			if h == head {
+				s.stateMu.Lock()
+				s.journals[task] = cached
+				s.stateMu.Unlock()
+				return st, nil
+			}
+		}
 	}
 	stop := gitstore.ZeroOid
 	if ok {
@@ -103,6 +114,9 @@ func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, e
 	s.stateMu.Lock()
 	s.journals[task] = journalCache{head, st}
 	s.stateMu.Unlock()
+	if len(commits) >= cacheMinRows {
+		s.saveJournalCache(task, head, st)
+	}
 	return st, nil
 }
 

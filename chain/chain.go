@@ -97,3 +97,24 @@ func reverse[T any](xs []T) {
 		xs[i], xs[j] = xs[j], xs[i]
 	}
 }
+
+// Walk reads the chain from head toward the root, newest first, calling fn
+// for each commit without holding the chain in memory. A commit that cannot
+// be read ends the walk after fn sees it with Err set. fn returning false
+// stops the walk.
+func Walk(objs *gitstore.Repo, head gitstore.Oid, fn func(Commit) bool) {
+	seen := map[gitstore.Oid]struct{}{}
+	for id := head; !id.IsZero(); {
+		if _, loop := seen[id]; loop {
+			fn(Commit{ID: id, Err: errors.New("chain loops")})
+			return
+		}
+		seen[id] = struct{}{}
+		cc, err := Read(objs, id)
+		cc.Err = err
+		if !fn(cc) || len(cc.Commit.Parents) == 0 {
+			return
+		}
+		id = cc.Commit.Parents[0]
+	}
+}

@@ -8,6 +8,7 @@ package verify
 import (
 	"encoding/base64"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -45,21 +46,22 @@ const (
 	sigBad                      // missing, malformed, or does not verify
 )
 
-// SpineRecord is one entry of a lineage spine, located in its chain.
+// SpineRecord is one entry of a lineage spine, located in its chain. It is
+// compact: the commit is re-read when its signature is checked lazily.
 type SpineRecord struct {
 	Writer   string
 	Seq      int64
 	Commit   gitstore.Oid
-	Entry    record.SpineEntry
+	Hash     record.Hash
+	Kind     string
+	Artifact *record.SpineArtifactEntry
+	Seal     *record.SpineSealEntry
 	ChainErr string // set when the entry does not sit where its chain says
-
-	payload []byte
-	sig     []byte
-	tree    gitstore.Oid
 
 	once      sync.Once
 	sigState  sigState
 	sigReason string
+	sealErr   error // seals: the detached signature check
 }
 
 // Env is what verification reads: the objects, the refs, and the keys.
@@ -80,10 +82,18 @@ type SpineIndex struct {
 	Records  map[string][]*SpineRecord // by writer, in chain order
 	Seals    map[string][]*SpineRecord // by task
 	Problems []Failure                 // chain-level problems found while indexing
+	Entries  int
 }
 
-// BuildSpineIndex walks every refs/bernstein/spine/* chain.
+// BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
+// checked lazily, when a verification needs them.
 func BuildSpineIndex(env *Env) (*SpineIndex, error) {
+	return buildSpineIndex(env, nil)
+}
+
+// buildSpineIndex walks the spines; with a pool, every signature is checked
+// during the walk, in parallel.
+func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	vals, names, err := env.Refs.List(refs.SpinePrefix)
 	if err != nil {
 		return nil, err
@@ -92,51 +102,131 @@ func BuildSpineIndex(env *Env) (*SpineIndex, error) {
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
-		ix.indexWriter(writer, vals[name])
+		ix.indexWriter(writer, vals[name], pool)
+	}
+	if pool != nil {
+		pool.wait()
 	}
 	return ix, nil
 }
 
-func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid) {
-	commits := chain.WalkAll(ix.env.Objects, head)
-	prev := record.Hash("")
-	broken := ""
-	for i, cc := range commits {
-		rec := &SpineRecord{Writer: writer, Seq: int64(i), Commit: cc.ID, payload: cc.Payload, sig: cc.Commit.Signature, tree: cc.Commit.Tree}
-		fail := func(reason string) {
-			if broken == "" {
-				broken = fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, i, reason)
-				ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(int64(i)), Check: "spine_chain", Reason: broken})
-			}
+// indexWriter walks one spine from its head back to the root, checking each
+// link as it goes, and marks every entry from the first broken link on.
+func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool) {
+	var recs []*SpineRecord // newest first while walking
+	type link struct {
+		seq  int64
+		prev record.Hash
+	}
+	var newer *link
+	breakAt := -1 // index in recs (newest first) of the oldest entry a break affects
+	reasons := map[int]string{}
+	mark := func(i int, reason string) {
+		if i > breakAt {
+			breakAt = i
 		}
+		if _, ok := reasons[i]; !ok {
+			reasons[i] = reason
+		}
+	}
+	chain.Walk(ix.env.Objects, head, func(cc chain.Commit) bool {
+		i := len(recs)
+		rec := &SpineRecord{Writer: writer, Commit: cc.ID}
+		recs = append(recs, rec)
 		if cc.Err != nil {
-			fail(cc.Err.Error())
-			continue
+			mark(i, cc.Err.Error())
+			newer = nil
+			return true
 		}
 		e, err := record.ParseSpineEntry(cc.Record)
 		if err != nil {
-			fail(err.Error())
-			continue
+			mark(i, err.Error())
+			newer = nil
+			return true
 		}
-		rec.Entry = e
-		switch {
-		case e.Header.Writer != writer:
-			fail(fmt.Sprintf("entry names writer %q", e.Header.Writer))
-		case e.Header.Seq != int64(i):
-			fail(fmt.Sprintf("entry has seq %d", e.Header.Seq))
-		case e.Header.Prev != prev:
-			fail("entry's prev does not link to the entry before it")
+		rec.Seq, rec.Hash, rec.Kind, rec.Artifact, rec.Seal = e.Header.Seq, e.Hash, e.Header.Kind, e.Artifact, e.Seal
+		if e.Header.Writer != writer {
+			mark(i, fmt.Sprintf("entry names writer %q", e.Header.Writer))
 		}
-		rec.ChainErr = broken
-		prev = e.Hash
-		if _, dup := ix.ByHash[e.Hash]; !dup {
-			ix.ByHash[e.Hash] = rec
+		if newer != nil {
+			if newer.seq != e.Header.Seq+1 {
+				mark(i-1, fmt.Sprintf("entry has seq %d after seq %d", newer.seq, e.Header.Seq))
+			}
+			if newer.prev != e.Hash {
+				mark(i-1, "entry's prev does not link to the entry before it")
+			}
 		}
-		ix.Records[writer] = append(ix.Records[writer], rec)
-		if e.Seal != nil {
-			ix.Seals[e.Seal.TaskID] = append(ix.Seals[e.Seal.TaskID], rec)
+		if len(cc.Commit.Parents) == 0 && (e.Header.Seq != 0 || e.Header.Prev != "") {
+			mark(i, "first entry does not have seq 0 and an empty prev")
+		}
+		newer = &link{e.Header.Seq, e.Header.Prev}
+		if pool != nil {
+			r, payload, sig, tree, entry := rec, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, e.Bytes
+			pool.do(func() {
+				r.once.Do(func() { r.check(ix.env, payload, sig, tree, entry) })
+			})
+		}
+		return true
+	})
+	reverse(recs)
+	n := len(recs)
+	for i, rec := range recs {
+		if rec.Hash == "" {
+			rec.Seq = int64(i)
 		}
 	}
+	if breakAt >= 0 {
+		// recs[k] (oldest first) = walk index n-1-k; a break at walk index b
+		// affects the entries from position n-1-b on.
+		first := n - 1 - breakAt
+		msg := fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, recs[first].Seq, reasons[breakAt])
+		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[first].Seq), Check: "spine_chain", Reason: msg})
+		for _, rec := range recs[first:] {
+			rec.ChainErr = msg
+		}
+	}
+	for _, rec := range recs {
+		ix.Entries++
+		if rec.Hash == "" {
+			continue
+		}
+		if _, dup := ix.ByHash[rec.Hash]; !dup {
+			ix.ByHash[rec.Hash] = rec
+		}
+		if rec.Seal != nil {
+			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
+		}
+	}
+	ix.Records[writer] = recs
+}
+
+func reverse[T any](xs []T) {
+	for i, j := 0, len(xs)-1; i < j; i, j = i+1, j-1 {
+		xs[i], xs[j] = xs[j], xs[i]
+	}
+}
+
+// check verifies the commit signature (and, for a seal, its detached
+// signature) of the entry.
+func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, entry []byte) {
+	r.sigState, r.sigReason = checkSignature(env, r.Writer, payload, sig)
+	if r.Seal != nil {
+		r.sealErr = checkSealSignature(env, sig, tree, entry)
+	}
+}
+
+// signature returns the signature state of r, checking it now if needed.
+func (ix *SpineIndex) signature(r *SpineRecord) (sigState, string) {
+	r.once.Do(func() {
+		cc, err := chain.Read(ix.env.Objects, r.Commit)
+		if err != nil {
+			r.sigState, r.sigReason = sigBad, err.Error()
+			r.sealErr = err
+			return
+		}
+		r.check(ix.env, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, cc.Record)
+	})
+	return r.sigState, r.sigReason
 }
 
 // Productions counts the artifact entries per task and key.
@@ -152,7 +242,7 @@ func (ix *SpineIndex) Productions() []Production {
 	counts := map[[2]string]int{}
 	for _, w := range ix.Writers {
 		for _, r := range ix.Records[w] {
-			if a := r.Entry.Artifact; a != nil {
+			if a := r.Artifact; a != nil {
 				counts[[2]string{a.TaskID, a.Key}]++
 			}
 		}
@@ -168,12 +258,6 @@ func (ix *SpineIndex) Productions() []Production {
 		return out[i].Key < out[j].Key
 	})
 	return out
-}
-
-// signature checks the commit signature of r once.
-func (ix *SpineIndex) signature(r *SpineRecord) (sigState, string) {
-	r.once.Do(func() { r.sigState, r.sigReason = checkSignature(ix.env, r.Writer, r.payload, r.sig) })
-	return r.sigState, r.sigReason
 }
 
 // checkSignature classifies a commit signature by writer.
@@ -208,18 +292,18 @@ func checkSignature(env *Env, writer string, payload, armored []byte) (sigState,
 	return sigUnpinned, fmt.Sprintf("writer %s's key is published but not pinned (pass --allowed-signers)", writer)
 }
 
-// sealSignature checks the detached sigstore signature a seal commit's tree
-// carries over the seal entry.
-func (ix *SpineIndex) sealSignature(r *SpineRecord, fileName string) error {
-	es, err := readTree(ix.env.Objects, r.tree)
+// checkSealSignature checks the detached sigstore signature a seal commit's
+// tree carries over the seal entry, by the key that signed the commit.
+func checkSealSignature(env *Env, armored []byte, tree gitstore.Oid, entry []byte) error {
+	es, err := readTree(env.Objects, tree)
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		if e.Name != fileName {
+		if e.Name != record.SealSignatureFile {
 			continue
 		}
-		data, err := ix.env.Objects.ReadType(e.ID, gitstore.TypeBlob)
+		data, err := env.Objects.ReadType(e.ID, gitstore.TypeBlob)
 		if err != nil {
 			return err
 		}
@@ -227,16 +311,16 @@ func (ix *SpineIndex) sealSignature(r *SpineRecord, fileName string) error {
 		if err != nil {
 			return fmt.Errorf("seal signature: %v", err)
 		}
-		claimed, _, err := keys.CommitSigner(r.sig)
+		claimed, _, err := keys.CommitSigner(armored)
 		if err != nil {
 			return err
 		}
-		if err := keys.VerifyDetached(claimed, r.Entry.Bytes, sig); err != nil {
+		if err := keys.VerifyDetached(claimed, entry, sig); err != nil {
 			return fmt.Errorf("detached seal signature does not verify: %v", err)
 		}
 		return nil
 	}
-	return fmt.Errorf("seal commit carries no %s", fileName)
+	return fmt.Errorf("seal commit carries no %s", record.SealSignatureFile)
 }
 
 func readTree(objs *gitstore.Repo, id gitstore.Oid) ([]gitstore.TreeEntry, error) {
@@ -251,3 +335,31 @@ func readTree(objs *gitstore.Repo, id gitstore.Oid) ([]gitstore.TreeEntry, error
 }
 
 func i64(v int64) *int64 { return &v }
+
+// sigPool checks signatures on all cores while the walk goes on.
+type sigPool struct {
+	jobs chan func()
+	wg   sync.WaitGroup
+}
+
+func newSigPool() *sigPool {
+	p := &sigPool{jobs: make(chan func(), 256)}
+	for i := 0; i < runtime.GOMAXPROCS(0); i++ {
+		go func() {
+			for f := range p.jobs {
+				f()
+				p.wg.Done()
+			}
+		}()
+	}
+	return p
+}
+
+func (p *sigPool) do(f func()) {
+	p.wg.Add(1)
+	p.jobs <- f
+}
+
+func (p *sigPool) wait() { p.wg.Wait() }
+
+func (p *sigPool) close() { close(p.jobs) }

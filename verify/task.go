@@ -195,6 +195,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		prev = row.Hash()
 		rep.RowList = append(rep.RowList, row)
 		if row.Kind != record.KindArtifactPosted {
+			v.checkOutput(rep, row, cc.Commit.Tree)
 			continue
 		}
 		var a record.ArtifactPosted
@@ -282,12 +283,12 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	}
 	// The spine entry must seal exactly this row.
 	rec := v.Spine.ByHash[ver.SpineEntryHash]
-	if rec == nil || rec.Entry.Artifact == nil {
+	if rec == nil || rec.Artifact == nil {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
 		return
 	}
 	ver.Writer = rec.Writer
-	e := rec.Entry.Artifact
+	e := rec.Artifact
 	var diff []string
 	if e.TaskID != rep.Task {
 		diff = append(diff, "task_id")
@@ -337,8 +338,8 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 	}
 	for _, w := range v.Spine.Writers {
 		for _, r := range v.Spine.Records[w] {
-			a := r.Entry.Artifact
-			if a == nil || a.TaskID != rep.Task || have[r.Entry.Hash] {
+			a := r.Artifact
+			if a == nil || a.TaskID != rep.Task || have[r.Hash] {
 				continue
 			}
 			reason := fmt.Sprintf("spine entry %s/%d seals %s v%d at journal index %d, which the journal does not hold", w, r.Seq, a.Key, a.Version, a.JournalIndex)
@@ -358,11 +359,11 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	}
 	best := seals[0]
 	for _, s := range seals[1:] {
-		if s.Entry.Seal.Rows > best.Entry.Seal.Rows {
+		if s.Seal.Rows > best.Seal.Rows {
 			best = s
 		}
 	}
-	seal := best.Entry.Seal
+	seal := best.Seal
 	where := fmt.Sprintf("seal %s/%d", best.Writer, best.Seq)
 	if best.ChainErr != "" {
 		return IdentityMismatched, where + ": " + best.ChainErr
@@ -371,8 +372,8 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	if st == sigBad {
 		return IdentityMismatched, where + ": " + reason
 	}
-	if err := v.Spine.sealSignature(best, record.SealSignatureFile); err != nil {
-		return IdentityMismatched, where + ": " + err.Error()
+	if best.sealErr != nil {
+		return IdentityMismatched, where + ": " + best.sealErr.Error()
 	}
 	rows := int64(len(rep.RowList))
 	switch {

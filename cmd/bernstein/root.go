@@ -98,6 +98,7 @@ read re-checks what it shows: a tampered version is reported, never rendered.`,
 		newDiffCmd(g, io),
 		newGateCmd(g, io),
 		newEvidenceCmd(g, io),
+		newAuditCmd(g, io),
 		newArtifactCmd(g, io, true),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

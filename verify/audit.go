@@ -1,0 +1,470 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// MACChecker recomputes the HMACs of one writer's audit mirror.
+type MACChecker interface {
+	CheckMAC(data []byte, mac string) bool
+}
+
+// Options limit and instrument a repository walk.
+type Options struct {
+	Task string                // only this task's journal and ledger ("" for all)
+	MAC  map[string]MACChecker // writers whose HMAC key is on this host
+	// Progress, when set, is told how far each stage has come.
+	Progress func(stage string, done, total int)
+}
+
+// VersionState is one artifact version's verdict.
+type VersionState struct {
+	Key          string `json:"key"`
+	Version      int64  `json:"version"`
+	JournalIndex int64  `json:"journal_index"`
+	State        string `json:"state"`
+	Reason       string `json:"reason"`
+}
+
+// TaskResult is one task's verdict.
+type TaskResult struct {
+	TaskID          string         `json:"task_id"`
+	JournalIdentity string         `json:"journal_identity"`
+	IdentityReason  string         `json:"journal_identity_reason"`
+	JournalRows     int64          `json:"journal_rows"`
+	LedgerRows      int64          `json:"ledger_rows"`
+	Artifacts       []VersionState `json:"artifacts"`
+}
+
+// Counts summarises a walk.
+type Counts struct {
+	Tasks              int `json:"tasks"`
+	JournalRows        int `json:"journal_rows"`
+	LedgerRows         int `json:"ledger_rows"`
+	Artifacts          int `json:"artifacts"`
+	Verified           int `json:"verified"`
+	Tampered           int `json:"tampered"`
+	Unverifiable       int `json:"unverifiable"`
+	SpineEntries       int `json:"spine_entries"`
+	AuditEntries       int `json:"audit_entries"`
+	SignaturesChecked  int `json:"signatures_checked"`
+	SignaturesUnpinned int `json:"signatures_unpinned"`
+	HMACsChecked       int `json:"hmacs_checked"`
+	HMACsNotChecked    int `json:"hmacs_not_checked"`
+	Failures           int `json:"failures"`
+}
+
+// Report is the outcome of `bernstein audit verify`.
+type Report struct {
+	Verified    bool         `json:"verified"`
+	HMACChecked bool         `json:"hmac_checked"`
+	HMACNote    string       `json:"hmac_note"`
+	Note        string       `json:"note"`
+	Tasks       []TaskResult `json:"tasks"`
+	Failures    []Failure    `json:"failures"`
+	Counts      Counts       `json:"counts"`
+}
+
+// Tampered reports whether any check failed.
+func (r *Report) Tampered() bool { return len(r.Failures) > 0 }
+
+// auditIndex is what the audit mirrors say was done.
+type auditIndex struct {
+	resources map[string]map[string]bool // event -> resource -> seen
+}
+
+func (a *auditIndex) has(event, resource string) bool { return a.resources[event][resource] }
+
+// Repository walks every chain under refs/bernstein and checks everything
+// DESIGN.md §4 and §6 ask of `audit verify`.
+func Repository(env *Env, o Options) (*Report, error) {
+	rep := &Report{Tasks: []TaskResult{}, Failures: []Failure{}}
+	stage := func(name string, done, total int) {
+		if o.Progress != nil {
+			o.Progress(name, done, total)
+		}
+	}
+	pool := newSigPool()
+	defer pool.close()
+
+	// 1. Spines: chains, signatures (all cores), seals.
+	stage("spines", 0, 0)
+	ix, err := buildSpineIndex(env, pool)
+	if err != nil {
+		return nil, err
+	}
+	rep.Counts.SpineEntries = ix.Entries
+	rep.Failures = append(rep.Failures, ix.Problems...)
+	for _, w := range ix.Writers {
+		for _, r := range ix.Records[w] {
+			if r.Hash == "" {
+				continue
+			}
+			rep.Counts.SignaturesChecked++
+			if r.sigState == sigUnpinned || r.sigState == sigNoKey {
+				rep.Counts.SignaturesUnpinned++
+			}
+			if r.sigState == sigBad {
+				f := Failure{Writer: w, Seq: i64(r.Seq), Check: "spine_signature", Reason: fmt.Sprintf("spine entry %s/%d: %s", w, r.Seq, r.sigReason)}
+				if a := r.Artifact; a != nil {
+					f.TaskID, f.Key, f.Version, f.JournalIndex = a.TaskID, a.Key, i64(a.Version), i64(a.JournalIndex)
+				}
+				rep.Failures = append(rep.Failures, f)
+			}
+		}
+	}
+
+	// 2. Audit mirrors: chains, signatures, HMACs.
+	stage("audit", 0, 0)
+	audits, err := walkAudits(env, o, pool, rep)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Tasks: journals, ledgers, bindings both ways.
+	tasks, err := taskSet(env, ix, o.Task)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]TaskResult, len(tasks))
+	failures := make([][]Failure, len(tasks))
+	counts := make([]Counts, len(tasks))
+	var next sync.Mutex
+	i, done := 0, 0
+	var wg sync.WaitGroup
+	var walkErr error
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := &Verifier{Env: env, Spine: ix, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
+			for {
+				next.Lock()
+				k := i
+				i++
+				next.Unlock()
+				if k >= len(tasks) {
+					return
+				}
+				res, fs, c, err := v.checkTask(tasks[k], audits)
+				next.Lock()
+				if err != nil && walkErr == nil {
+					walkErr = err
+				}
+				results[k], failures[k], counts[k] = res, fs, c
+				done++
+				stage("tasks", done, len(tasks))
+				next.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if walkErr != nil {
+		return nil, walkErr
+	}
+	for k := range tasks {
+		rep.Tasks = append(rep.Tasks, results[k])
+		rep.Failures = append(rep.Failures, failures[k]...)
+		c := counts[k]
+		rep.Counts.JournalRows += c.JournalRows
+		rep.Counts.LedgerRows += c.LedgerRows
+		rep.Counts.Artifacts += c.Artifacts
+		rep.Counts.Verified += c.Verified
+		rep.Counts.Tampered += c.Tampered
+		rep.Counts.Unverifiable += c.Unverifiable
+	}
+	rep.Counts.Tasks = len(tasks)
+	rep.Counts.Failures = len(rep.Failures)
+	rep.Verified = len(rep.Failures) == 0 && rep.Counts.Unverifiable == 0 && rep.Counts.SignaturesUnpinned == 0
+	if !rep.Verified && len(rep.Failures) == 0 {
+		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures are by writers whose keys are not pinned here (pass --allowed-signers)",
+			rep.Counts.Unverifiable, rep.Counts.SignaturesUnpinned)
+	}
+	return rep, nil
+}
+
+// taskSet is every task that has a journal, a ledger or a spine entry.
+func taskSet(env *Env, ix *SpineIndex, only string) ([]string, error) {
+	if only != "" {
+		return []string{only}, nil
+	}
+	set := map[string]bool{}
+	for _, prefix := range []string{refs.JournalPrefix, refs.LedgerPrefix} {
+		_, names, err := env.Refs.List(prefix)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if id, err := refs.UnescapeTask(strings.TrimPrefix(n, prefix)); err == nil {
+				set[id] = true
+			}
+		}
+	}
+	for _, w := range ix.Writers {
+		for _, r := range ix.Records[w] {
+			if r.Artifact != nil {
+				set[r.Artifact.TaskID] = true
+			}
+			if r.Seal != nil {
+				set[r.Seal.TaskID] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// walkAudits checks every audit mirror and indexes what it carries.
+func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, error) {
+	vals, names, err := env.Refs.List(refs.AuditPrefix)
+	if err != nil {
+		return nil, err
+	}
+	ai := &auditIndex{resources: map[string]map[string]bool{}}
+	var mu sync.Mutex
+	var unchecked []string
+	checked := true
+	for _, name := range names {
+		writer := strings.TrimPrefix(name, refs.AuditPrefix)
+		mac := o.MAC[writer]
+		if mac == nil {
+			checked = false
+			unchecked = append(unchecked, writer)
+		}
+		var newer *record.AuditEntry
+		broken := false
+		fail := func(seq int64, check, reason string) {
+			mu.Lock()
+			rep.Failures = append(rep.Failures, Failure{Writer: writer, Seq: i64(seq), Check: check, Reason: fmt.Sprintf("audit entry %s/%d: %s", writer, seq, reason)})
+			mu.Unlock()
+		}
+		n := 0
+		chain.Walk(env.Objects, vals[name], func(cc chain.Commit) bool {
+			n++
+			if cc.Err != nil {
+				seq := int64(-1)
+				if newer != nil {
+					seq = newer.Seq - 1
+				}
+				fail(seq, "audit_chain", cc.Err.Error())
+				broken = true
+				return false
+			}
+			a, err := record.ParseAuditEntry(cc.Record)
+			if err != nil {
+				seq := int64(-1)
+				if newer != nil {
+					seq = newer.Seq - 1
+				}
+				fail(seq, "audit_chain", err.Error())
+				broken = true
+				newer = nil
+				return true
+			}
+			if a.Writer != writer {
+				fail(a.Seq, "audit_chain", fmt.Sprintf("entry names writer %q", a.Writer))
+			}
+			if newer != nil && !broken {
+				if newer.Seq != a.Seq+1 {
+					fail(newer.Seq, "audit_chain", fmt.Sprintf("seq %d follows seq %d: an entry is missing or out of place", newer.Seq, a.Seq))
+					broken = true
+				} else if newer.PrevHMAC != a.HMAC {
+					fail(newer.Seq, "audit_chain", "prev_hmac does not link to the entry before it")
+					broken = true
+				}
+			}
+			if len(cc.Commit.Parents) == 0 && (a.Seq != 0 || a.PrevHMAC != "") {
+				fail(a.Seq, "audit_chain", "first entry does not have seq 0 and an empty prev_hmac")
+			}
+			if mac != nil {
+				mu.Lock()
+				rep.Counts.HMACsChecked++
+				mu.Unlock()
+				if !mac.CheckMAC(a.MACBytes(), a.HMAC) {
+					fail(a.Seq, "audit_hmac", "HMAC does not recompute")
+				}
+			} else {
+				mu.Lock()
+				rep.Counts.HMACsNotChecked++
+				mu.Unlock()
+			}
+			seq, payload, sig := a.Seq, cc.Payload, cc.Commit.Signature
+			pool.do(func() {
+				st, reason := checkSignature(env, writer, payload, sig)
+				mu.Lock()
+				rep.Counts.SignaturesChecked++
+				if st == sigUnpinned || st == sigNoKey {
+					rep.Counts.SignaturesUnpinned++
+				}
+				mu.Unlock()
+				if st == sigBad {
+					fail(seq, "audit_signature", reason)
+				}
+			})
+			if ai.resources[a.Event] == nil {
+				ai.resources[a.Event] = map[string]bool{}
+			}
+			ai.resources[a.Event][a.Resource] = true
+			entry := a
+			newer = &entry
+			return true
+		})
+		rep.Counts.AuditEntries += n
+	}
+	pool.wait()
+	rep.HMACChecked = checked
+	if !checked {
+		rep.HMACNote = fmt.Sprintf("HMAC not checked for writer %s: the writer's HMAC key is not on this host", strings.Join(unchecked, ", "))
+	}
+	return ai, nil
+}
+
+// checkTask verifies one task's journal (every version, work outputs,
+// bindings, seal) and ledger, and that the audit mirrors carry them.
+func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Failure, Counts, error) {
+	var c Counts
+	res := TaskResult{TaskID: task, Artifacts: []VersionState{}}
+	tr, err := v.Task(task)
+	if err != nil {
+		return res, nil, c, err
+	}
+	fs := tr.Failures
+	res.JournalIdentity, res.IdentityReason, res.JournalRows = tr.JournalIdentity, tr.IdentityReason, tr.Rows
+	if tr.JournalIdentity == IdentityMismatched {
+		fs = append(fs, Failure{TaskID: task, Check: "journal_seal", Reason: tr.IdentityReason})
+	}
+	for _, ver := range tr.Versions {
+		if ver.State != Tampered && !audits.has(record.EventArtifactPosted, string(ver.SpineEntryHash)) {
+			reason := fmt.Sprintf("%s v%d at journal index %d: no artifact.posted entry in any audit mirror", ver.Key, ver.Version, ver.JournalIndex)
+			fs = append(fs, Failure{TaskID: task, Key: ver.Key, Version: i64(ver.Version), JournalIndex: i64(ver.JournalIndex), Check: "audit_mirror", Reason: reason})
+			ver.State, ver.Reason = Tampered, reason
+		}
+		res.Artifacts = append(res.Artifacts, VersionState{Key: ver.Key, Version: ver.Version, JournalIndex: ver.JournalIndex, State: ver.State, Reason: ver.Reason})
+		c.Artifacts++
+		switch ver.State {
+		case Verified:
+			c.Verified++
+		case Tampered:
+			c.Tampered++
+		case Unverifiable:
+			c.Unverifiable++
+		}
+	}
+	for _, row := range tr.RowList {
+		switch row.Kind {
+		case record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult:
+			if !audits.has(row.Kind, string(row.Hash())) {
+				fs = append(fs, Failure{TaskID: task, JournalIndex: i64(row.Index), Check: "audit_mirror", Reason: fmt.Sprintf("%s row at journal index %d: no audit entry carries it", row.Kind, row.Index)})
+			}
+		}
+	}
+	c.JournalRows = int(tr.Rows)
+	lfs, rows := v.checkLedger(task, audits)
+	fs = append(fs, lfs...)
+	res.LedgerRows, c.LedgerRows = rows, int(rows)
+	return res, fs, c, nil
+}
+
+// checkLedger walks a task's ledger: chain, legal transitions, audit mirror.
+func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64) {
+	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0
+	}
+	if head.IsZero() {
+		return nil, 0
+	}
+	var fs []Failure
+	var st ledger.State
+	broken := false
+	commits := chain.WalkAll(v.Env.Objects, head)
+	for i, cc := range commits {
+		fail := func(check, reason string) {
+			fs = append(fs, Failure{TaskID: task, Check: check, Reason: fmt.Sprintf("ledger of %s at index %d: %s", task, i, reason)})
+		}
+		if cc.Err != nil {
+			fail("ledger_chain", cc.Err.Error())
+			broken = true
+			continue
+		}
+		row, err := record.ParseRow(cc.Record)
+		if err != nil {
+			fail("ledger_chain", err.Error())
+			broken = true
+			continue
+		}
+		if !broken {
+			if row.TaskID != task {
+				fail("ledger_chain", fmt.Sprintf("row belongs to task %q", row.TaskID))
+				broken = true
+			} else if err := st.Apply(row); err != nil {
+				fail("ledger_chain", err.Error())
+				broken = true
+			}
+		}
+		if !audits.has(row.Kind, string(row.Hash())) {
+			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
+		}
+	}
+	return fs, int64(len(commits))
+}
+
+// workOutput is the part of a work row's data that names a stored output.
+type workOutput struct {
+	Output *record.Output `json:"output"`
+	Patch  *record.Output `json:"patch"`
+}
+
+// checkOutput re-hashes a work row's stored output and its tree entry.
+func (v *Verifier) checkOutput(rep *TaskReport, row record.Row, tree gitstore.Oid) {
+	var w workOutput
+	if json.Unmarshal(row.Data, &w) != nil {
+		return
+	}
+	o := w.Output
+	if o == nil {
+		o = w.Patch
+	}
+	if o == nil {
+		return
+	}
+	fail := func(reason string) {
+		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(row.Index), Check: "output",
+			Reason: fmt.Sprintf("%s row at journal index %d: output %s %s", row.Kind, row.Index, o.Path, reason)})
+	}
+	id, err := gitstore.ParseOid(o.Blob)
+	if err != nil {
+		fail("has a bad blob id")
+		return
+	}
+	t, data, err := v.Env.Objects.Read(id)
+	switch {
+	case err != nil:
+		fail("is unreadable: " + err.Error())
+		return
+	case t != gitstore.TypeBlob || gitstore.HashObject(gitstore.TypeBlob, data) != id:
+		fail("does not hash to its blob id")
+		return
+	case record.Sum(data) != o.Hash || int64(len(data)) != o.Size:
+		fail("does not hash to the row's hash")
+		return
+	}
+	if got, err := v.treePath(tree, o.Path); err != nil || got != id {
+		fail("is not what the journal tree holds at that path")
+	}
+}
