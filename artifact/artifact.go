@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -246,7 +247,7 @@ func validateLink(raw, kind string) error {
 		}
 		return bad("url", "scheme %q is not allowed: want http or https", quote(u.Scheme))
 	}
-	if u.Host == "" {
+	if u.Hostname() == "" {
 		return bad("url", "has no host")
 	}
 	return nil
@@ -306,6 +307,15 @@ func Parse(b []byte) (Payload, error) {
 	}
 	if err != nil {
 		return Payload{}, fmt.Errorf("payload: %w", err)
+	}
+	// encoding/json matches keys case-insensitively and tolerates missing
+	// fields and nulls: only bytes that Canonical gives back are a payload.
+	c, err := p.Canonical()
+	if err != nil {
+		return Payload{}, fmt.Errorf("payload: %w", err)
+	}
+	if !bytes.Equal(c, b) {
+		return Payload{}, errors.New("payload: fields differ from the payload format (missing, misspelt, repeated or null)")
 	}
 	return p, nil
 }

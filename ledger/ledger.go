@@ -204,6 +204,10 @@ func (s *State) Apply(r record.Row) error {
 	if err := Check(r.TaskID, s.Phase, r.Kind); err != nil {
 		return fmt.Errorf("ledger row %d: %w", r.Index, err)
 	}
+	// Checked before anything is folded: a refused row leaves s unchanged.
+	if s.Phase != "" && r.TaskID != s.TaskID {
+		return fmt.Errorf("ledger row %d belongs to task %q", r.Index, r.TaskID)
+	}
 	switch r.Kind {
 	case record.KindTaskCreated:
 		var c Created
@@ -217,11 +221,14 @@ func (s *State) Apply(r record.Row) error {
 			return err
 		}
 		s.Claim = &Claim{Agent: c.Agent, ClaimID: c.ClaimID, TokenSHA256: c.TokenSHA256, Index: r.Index}
-	case record.KindTaskStarted:
-		s.Started++
-	}
-	if r.TaskID != s.TaskID {
-		return fmt.Errorf("ledger row %d belongs to task %q", r.Index, r.TaskID)
+	default:
+		var tr Transition
+		if err := r.DecodeData(&tr); err != nil {
+			return err
+		}
+		if r.Kind == record.KindTaskStarted {
+			s.Started++
+		}
 	}
 	s.Phase = PhaseOf(r.Kind)
 	if !Working(s.Phase) {

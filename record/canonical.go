@@ -53,8 +53,19 @@ func CanonicalizeJSON(raw []byte) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// dec.More() misses a stray ']' or '}': look at the rest directly.
+	if len(bytes.Trim(raw[dec.InputOffset():], " \t\r\n")) != 0 {
 		return nil, errors.New("trailing data after JSON value")
+	}
+	// encoding/json silently keeps the last of duplicate member names and
+	// turns lone surrogate escapes into U+FFFD; RFC 8785 (I-JSON) requires
+	// an error for both.
+	members, lone := scanStrings(raw)
+	if lone {
+		return nil, errors.New("lone surrogate escape in JSON string")
+	}
+	if countMembers(v) != members {
+		return nil, errors.New("duplicate member name in JSON object")
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(raw))
@@ -62,6 +73,87 @@ func CanonicalizeJSON(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// scanStrings walks the syntactically valid JSON text raw and returns the
+// number of object members (each has exactly one ':' outside strings) and
+// whether a string escapes a UTF-16 surrogate that is not half of a pair.
+func scanStrings(raw []byte) (members int, lone bool) {
+	inStr := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if !inStr {
+			switch c {
+			case '"':
+				inStr = true
+			case ':':
+				members++
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = false
+		case '\\':
+			if i+1 >= len(raw) || raw[i+1] != 'u' {
+				i++ // skip the escaped character
+				continue
+			}
+			r := hex4(raw, i+2)
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				lone = true
+			case r >= 0xd800 && r <= 0xdbff:
+				if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
+					lone = true
+				} else if lo := hex4(raw, i+8); lo < 0xdc00 || lo > 0xdfff {
+					lone = true
+				} else {
+					i += 6 // the low half
+				}
+			}
+			i += 5
+		}
+	}
+	return members, lone
+}
+
+// hex4 decodes the four hex digits at b[i:], or returns -1.
+func hex4(b []byte, i int) int {
+	if i+4 > len(b) {
+		return -1
+	}
+	n := 0
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			n = n<<4 | int(c-'0')
+		case c >= 'a' && c <= 'f':
+			n = n<<4 | int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			n = n<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return n
+}
+
+// countMembers is the number of object members in a decoded value.
+func countMembers(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			n += countMembers(e)
+		}
+	case map[string]any:
+		n = len(x)
+		for _, e := range x {
+			n += countMembers(e)
+		}
+	}
+	return n
 }
 
 // CheckCanonical returns nil when b is exactly its own canonical form.

@@ -88,6 +88,11 @@ func ParseRow(b []byte) (Row, error) {
 	if r.Kind == "" || r.TaskID == "" || r.Index < 0 || len(r.Data) == 0 {
 		return Row{}, errors.New("row: missing kind, task_id, index or data")
 	}
+	// encoding/json matches keys case-insensitively and tolerates missing
+	// fields; only bytes that re-encode to themselves are this row.
+	if !bytes.Equal(r.Bytes(), b) {
+		return Row{}, errors.New("row: fields differ from the row format (missing, misspelt or repeated)")
+	}
 	return r, nil
 }
 
@@ -184,6 +189,9 @@ func ParseSpineEntry(b []byte) (SpineEntry, error) {
 	if err := dec.Decode(target); err != nil {
 		return SpineEntry{}, fmt.Errorf("spine %s entry: %w", h.Kind, err)
 	}
+	if c, err := Canonical(target); err != nil || !bytes.Equal(c, b) {
+		return SpineEntry{}, fmt.Errorf("spine %s entry: fields differ from the entry format (missing, misspelt or repeated)", h.Kind)
+	}
 	return e, nil
 }
 
@@ -250,6 +258,9 @@ func ParseAuditEntry(b []byte) (AuditEntry, error) {
 	if a.V != Version {
 		return AuditEntry{}, fmt.Errorf("audit entry: unsupported version %d", a.V)
 	}
+	if !bytes.Equal(a.Bytes(), b) {
+		return AuditEntry{}, errors.New("audit entry: fields differ from the entry format (missing, misspelt or repeated)")
+	}
 	return a, nil
 }
 
@@ -276,7 +287,7 @@ func RecordFromMessage(msg []byte) ([]byte, error) {
 		return nil, ErrNoRecord
 	}
 	body := msg[i+2:]
-	if len(body) == 0 || body[len(body)-1] != '\n' || bytes.IndexByte(body[:len(body)-1], '\n') >= 0 {
+	if len(body) < 2 || body[len(body)-1] != '\n' || bytes.IndexByte(body[:len(body)-1], '\n') >= 0 {
 		return nil, ErrNoRecord
 	}
 	return body[:len(body)-1], nil
