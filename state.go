@@ -20,6 +20,8 @@ type journalState struct {
 	Keys map[string]keyState
 	// Progress is the journal half of the progress fold.
 	Progress progress.Journal
+	// LastSpine is the spine entry hash of the latest artifact row.
+	LastSpine record.Hash
 }
 
 type keyState struct {
@@ -56,6 +58,7 @@ func (j *journalState) apply(r record.Row) error {
 			return fmt.Errorf("journal of %s: row %d posts %s version %d after version %d", j.Task, r.Index, a.Key, a.Version, j.Keys[a.Key].Version)
 		}
 		j.Keys[a.Key] = keyState{Version: a.Version, SpineHash: a.SpineEntryHash}
+		j.LastSpine = a.SpineEntryHash
 	} else if err := j.Progress.Apply(r); err != nil {
 		return fmt.Errorf("journal of %s, row %d: %w", j.Task, r.Index, err)
 	}

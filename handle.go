@@ -1,0 +1,109 @@
+package bernstein
+
+import (
+	"crypto/subtle"
+	"fmt"
+
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/progress"
+	"github.com/bernstein/bernstein/record"
+)
+
+// Task handle statuses, as agent protocols name a task's state.
+const (
+	StatusWorking       = "working"
+	StatusInputRequired = "input_required"
+	StatusCompleted     = "completed"
+	StatusFailed        = "failed"
+	StatusCancelled     = "cancelled"
+)
+
+// StatusOf maps a ledger phase to a handle status.
+func StatusOf(phase string) string {
+	switch phase {
+	case ledger.PhaseSuspended:
+		return StatusInputRequired
+	case ledger.PhaseCompleted:
+		return StatusCompleted
+	case ledger.PhaseFailed:
+		return StatusFailed
+	case ledger.PhaseAbandoned:
+		return StatusCancelled
+	}
+	return StatusWorking
+}
+
+// Handle is the task-handle projection agents read: where the task stands,
+// the heads it was read at, and its progress vector. It is derived from the
+// chains alone; there is nothing in it a caller can set.
+type Handle struct {
+	TaskID       string        `json:"taskId"`
+	Status       string        `json:"status"`
+	JournalHead  record.Hash   `json:"journalHead"`
+	SpineHead    record.Hash   `json:"spineHead"`
+	Progress     progress.Wire `json:"progress"`
+	ProgressHash string        `json:"progressHash"`
+	ReceiptHash  record.Hash   `json:"receiptHash"`
+}
+
+// handleBody is what the receipt hash covers: every other field.
+type handleBody struct {
+	TaskID       string        `json:"taskId"`
+	Status       string        `json:"status"`
+	JournalHead  record.Hash   `json:"journalHead"`
+	SpineHead    record.Hash   `json:"spineHead"`
+	Progress     progress.Wire `json:"progress"`
+	ProgressHash string        `json:"progressHash"`
+}
+
+// TaskHandle projects task's handle. SpineHead is the spine entry of the
+// latest artifact the journal holds ("" before the first).
+func (s *Store) TaskHandle(task string) (*Handle, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	l, err := s.ledgerState(task)
+	if err != nil {
+		return nil, err
+	}
+	j, _, err := s.journalState(task)
+	if err != nil {
+		return nil, err
+	}
+	w := progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows)
+	b := handleBody{TaskID: task, Status: StatusOf(l.Phase), JournalHead: j.Head, SpineHead: j.LastSpine, Progress: w, ProgressHash: w.VectorHash}
+	receipt, _, err := record.HashOf(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Handle{b.TaskID, b.Status, b.JournalHead, b.SpineHead, b.Progress, b.ProgressHash, receipt}, nil
+}
+
+// Claimant is the live claim a bearer claim token stands for.
+type Claimant struct {
+	Task  string
+	Agent string
+}
+
+// ClaimByToken finds the live claim whose token is token. Over HTTP a claim
+// token is the caller's whole identity: one agent on one task.
+func (s *Store) ClaimByToken(token string) (*Claimant, error) {
+	if token == "" {
+		return nil, fmt.Errorf("no claim token")
+	}
+	want := TokenHash(token)
+	ids, err := s.TaskIDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		st, err := s.ledgerState(id)
+		if err != nil {
+			continue
+		}
+		if st.Claim != nil && subtle.ConstantTimeCompare([]byte(st.Claim.TokenSHA256), []byte(want)) == 1 {
+			return &Claimant{Task: id, Agent: st.Claim.Agent}, nil
+		}
+	}
+	return nil, fmt.Errorf("the claim token matches no live claim")
+}
