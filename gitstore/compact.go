@@ -54,10 +54,17 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := r.writeEntries(entries); err != nil {
+	merged, err := r.writeEntries(entries)
+	if err != nil {
 		return 0, err
 	}
 	for _, p := range merge {
+		if p.name == merged {
+			// The other inputs held only copies of this pack's objects: the
+			// merged pack came out byte for byte equal to it, same name. It
+			// is the result; deleting it would lose every object.
+			continue
+		}
 		// The index goes first: without it git and readers ignore the pack.
 		for _, ext := range []string{".idx", ".pack", ".rev", ".bitmap", ".mtimes", ".promisor"} {
 			if err := os.Remove(p.name + ext); err != nil && !os.IsNotExist(err) {

@@ -225,6 +225,7 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 	payload := make([]byte, 0, len(data))
 	var sig bytes.Buffer
 	inSig := false
+	inOther := false // another signature header (gpgsig-sha256): git leaves it out of the payload too
 	sawTree := false
 	for len(header) > 0 {
 		nl := bytes.IndexByte(header, '\n')
@@ -235,12 +236,12 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 			if inSig {
 				sig.Write(line[1:])
 				sig.WriteByte('\n')
-			} else {
+			} else if !inOther {
 				payload = append(payload, full...)
 			}
 			continue
 		}
-		inSig = false
+		inSig, inOther = false, false
 		k, v, _ := bytes.Cut(line, []byte(" "))
 		switch string(k) {
 		case "tree":
@@ -264,6 +265,11 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 			sig.Write(v)
 			sig.WriteByte('\n')
 			continue
+		default:
+			if bytes.HasPrefix(k, []byte("gpgsig")) {
+				inOther = true
+				continue
+			}
 		}
 		payload = append(payload, full...)
 	}

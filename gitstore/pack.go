@@ -91,6 +91,15 @@ func (p *packIndex) parseIndex() error {
 		return errNotPack
 	}
 	p.fanout = b[8 : 8+256*4]
+	// find slices the names table by fan-out values: they must not decrease
+	// (so none exceeds the last, the object count), as git checks too.
+	for i, prev := 0, uint32(0); i < 256; i++ {
+		v := binary.BigEndian.Uint32(p.fanout[i*4:])
+		if v < prev {
+			return errors.New("non-monotonic fan-out table")
+		}
+		prev = v
+	}
 	n := int(binary.BigEndian.Uint32(p.fanout[255*4:]))
 	off := 8 + 256*4
 	need := off + n*20 + n*4 + n*4 + 40

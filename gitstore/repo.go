@@ -323,8 +323,8 @@ func (r *Repo) readLoose(id Oid) (ObjectType, []byte, error) {
 	if err != nil || n < 0 || n > 1<<34 {
 		return 0, nil, fmt.Errorf("%w: loose %s: bad size", ErrCorrupt, id)
 	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(br, data); err != nil {
+	data, err := readFull(br, n)
+	if err != nil {
 		return 0, nil, fmt.Errorf("%w: loose %s: %v", ErrCorrupt, id, err)
 	}
 	return t, data, nil
@@ -349,7 +349,7 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 	r.cacheMu.Lock()
 	if c, ok := r.deltaCache[key]; ok {
 		r.cacheMu.Unlock()
-		return c.typ, c.data, nil
+		return c.typ, ownCopy(c.data, depth), nil
 	}
 	r.cacheMu.Unlock()
 	var bt ObjectType
@@ -384,7 +384,17 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 	r.deltaCache[key] = cachedObject{bt, out}
 	r.cacheBytes += len(out)
 	r.cacheMu.Unlock()
-	return bt, out, nil
+	return bt, ownCopy(out, depth), nil
+}
+
+// ownCopy gives the caller of a read (depth 0) bytes of its own: the cache
+// shares delta results with later reads, which the caller's writes must not
+// change. Delta bases (depth > 0) are only read.
+func ownCopy(b []byte, depth int) []byte {
+	if depth == 0 {
+		return bytes.Clone(b)
+	}
+	return b
 }
 
 func (r *Repo) dropCached(p *packIndex) {
@@ -419,11 +429,35 @@ func inflateZlib(src []byte, size int64) ([]byte, error) {
 		}
 	}
 	defer zlibReaders.Put(zr)
-	out := make([]byte, size)
-	if _, err := io.ReadFull(zr, out); err != nil {
+	out, err := readFull(zr, size)
+	if err != nil {
 		return nil, fmt.Errorf("inflate: %w", err)
 	}
 	return out, nil
+}
+
+// readFull reads exactly n bytes from rd. n comes from an object or entry
+// header, which may be corrupt: beyond 1 MiB the buffer grows with the data
+// actually read instead of being reserved (and zeroed) up front, so a bad
+// size costs an error, not gigabytes of memory.
+func readFull(rd io.Reader, n int64) ([]byte, error) {
+	const eager = 1 << 20
+	if n <= eager {
+		out := make([]byte, n)
+		if _, err := io.ReadFull(rd, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	var b bytes.Buffer
+	b.Grow(eager)
+	if _, err := io.CopyN(&b, rd, n); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 func deltaVarint(d []byte) (uint64, []byte, error) {
@@ -458,7 +492,10 @@ func applyDelta(base, delta []byte) ([]byte, error) {
 	if dstSize > 1<<34 {
 		return nil, errors.New("delta result too large")
 	}
-	out := make([]byte, 0, dstSize)
+	// dstSize comes from the delta, which may be corrupt: reserve what the
+	// delta plausibly makes and let append grow beyond it, so that a bad
+	// size costs an error, not gigabytes of memory.
+	out := make([]byte, 0, min(dstSize, uint64(len(base))+uint64(len(d))))
 	for len(d) > 0 {
 		op := d[0]
 		d = d[1:]
