@@ -181,7 +181,7 @@ func TestKilledPosters(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		lines := make(chan int, 1024)
+		lines := make(chan int, 1<<16)
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
@@ -192,8 +192,20 @@ func TestKilledPosters(t *testing.T) {
 			}
 			close(lines)
 		}()
-		// Kill anywhere from start-up to deep inside a run of posts.
-		time.Sleep(time.Duration(rng.Intn(60000)) * time.Microsecond)
+		// Odd rounds kill anywhere from start-up on; even rounds wait for the
+		// first acknowledged post, then kill in the middle of later ones.
+		delay := time.Duration(rng.Intn(40000)) * time.Microsecond
+		if kills%2 == 0 {
+			select {
+			case v, ok := <-lines:
+				if ok {
+					acked[v] = true
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the poster acknowledged nothing in 10s")
+			}
+		}
+		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGKILL)
 		for v := range lines {
 			acked[v] = true

@@ -45,6 +45,10 @@ type TaskResult struct {
 	JournalRows     int64          `json:"journal_rows"`
 	LedgerRows      int64          `json:"ledger_rows"`
 	Artifacts       []VersionState `json:"artifacts"`
+
+	// held are the row hashes the task's ledger and journal hold, for
+	// the audit mirror's entries to be checked against.
+	ledgerHeld, journalHeld map[string]bool
 }
 
 // Counts summarises a walk.
@@ -82,7 +86,34 @@ func (r *Report) Tampered() bool { return len(r.Failures) > 0 }
 // auditIndex is what the audit mirrors say was done.
 type auditIndex struct {
 	resources map[string]map[string]bool // event -> resource -> seen
+	entries   []auditRecord              // entries that name a post, a transition or a work row
 }
+
+// auditRecord is one audit entry whose resource must exist elsewhere: the
+// spine entry of a post, the ledger row of a transition, the journal row
+// of a work row.
+type auditRecord struct {
+	writer   string
+	seq      int64
+	event    string
+	task     string
+	resource string
+	details  json.RawMessage
+}
+
+// ledgerEvents and workEvents are the audit events that mirror a ledger row
+// or a journal work row; their resource is the row hash.
+var (
+	ledgerEvents = map[string]bool{
+		record.KindTaskCreated: true, record.KindTaskClaimed: true, record.KindTaskReleased: true,
+		record.KindTaskStarted: true, record.KindTaskSuspended: true, record.KindTaskResumed: true,
+		record.KindTaskCompleted: true, record.KindTaskFailed: true, record.KindTaskAbandoned: true,
+		record.KindTaskReopened: true,
+	}
+	workEvents = map[string]bool{
+		record.KindCheckpoint: true, record.KindDiffCaptured: true, record.KindGateAttempt: true, record.KindEvidenceResult: true,
+	}
+)
 
 func (a *auditIndex) has(event, resource string) bool { return a.resources[event][resource] }
 
@@ -133,7 +164,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 	}
 
 	// 3. Tasks: journals, ledgers, bindings both ways.
-	tasks, err := taskSet(env, ix, o.Task)
+	tasks, err := taskSet(env, ix, audits, o.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +204,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 	if walkErr != nil {
 		return nil, walkErr
 	}
+	rep.Failures = append(rep.Failures, checkMirrored(ix, audits, tasks, results)...)
 	for k := range tasks {
 		rep.Tasks = append(rep.Tasks, results[k])
 		rep.Failures = append(rep.Failures, failures[k]...)
@@ -194,8 +226,90 @@ func Repository(env *Env, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// taskSet is every task that has a journal, a ledger or a spine entry.
-func taskSet(env *Env, ix *SpineIndex, only string) ([]string, error) {
+// checkMirrored checks the audit mirrors the other way round: every post
+// they record is sealed by a spine entry of its task, every transition and
+// work row they record is still in the task's ledger or journal. A ledger,
+// journal or spine rolled back with plain git leaves the mirror ahead of it.
+// Only the walked tasks are checked (all of them, or the --task one).
+func checkMirrored(ix *SpineIndex, audits *auditIndex, tasks []string, results []TaskResult) []Failure {
+	walked := map[string]*TaskResult{}
+	for k, t := range tasks {
+		walked[t] = &results[k]
+	}
+	var fs []Failure
+	for _, e := range audits.entries {
+		res := walked[e.task]
+		if res == nil {
+			continue
+		}
+		where := fmt.Sprintf("audit entry %s/%d records %s", e.writer, e.seq, e.event)
+		f := Failure{TaskID: e.task, Writer: e.writer, Seq: i64(e.seq), Check: "audit_mirror"}
+		switch {
+		case e.event == record.EventArtifactPosted:
+			if r := ix.ByHash[record.Hash(e.resource)]; r != nil && r.Artifact != nil && r.Artifact.TaskID == e.task {
+				continue
+			}
+			var d struct {
+				Key          string `json:"key"`
+				Version      *int64 `json:"version"`
+				JournalIndex *int64 `json:"journal_index"`
+			}
+			json.Unmarshal(e.details, &d)
+			f.Key, f.Version, f.JournalIndex = d.Key, d.Version, d.JournalIndex
+			f.Reason = fmt.Sprintf("%s of %s: no spine entry %s of task %s seals it", where, describePost(d.Key, d.Version, d.JournalIndex), e.resource, e.task)
+		case ledgerEvents[e.event]:
+			if res.ledgerHeld[e.resource] {
+				continue
+			}
+			f.Reason = fmt.Sprintf("%s %s: the ledger of %s does not hold that row", where, e.resource, e.task)
+		case workEvents[e.event]:
+			if res.journalHeld[e.resource] {
+				continue
+			}
+			f.Reason = fmt.Sprintf("%s %s: the journal of %s does not hold that row", where, e.resource, e.task)
+		default:
+			continue
+		}
+		fs = append(fs, f)
+	}
+	sortFailures(fs)
+	return fs
+}
+
+// sortFailures orders writer-level failures by writer, seq and check.
+func sortFailures(fs []Failure) {
+	seq := func(f Failure) int64 {
+		if f.Seq == nil {
+			return -1
+		}
+		return *f.Seq
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Writer != b.Writer {
+			return a.Writer < b.Writer
+		}
+		if seq(a) != seq(b) {
+			return seq(a) < seq(b)
+		}
+		return a.Check < b.Check
+	})
+}
+
+func describePost(key string, version, index *int64) string {
+	s := key
+	if version != nil {
+		s += fmt.Sprintf(" v%d", *version)
+	}
+	if index != nil {
+		s += fmt.Sprintf(" at journal index %d", *index)
+	}
+	return s
+}
+
+// taskSet is every task that has a journal, a ledger or a spine entry, or
+// that an audit mirror records a post, transition or work row of.
+func taskSet(env *Env, ix *SpineIndex, audits *auditIndex, only string) ([]string, error) {
 	if only != "" {
 		return []string{only}, nil
 	}
@@ -221,6 +335,11 @@ func taskSet(env *Env, ix *SpineIndex, only string) ([]string, error) {
 			}
 		}
 	}
+	for _, e := range audits.entries {
+		if e.task != "" {
+			set[e.task] = true
+		}
+	}
 	out := make([]string, 0, len(set))
 	for t := range set {
 		out = append(out, t)
@@ -236,6 +355,7 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 		return nil, err
 	}
 	ai := &auditIndex{resources: map[string]map[string]bool{}}
+	first := len(rep.Failures)
 	var mu sync.Mutex
 	var unchecked []string
 	checked := true
@@ -320,6 +440,9 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 				ai.resources[a.Event] = map[string]bool{}
 			}
 			ai.resources[a.Event][a.Resource] = true
+			if a.Event == record.EventArtifactPosted || ledgerEvents[a.Event] || workEvents[a.Event] {
+				ai.entries = append(ai.entries, auditRecord{writer, a.Seq, a.Event, a.TaskID, a.Resource, a.Details})
+			}
 			entry := a
 			newer = &entry
 			return true
@@ -327,6 +450,9 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 		rep.Counts.AuditEntries += n
 	}
 	pool.wait()
+	// Signature failures arrive from the pool in any order: the report
+	// lists the audit failures by writer and seq, the same on every run.
+	sortFailures(rep.Failures[first:])
 	rep.HMACChecked = checked
 	if !checked {
 		rep.HMACNote = fmt.Sprintf("HMAC not checked for writer %s: the writer's HMAC key is not on this host", strings.Join(unchecked, ", "))
@@ -374,20 +500,27 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 		}
 	}
 	c.JournalRows = int(tr.Rows)
-	lfs, rows := v.checkLedger(task, audits)
+	res.journalHeld = map[string]bool{}
+	for _, row := range tr.RowList {
+		res.journalHeld[string(row.Hash())] = true
+	}
+	lfs, rows, held := v.checkLedger(task, audits)
+	res.ledgerHeld = held
 	fs = append(fs, lfs...)
 	res.LedgerRows, c.LedgerRows = rows, int(rows)
 	return res, fs, c, nil
 }
 
 // checkLedger walks a task's ledger: chain, legal transitions, audit mirror.
-func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64) {
+// It also returns the hashes of the rows it holds.
+func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64, map[string]bool) {
 	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
 	if err != nil {
-		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0
+		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0, nil
 	}
+	held := map[string]bool{}
 	if head.IsZero() {
-		return nil, 0
+		return nil, 0, held
 	}
 	var fs []Failure
 	var st ledger.State
@@ -417,11 +550,12 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 				broken = true
 			}
 		}
+		held[string(row.Hash())] = true
 		if !audits.has(row.Kind, string(row.Hash())) {
 			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
 		}
 	}
-	return fs, int64(len(commits))
+	return fs, int64(len(commits)), held
 }
 
 // workOutput is the part of a work row's data that names a stored output.
@@ -430,18 +564,19 @@ type workOutput struct {
 	Patch  *record.Output `json:"patch"`
 }
 
-// checkOutput re-hashes a work row's stored output and its tree entry.
-func (v *Verifier) checkOutput(rep *TaskReport, row record.Row, tree gitstore.Oid) {
+// checkOutput re-hashes a work row's stored output and its tree entry. It
+// returns the output's path and blob when they check ("" otherwise).
+func (v *Verifier) checkOutput(rep *TaskReport, row record.Row, tree gitstore.Oid) (string, gitstore.Oid) {
 	var w workOutput
 	if json.Unmarshal(row.Data, &w) != nil {
-		return
+		return "", gitstore.ZeroOid
 	}
 	o := w.Output
 	if o == nil {
 		o = w.Patch
 	}
 	if o == nil {
-		return
+		return "", gitstore.ZeroOid
 	}
 	fail := func(reason string) {
 		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(row.Index), Check: "output",
@@ -450,21 +585,23 @@ func (v *Verifier) checkOutput(rep *TaskReport, row record.Row, tree gitstore.Oi
 	id, err := gitstore.ParseOid(o.Blob)
 	if err != nil {
 		fail("has a bad blob id")
-		return
+		return "", gitstore.ZeroOid
 	}
 	t, data, err := v.Env.Objects.Read(id)
 	switch {
 	case err != nil:
 		fail("is unreadable: " + err.Error())
-		return
+		return "", gitstore.ZeroOid
 	case t != gitstore.TypeBlob || gitstore.HashObject(gitstore.TypeBlob, data) != id:
 		fail("does not hash to its blob id")
-		return
+		return "", gitstore.ZeroOid
 	case record.Sum(data) != o.Hash || int64(len(data)) != o.Size:
 		fail("does not hash to the row's hash")
-		return
+		return "", gitstore.ZeroOid
 	}
 	if got, err := v.treePath(tree, o.Path); err != nil || got != id {
 		fail("is not what the journal tree holds at that path")
+		return "", gitstore.ZeroOid
 	}
+	return o.Path, id
 }

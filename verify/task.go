@@ -10,6 +10,7 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -163,6 +164,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		spine   record.Hash
 	}
 	keys := map[string]latest{}
+	var outputs []heldOutput
 	prev := record.Hash("")
 	brokenAt := int64(-1)
 	breakChain := func(i int64, reason string) {
@@ -195,7 +197,9 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		prev = row.Hash()
 		rep.RowList = append(rep.RowList, row)
 		if row.Kind != record.KindArtifactPosted {
-			v.checkOutput(rep, row, cc.Commit.Tree)
+			if path, id := v.checkOutput(rep, row, cc.Commit.Tree); path != "" {
+				outputs = append(outputs, heldOutput{row, path, id})
+			}
 			continue
 		}
 		var a record.ArtifactPosted
@@ -219,6 +223,9 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 	}
 	rep.Rows = int64(len(commits))
 	rep.Head = prev
+	if n := len(commits); n > 0 && commits[n-1].Err == nil {
+		v.checkHeadTree(rep, commits[n-1].Commit.Tree, outputs)
+	}
 	v.checkSpineCoverage(rep)
 	rep.JournalIdentity, rep.IdentityReason = v.identity(rep)
 	return rep, nil
@@ -329,6 +336,42 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	ver.Payload = data
 }
 
+// heldOutput is a work row's stored output that checked at its own row.
+type heldOutput struct {
+	row  record.Row
+	path string
+	id   gitstore.Oid
+}
+
+// checkHeadTree checks that the journal head's tree still holds every
+// version's blob and every output at its path: journal trees carry earlier
+// rows' files forward, and the head is what plain git shows
+// (`git show J:artifacts/<key>/v<N>.json`), so a later tree that swaps an
+// earlier file is tampering even when every row's own tree is intact.
+func (v *Verifier) checkHeadTree(rep *TaskReport, head gitstore.Oid, outputs []heldOutput) {
+	for i := range rep.Versions {
+		ver := &rep.Versions[i]
+		if ver.State == Tampered {
+			continue
+		}
+		path := fmt.Sprintf("artifacts/%s/v%d.json", ver.Key, ver.Version)
+		if got, err := v.treePath(head, path); err != nil || got.String() != ver.Blob {
+			reason := "holds another blob"
+			if err != nil {
+				reason = err.Error()
+			}
+			v.fail(rep, ver, "journal_tree", fmt.Sprintf("%s v%d at journal index %d: the journal head's tree entry %s %s", ver.Key, ver.Version, ver.JournalIndex, path, reason))
+			ver.Payload = nil
+		}
+	}
+	for _, o := range outputs {
+		if got, err := v.treePath(head, o.path); err != nil || got != o.id {
+			rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(o.row.Index), Check: "output",
+				Reason: fmt.Sprintf("%s row at journal index %d: output %s is not what the journal head's tree holds at that path", o.row.Kind, o.row.Index, o.path)})
+		}
+	}
+}
+
 // checkSpineCoverage reports spine entries of the task whose rows the
 // journal does not hold: a journal rolled back behind its spine.
 func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
@@ -354,6 +397,28 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 // identity decides journal_identity from the task's seals.
 func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	seals := v.Spine.Seals[rep.Task]
+	// The ledger and the seals must agree: a terminal transition and its
+	// seal are written in one transaction, so a terminal transition without
+	// a seal (a spine rolled back) or a seal whose transition the ledger
+	// lacks (a ledger rolled back) is tampering, never "still open".
+	lrows := v.ledgerRows(rep.Task)
+	for _, row := range lrows {
+		if !ledger.Terminal(ledger.PhaseOf(row.Kind)) {
+			continue
+		}
+		sealed := false
+		for _, s := range seals {
+			sealed = sealed || (s.Seal.LedgerIndex == row.Index && s.Seal.Transition == row.Kind)
+		}
+		if !sealed {
+			return IdentityMismatched, fmt.Sprintf("the ledger records %s at index %d, but no spine entry seals the journal there", row.Kind, row.Index)
+		}
+	}
+	for _, s := range seals {
+		if i := s.Seal.LedgerIndex; i < 0 || i >= int64(len(lrows)) || lrows[i].Kind != s.Seal.Transition {
+			return IdentityMismatched, fmt.Sprintf("seal %s/%d names %s at ledger index %d, which the ledger does not hold", s.Writer, s.Seq, s.Seal.Transition, i)
+		}
+	}
 	if len(seals) == 0 {
 		return IdentityUnverifiable, "no journal seal: the task has not reached a terminal transition"
 	}
@@ -391,7 +456,7 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 		if at != seal.Head {
 			return IdentityMismatched, fmt.Sprintf("%s: journal rows before index %d differ from the sealed ones", where, seal.Rows)
 		}
-		if v.reopenedAfter(rep.Task, seal.LedgerIndex) {
+		if reopenedAfter(lrows, seal.LedgerIndex) {
 			return IdentityUnverifiable, fmt.Sprintf("%s covers %d of %d rows: the task was reopened after it", where, seal.Rows, rows)
 		}
 		return IdentityMismatched, fmt.Sprintf("%s: journal has %d rows after its seal of %d", where, rows, seal.Rows)
@@ -402,19 +467,32 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	return IdentityVerified, ""
 }
 
-// reopenedAfter reports whether the task's ledger has a task.reopened row
-// after ledger index i.
-func (v *Verifier) reopenedAfter(task string, i int64) bool {
+// ledgerRows reads the task's ledger rows, up to the first row that does
+// not sit where the chain says (checkLedger reports why).
+func (v *Verifier) ledgerRows(task string) []record.Row {
 	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
 	if err != nil || head.IsZero() {
-		return false
+		return nil
 	}
+	var out []record.Row
 	for _, cc := range chain.WalkAll(v.Env.Objects, head) {
 		if cc.Err != nil {
-			continue
+			break
 		}
 		row, err := record.ParseRow(cc.Record)
-		if err == nil && row.Index > i && row.Kind == record.KindTaskReopened && row.TaskID == task {
+		if err != nil || row.TaskID != task || row.Index != int64(len(out)) {
+			break
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// reopenedAfter reports whether the ledger has a task.reopened row after
+// ledger index i.
+func reopenedAfter(rows []record.Row, i int64) bool {
+	for _, row := range rows {
+		if row.Index > i && row.Kind == record.KindTaskReopened {
 			return true
 		}
 	}
