@@ -312,11 +312,11 @@ type sysEvent struct {
 }
 
 var (
-	reOpen   = regexp.MustCompile(`^openat\(AT_FDCWD, "([^"]+)", [^)]*\) = (\d+)`)
-	reFsync  = regexp.MustCompile(`^f(?:data)?sync\((\d+)\) = 0`)
-	reClose  = regexp.MustCompile(`^close\((\d+)\)`)
-	reRename = regexp.MustCompile(`^rename(?:at2?)?\((?:AT_FDCWD, )?"([^"]+)", (?:AT_FDCWD, )?"([^"]+)"(?:, \w+)?\) = 0`)
-	reUnlink = regexp.MustCompile(`^unlink(?:at)?\((?:AT_FDCWD, )?"([^"]+)"(?:, \w+)?\) = 0`)
+	reOpen   = regexp.MustCompile(`^openat\(AT_FDCWD(?:<[^>]*>)?, "([^"]+)", [^)]*\) = (\d+)`)
+	reFsync  = regexp.MustCompile(`^f(?:data)?sync\((\d+)<([^>]*)>\) = 0`)
+	reClose  = regexp.MustCompile(`^close\((\d+)(?:<[^>]*>)?\)`)
+	reRename = regexp.MustCompile(`^rename(?:at2?)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)", (?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
+	reUnlink = regexp.MustCompile(`^unlink(?:at)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
 	rePid    = regexp.MustCompile(`^(\d+) +(.*)$`)
 )
 
@@ -332,7 +332,9 @@ func traceChild(t *testing.T, spec string) ([]sysEvent, string) {
 		t.Fatal(err)
 	}
 	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(strace, "-f", "-qq", "-e", "trace=openat,close,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat", "-o", trace, self, "-test.run=^$")
+	// -y prints each fd's path, so an fsync names what it synced even when
+	// another thread's close and open of the same fd number interleave.
+	cmd := exec.Command(strace, "-f", "-y", "-qq", "-e", "trace=openat,close,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat", "-o", trace, self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+spec)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -356,7 +358,7 @@ func traceChild(t *testing.T, spec string) ([]sysEvent, string) {
 		}
 		pid, rest := m[1], m[2]
 		if strings.HasSuffix(rest, "<unfinished ...>") {
-			pending[pid] = strings.TrimSuffix(rest, "<unfinished ...>")
+			pending[pid] = strings.TrimRight(strings.TrimSuffix(rest, "<unfinished ...>"), " ")
 			continue
 		}
 		if strings.HasPrefix(rest, "<... ") {
@@ -374,7 +376,7 @@ func traceChild(t *testing.T, spec string) ([]sysEvent, string) {
 			fds[s[2]] = s[1]
 		case reFsync.MatchString(rest):
 			s := reFsync.FindStringSubmatch(rest)
-			evs = append(evs, sysEvent{call: "fsync", path: fds[s[1]]})
+			evs = append(evs, sysEvent{call: "fsync", path: s[2]})
 		case reClose.MatchString(rest):
 			delete(fds, reClose.FindStringSubmatch(rest)[1])
 		case reRename.MatchString(rest):

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,15 @@ var ErrNotCanonical = errors.New("not canonical JSON")
 // can marshal; the result has sorted keys, no insignificant white space and
 // the shortest number form.
 func Canonical(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(256)
+	err := encodeFast(&buf, reflect.ValueOf(v))
+	if err == nil {
+		return buf.Bytes(), nil
+	}
+	if err != errSlow {
+		return nil, err
+	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -158,6 +168,9 @@ func countMembers(v any) int {
 
 // CheckCanonical returns nil when b is exactly its own canonical form.
 func CheckCanonical(b []byte) error {
+	if validateCanonical(b) == nil {
+		return nil
+	}
 	c, err := CanonicalizeJSON(b)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotCanonical, err)
