@@ -18,6 +18,7 @@ run: build
 test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+	GO="$(GO)" scripts/test-e2e.sh
 
 bench: build
 	$(GO) run ./bench

@@ -7,6 +7,9 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v make >/dev/null 2>&1 || need+=(make)
+# The end-to-end tests run the official TypeScript MCP SDK under node --test.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2

@@ -100,6 +100,7 @@ read re-checks what it shows: a tampered version is reported, never rendered.`,
 		newEvidenceCmd(g, io),
 		newAuditCmd(g, io),
 		newArtifactCmd(g, io, true),
+		newMCPCmd(g, io), newServeCmd(g, io),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitCode(1, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))

@@ -1,0 +1,92 @@
+// Package server is bernstein's HTTP surface: one mux that 'bernstein serve'
+// listens with. It mounts the MCP endpoint (streamable HTTP, bearer claim
+// tokens) at /mcp; the task API, the event stream and the pages mount on the
+// same mux. It listens on loopback unless told otherwise.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/mcpserver"
+)
+
+// DefaultAddr is where 'bernstein serve' listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7420"
+
+// MCPPath is the path of the MCP endpoint.
+const MCPPath = "/mcp"
+
+// Options configure Handler.
+type Options struct {
+	// Version is announced by the MCP server.
+	Version string
+	// Logger receives diagnostics; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// Handler returns the mux of every HTTP route over store.
+func Handler(store *bernstein.Store, o Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, mcpserver.HTTPHandler(store, mcpserver.Options{Version: o.Version, Logger: o.Logger}))
+	// Browsers may not drive state-changing requests across origins.
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// Listen opens addr, refusing an address that is not on loopback unless
+// allowRemote. Port 0 picks a free port (see the listener's Addr).
+func Listen(addr string, allowRemote bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", addr, err)
+	}
+	if !allowRemote && !isLoopback(host) {
+		return nil, fmt.Errorf("address %q is not on loopback: pass --allow-remote to listen beyond this host", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// URL is the base URL a client reaches a listener at.
+func URL(l net.Listener) string {
+	return "http://" + l.Addr().String()
+}
+
+// Serve serves h on l until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	// Requests live in base: ending it ends the open event streams, which
+	// do not end by themselves, so shutdown does not wait on them.
+	base, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	endRequests()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
