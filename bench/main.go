@@ -1,0 +1,281 @@
+// Command bench measures bernstein against the disk it runs on and against
+// plain git plumbing. `make bench` runs every section; `go run ./bench -only
+// post` runs one. Each section is a named function in the sections table, so
+// later benchmarks are added by appending to it (and, if they need any, by
+// registering their own flags).
+//
+// Every measurement runs on its own fresh repository in a temporary folder
+// (os.MkdirTemp in the default TMPDIR, so set TMPDIR to benchmark another
+// filesystem), with a temporary BERNSTEIN_HOME. The program exits non-zero
+// only when something failed (a post errored, a count did not add up, fsck
+// complained); a missed performance goal is information, not a failure.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"time"
+)
+
+// section is one benchmark: later ones are appended here.
+type section struct {
+	name string
+	desc string
+	run  func(b *bench) error
+}
+
+var sections = []section{
+	{"post", "artifact posts per second: disk floor, library API (sequential and concurrent), CLI, git plumbing baseline", runPost},
+}
+
+var (
+	flagOnly       = flag.String("only", "all", "comma-separated sections to run (or 'all'); -list shows them")
+	flagList       = flag.Bool("list", false, "list the sections and exit")
+	flagRounds     = flag.Int("rounds", 3, "rounds per section; each round measures every mode once on fresh repositories, in rotated order")
+	flagKeep       = flag.Bool("keep", false, "keep the temporary folder (repositories, home) for inspection")
+	flagBin        = flag.String("bin", "", "bernstein CLI binary (default bin/bernstein under the module root, built if missing)")
+	flagCPUProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flagMemProfile = flag.String("memprofile", "", "write a heap profile at the end of the run to this file")
+)
+
+// bench is what every section gets.
+type bench struct {
+	root    string // module root (the repository under test)
+	tmp     string // the temporary folder every repository of the run lives in
+	home    string // BERNSTEIN_HOME for the whole run
+	bin     string // the CLI binary
+	timeBin string // GNU time, for the peak RSS of child processes ("" if missing)
+	fs      fsInfo
+	out     io.Writer
+	failed  []string
+	started time.Time
+}
+
+// fail records a failure; the run goes on and exits non-zero at the end.
+func (b *bench) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.failed = append(b.failed, msg)
+	fmt.Fprintf(os.Stderr, "bench: FAILED: %s\n", msg)
+}
+
+func (b *bench) printf(format string, args ...any) { fmt.Fprintf(b.out, format, args...) }
+
+// mkrepoDir returns a fresh empty folder for one measurement.
+func (b *bench) mkrepoDir(prefix string) (string, error) {
+	return os.MkdirTemp(b.tmp, prefix)
+}
+
+func main() {
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./bench [flags]\n\nsections:\n")
+		for _, s := range sections {
+			fmt.Fprintf(flag.CommandLine.Output(), "  %-8s %s\n", s.name, s.desc)
+		}
+		fmt.Fprintf(flag.CommandLine.Output(), "\nflags:\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *flagList {
+		for _, s := range sections {
+			fmt.Printf("%-8s %s\n", s.name, s.desc)
+		}
+		return
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	chosen, err := chooseSections(*flagOnly)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 2
+	}
+	if *flagRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds must be at least 1")
+		return 2
+	}
+	if *flagCPUProfile != "" {
+		f, err := os.Create(*flagCPUProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	b := &bench{out: os.Stdout, started: time.Now()}
+	if b.root, err = moduleRoot(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if b.tmp, err = os.MkdirTemp("", "bernstein-bench-"); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if *flagKeep {
+		defer fmt.Printf("\nkept %s\n", b.tmp)
+	} else {
+		defer os.RemoveAll(b.tmp)
+	}
+	b.home = filepath.Join(b.tmp, "home")
+	b.fs = filesystemOf(b.tmp)
+	b.timeBin = findGNUTime()
+	if b.bin, err = cliBinary(b.root, *flagBin); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+
+	b.printf("bernstein bench  %s\n", time.Now().Format(time.RFC3339))
+	b.printf("  host:        %s/%s, %d CPUs, %s, %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), gitVersion())
+	b.printf("  temp folder: %s\n", b.tmp)
+	b.printf("  filesystem:  %s\n", b.fs)
+	b.printf("  CLI binary:  %s\n", b.bin)
+	for _, s := range chosen {
+		b.printf("\n== section %s: %s ==\n", s.name, s.desc)
+		b.printf("  machine load before: %s\n", machineLoad())
+		if err := s.run(b); err != nil {
+			b.fail("section %s: %v", s.name, err)
+		}
+		b.printf("  machine load after:  %s\n", machineLoad())
+	}
+	if *flagMemProfile != "" {
+		if err := writeHeapProfile(*flagMemProfile); err != nil {
+			b.fail("memprofile: %v", err)
+		}
+	}
+	b.printf("\nwall time %s\n", time.Since(b.started).Round(100*time.Millisecond))
+	if len(b.failed) > 0 {
+		b.printf("\nFAILED (%d):\n", len(b.failed))
+		for _, f := range b.failed {
+			b.printf("  - %s\n", f)
+		}
+		return 1
+	}
+	b.printf("all checks passed (every post returned success, counts match, git fsck --strict clean)\n")
+	return 0
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func chooseSections(only string) ([]section, error) {
+	if only == "" || only == "all" {
+		return sections, nil
+	}
+	byName := map[string]section{}
+	for _, s := range sections {
+		byName[s.name] = s
+	}
+	var out []section
+	for _, n := range strings.Split(only, ",") {
+		n = strings.TrimSpace(n)
+		s, ok := byName[n]
+		if !ok {
+			names := make([]string, 0, len(sections))
+			for _, s := range sections {
+				names = append(names, s.name)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("unknown section %q (have: %s)", n, strings.Join(names, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// moduleRoot walks up from the working directory to bernstein's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		f, err := os.Open(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			sc := bufio.NewScanner(f)
+			ok := sc.Scan() && strings.TrimSpace(sc.Text()) == "module github.com/bernstein/bernstein"
+			f.Close()
+			if ok {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the benchmark inside the bernstein module (go.mod of github.com/bernstein/bernstein not found)")
+		}
+		dir = parent
+	}
+}
+
+// cliBinary returns the CLI to benchmark, building bin/bernstein if missing.
+func cliBinary(root, flagged string) (string, error) {
+	if flagged != "" {
+		return filepath.Abs(flagged)
+	}
+	bin := filepath.Join(root, "bin", "bernstein")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s missing: go build -o bin/bernstein ./cmd/bernstein\n", bin)
+	cmd := exec.Command("go", "build", "-o", "bin/bernstein", "./cmd/bernstein")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build bin/bernstein: %w", err)
+	}
+	return bin, nil
+}
+
+// machineLoad describes how busy the machine is (other processes make the
+// numbers noisy): the load averages and the I/O pressure.
+func machineLoad() string {
+	out := "load average unknown"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) >= 3 {
+			out = fmt.Sprintf("load average %s %s %s on %d CPUs", f[0], f[1], f[2], runtime.NumCPU())
+		}
+	}
+	if b, err := os.ReadFile("/proc/pressure/io"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		if strings.HasPrefix(line, "some ") {
+			out += ", I/O pressure " + strings.TrimPrefix(line, "some ")
+		}
+	}
+	return out
+}
+
+func gitVersion() string {
+	out, err := exec.Command("git", "--version").Output()
+	if err != nil {
+		return "git: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Flags of the post section.
+var (
+	flagPosts         = flag.Int("posts", 300, "post: API posts per run (sequential run and concurrent run)")
+	flagWorkers       = flag.Int("workers", 8, "post: goroutines sharing one Store in the concurrent API run")
+	flagCLIPosts      = flag.Int("cli-posts", 100, "post: CLI posts (one process each) per run")
+	flagBaselinePosts = flag.Int("baseline-posts", 60, "post: git plumbing posts per run")
+	flagKeys          = flag.Int("keys", 5, "post: artifact keys the posts rotate over (the rest are reposts)")
+	flagBodyBytes     = flag.Int("body-bytes", 512, "post: bytes of each report body")
+	flagFsyncIters    = flag.Int("fsync-iters", 200, "post: fsyncs timed per round for the floor")
+	flagPhaseIters    = flag.Int("phase-iters", 100, "post: iterations of the write path's durable steps timed alone")
+	flagModes         = flag.String("modes", strings.Join(allModes, ","), "post: which measurements to run (to profile one: -modes api-seq -rounds 1 -cpuprofile FILE)")
+	flagSyscalls      = flag.Bool("syscalls", true, "post: count fsyncs, file creations, renames and processes per post by rerunning small runs under strace (skipped if strace is missing)")
+)
+
+// The measurement modes of the post section.
+const (
+	modeFloor    = "floor"
+	modeBaseline = "baseline"
+	modeAPISeq   = "api-seq"
+	modeAPIConc  = "api-conc"
+	modeCLI      = "cli"
+	modePhases   = "phases"
+)
+
+var allModes = []string{modeFloor, modeBaseline, modeAPISeq, modeAPIConc, modeCLI, modePhases}
+
+func parseModes(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		ok := false
+		for _, a := range allModes {
+			ok = ok || a == m
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown mode %q (have: %s)", m, strings.Join(allModes, ", "))
+		}
+		out[m] = true
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no mode chosen")
+	}
+	return out, nil
+}
+
+// modeResults gathers the rounds of one mode.
+type modeResults struct {
+	rates  stats
+	cpu    []float64 // CPU per post (ns), per round
+	lat    []time.Duration
+	maxRSS int64
+	posts  int
+	self   []float64 // API: CPU of the bench process per post (ns)
+	kids   []float64 // API: CPU of the git co-process per post (ns)
+}
+
+func runPost(b *bench) error {
+	modes, err := parseModes(*flagModes)
+	if err != nil {
+		return err
+	}
+	if *flagPosts < 1 || *flagCLIPosts < 1 || *flagBaselinePosts < 1 || *flagKeys < 1 || *flagWorkers < 1 || *flagFsyncIters < 1 || *flagPhaseIters < 1 {
+		return fmt.Errorf("-posts, -cli-posts, -baseline-posts, -keys, -workers, -fsync-iters and -phase-iters must be positive")
+	}
+	keys, size := *flagKeys, *flagBodyBytes
+	b.printf("  workload: task %s claimed by %s; report artifacts of %d B bodies over %d keys (the rest reposts)\n", benchTask, benchAgent, size, keys)
+	b.printf("  per run:  API %d posts (sequential; then %d goroutines on one Store), CLI %d processes, git plumbing %d posts\n",
+		*flagPosts, *flagWorkers, *flagCLIPosts, *flagBaselinePosts)
+	b.printf("  %d rounds, measurement order rotated each round; every run on a fresh repository; medians reported\n\n", *flagRounds)
+
+	results := map[string]*modeResults{}
+	for _, m := range allModes {
+		results[m] = &modeResults{}
+	}
+	var fs []fsyncCosts
+	var ph []phaseCosts
+	var heapPeak uint64
+	var order []string
+	for _, m := range []string{modeBaseline, modeAPISeq, modeAPIConc, modeCLI} {
+		if modes[m] {
+			order = append(order, m)
+		}
+	}
+	for r := 0; r < *flagRounds; r++ {
+		var line []string
+		if modes[modeFloor] {
+			dir, err := b.mkrepoDir("floor-")
+			if err != nil {
+				return err
+			}
+			c, err := measureFsync(dir, *flagFsyncIters)
+			os.RemoveAll(dir)
+			if err != nil {
+				return fmt.Errorf("fsync floor: %w", err)
+			}
+			fs = append(fs, c)
+			results[modeFloor].rates.add(1 / c.newFile.Seconds())
+			line = append(line, fmt.Sprintf("fsync %s", ms(c.newFile)))
+		}
+		for i := range order {
+			m := order[(i+r)%len(order)]
+			var run postRun
+			var err error
+			switch m {
+			case modeBaseline:
+				run, err = b.baselinePosts(*flagBaselinePosts, keys, size, false)
+			case modeAPISeq, modeAPIConc:
+				h := startHeapSampler()
+				if m == modeAPISeq {
+					run, err = b.apiSequential(*flagPosts, keys, size)
+				} else {
+					run, err = b.apiConcurrent(*flagPosts, *flagWorkers, keys, size)
+				}
+				if p := h.Stop(); p > heapPeak {
+					heapPeak = p
+				}
+			case modeCLI:
+				run, err = b.cliPosts(*flagCLIPosts, keys, size, false)
+			}
+			if err != nil {
+				b.fail("round %d, %s: %v", r+1, m, err)
+				line = append(line, fmt.Sprintf("%s FAILED", m))
+				continue
+			}
+			res := results[m]
+			res.rates.add(run.rate())
+			res.cpu = append(res.cpu, float64(run.cpuPerPost()))
+			res.self = append(res.self, float64(run.cpuSelf)/float64(run.posts))
+			res.kids = append(res.kids, float64(run.cpuKids)/float64(run.posts))
+			res.lat = append(res.lat, run.lat...)
+			res.posts = run.posts
+			if run.maxRSS > res.maxRSS {
+				res.maxRSS = run.maxRSS
+			}
+			line = append(line, fmt.Sprintf("%s %.0f/s", m, run.rate()))
+		}
+		if modes[modePhases] {
+			c, err := b.measurePhases(*flagPhaseIters, size)
+			if err != nil {
+				b.fail("round %d, phases: %v", r+1, err)
+			} else {
+				ph = append(ph, c)
+				line = append(line, fmt.Sprintf("pack %s + refs %s", ms(c.pack), ms(c.refs)))
+			}
+		}
+		b.printf("  round %d: %s\n", r+1, strings.Join(line, ", "))
+	}
+
+	// The table.
+	b.printf("\n  %-34s %6s %9s %15s %9s %9s %9s %9s\n", "measurement", "posts", "posts/s", "min..max", "per post", "CPU/post", "p50", "p99")
+	row := func(m, label string) {
+		res := results[m]
+		if len(res.rates.vals) == 0 {
+			return
+		}
+		med := res.rates.median()
+		posts, cpu, p50, p99 := "-", "-", "-", "-"
+		if m != modeFloor {
+			posts = fmt.Sprint(res.posts)
+			cpu = ms(time.Duration(median(res.cpu)))
+			p50, p99 = ms(percentile(res.lat, 50)), ms(percentile(res.lat, 99))
+		}
+		b.printf("  %-34s %6s %9.1f %15s %9s %9s %9s %9s\n", label, posts, med,
+			fmt.Sprintf("%.1f..%.1f", res.rates.min(), res.rates.max()), ms(time.Duration(float64(time.Second)/med)), cpu, p50, p99)
+	}
+	row(modeFloor, "floor (one fsync per post)")
+	row(modeAPISeq, "API sequential (1 goroutine)")
+	row(modeAPIConc, fmt.Sprintf("API concurrent (%d goroutines)", *flagWorkers))
+	row(modeCLI, "CLI (one process per post)")
+	row(modeBaseline, "git plumbing baseline (unsigned)")
+	b.printf("  (per post = 1 / median posts/s; CPU/post: user+sys of the bench process and every child it reaped, over\n")
+	b.printf("  the run, divided by posts; p50/p99: latency of one call pooled over rounds, for the CLI the whole process)\n")
+
+	var fsMed fsyncCosts
+	if len(fs) > 0 {
+		var nf, dr, rw, cr []float64
+		for _, c := range fs {
+			nf = append(nf, float64(c.newFile))
+			dr = append(dr, float64(c.dir))
+			rw = append(rw, float64(c.rewrite))
+			cr = append(cr, float64(c.create))
+		}
+		fsMed = fsyncCosts{newFile: time.Duration(median(nf)), dir: time.Duration(median(dr)), rewrite: time.Duration(median(rw)), create: time.Duration(median(cr))}
+		b.printf("\n  disk primitives on %s (median of %d rounds x %d): fsync of a new small file %s (the floor's unit),\n",
+			b.fs.fsType, len(fs), *flagFsyncIters, ms(fsMed.newFile))
+		b.printf("  fsync of a directory after a rename %s, fsync of a file rewritten in place %s, creating a file %s\n",
+			ms(fsMed.dir), ms(fsMed.rewrite), ms(fsMed.create))
+	}
+
+	med := func(m string) float64 {
+		if len(results[m].rates.vals) == 0 {
+			return math.NaN()
+		}
+		return results[m].rates.median()
+	}
+	floor, seq, conc, cli, base := med(modeFloor), med(modeAPISeq), med(modeAPIConc), med(modeCLI), med(modeBaseline)
+	b.printf("\n  ratios (of medians)\n")
+	b.printf("    API seq  / baseline   %8s\n", ratio(seq, base))
+	b.printf("    API conc / baseline   %8s\n", ratio(conc, base))
+	b.printf("    CLI      / baseline   %8s\n", ratio(cli, base))
+	b.printf("    floor / API seq       %8s   (a sequential post takes as long as this many fsyncs)\n", ratio(floor, seq))
+	b.printf("    floor / API conc      %8s\n", ratio(floor, conc))
+	b.printf("    API conc / API seq    %8s   (what group commit buys)\n", ratio(conc, seq))
+
+	b.printf("\n  goals (information only; a missed goal does not fail the run)\n")
+	goal := func(name string, v float64, ok bool, detail string) {
+		mark := "not met"
+		if math.IsNaN(v) {
+			mark, detail = "not measured", ""
+		} else if ok {
+			mark = "met"
+		}
+		b.printf("    %-40s %-13s %s\n", name, mark, detail)
+	}
+	goal("API within 5x of floor (sequential)", floor/seq, floor/seq <= 5, "floor/API = "+ratio(floor, seq))
+	goal("API within 5x of floor (concurrent)", floor/conc, floor/conc <= 5, "floor/API = "+ratio(floor, conc))
+	goal("API about 80x baseline (sequential)", seq/base, seq/base >= 80, "API/baseline = "+ratio(seq, base))
+	goal("CLI at least 5x baseline", cli/base, cli/base >= 5, "CLI/baseline = "+ratio(cli, base))
+
+	// Where the time of a sequential post goes.
+	if modes[modeAPISeq] && len(results[modeAPISeq].rates.vals) > 0 {
+		wall := time.Duration(float64(time.Second) / seq)
+		self, kids := time.Duration(median(results[modeAPISeq].self)), time.Duration(median(results[modeAPISeq].kids))
+		b.printf("\n  where the time of one sequential API post goes (medians)\n")
+		b.printf("    %-66s %9s\n", "wall time", ms(wall))
+		b.printf("    %-66s %9s\n", "  CPU in the bench process (the library, its system calls)", ms(self))
+		b.printf("    %-66s %9s\n", "  CPU in the git update-ref co-process", ms(kids))
+		b.printf("    %-66s %9s\n", "  neither (waiting for the disk and for each other)", ms(wall-self-kids))
+		if len(ph) > 0 {
+			var pk, rf, sg []float64
+			for _, c := range ph {
+				pk = append(pk, float64(c.pack))
+				rf = append(rf, float64(c.refs))
+				sg = append(sg, float64(c.sign))
+			}
+			pack, move, sign := time.Duration(median(pk)), time.Duration(median(rf)), time.Duration(median(sg))
+			b.printf("    the write path's steps timed alone (library packages, objects shaped like a post, %d iterations):\n", *flagPhaseIters)
+			b.printf("    %-66s %9s\n", "  gitstore.WritePack: 7 objects -> .pack+.idx, fsynced, renamed, dir", ms(pack))
+			b.printf("    %-66s %9s\n", "  refs.Transactor.Apply: 3 refs (git update-ref), 3 dir fsyncs", ms(move))
+			b.printf("    %-66s %9s\n", "  2 SSH commit signatures (spine, audit)", ms(sign))
+			b.printf("    %-66s %9s\n", "  rest (wall minus the above: records, JSON, heads, compaction)", ms(wall-pack-move-sign))
+		}
+	}
+	if *flagSyscalls && (modes[modeAPISeq] || modes[modeCLI] || modes[modeBaseline]) {
+		if _, err := exec.LookPath("strace"); err != nil {
+			b.printf("\n  (strace not found: system calls per post not counted)\n")
+		} else {
+			b.printf("\n  system calls per post (strace -f over the whole process tree; two run sizes, difference / posts)\n")
+			b.printf("    %-34s %7s %9s %9s %9s %20s\n", "measurement", "fsyncs", "creates", "renames", "execs", "est. disk time/post")
+			var seqFsyncs float64
+			for _, m := range []string{modeAPISeq, modeAPIConc, modeCLI, modeBaseline} {
+				if !modes[m] {
+					continue
+				}
+				small, large := 10, 30
+				if m == modeAPIConc {
+					small, large = 40, 120 // enough posts for batches to form
+				}
+				c, err := b.countSyscalls(m, small, large)
+				if err != nil {
+					b.printf("    %-34s (not counted: %v)\n", m, err)
+					continue
+				}
+				est := "-"
+				if fsMed.newFile > 0 {
+					est = ms(time.Duration(c.fsync*float64(fsMed.newFile) + c.creates*float64(fsMed.create)))
+				}
+				label := fmt.Sprintf("%s (%d vs %d posts)", m, small, large)
+				b.printf("    %-34s %7.1f %9.1f %9.1f %9.1f %20s\n", label, c.fsync, c.creates, c.renames, c.execs, est)
+				if m == modeAPISeq {
+					seqFsyncs = c.fsync
+				}
+				if m == modeAPIConc && seqFsyncs > 0 && c.fsync > 0 {
+					b.printf("    %-34s implied mean batch under strace: %.1f posts per ref transaction\n", "", seqFsyncs/c.fsync)
+				}
+			}
+			b.printf("    (creates: exclusive file creations and mkdirs; est. disk time = fsyncs x fsync + creates x create)\n")
+		}
+	}
+
+	b.printf("\n  memory\n")
+	if modes[modeAPISeq] || modes[modeAPIConc] {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		b.printf("    API (this process): max RSS %s; Go heap peak %s during API runs, %s in use now (heap sys %s)\n",
+			mib(ru.Maxrss), mibBytes(heapPeak), mibBytes(m.HeapInuse), mibBytes(m.HeapSys))
+	}
+	if modes[modeCLI] || modes[modeBaseline] {
+		if b.timeBin == "" {
+			b.printf("    CLI, baseline: peak RSS of child processes not measured (GNU time not found; a child's ru_maxrss\n")
+			b.printf("    from wait4 also counts the Go parent's peak, since Go starts children with vfork)\n")
+		}
+		if b.timeBin != "" && modes[modeCLI] {
+			if run, err := b.cliPosts(5, keys, size, true); err != nil {
+				b.fail("memory probe, cli: %v", err)
+			} else {
+				b.printf("    CLI: peak RSS of one post process %s (max over 5 posts, each under %s -f %%M: the\n", mib(run.maxRSS), b.timeBin)
+				b.printf("    bernstein process and the git children it waited for)\n")
+			}
+		}
+		if b.timeBin != "" && modes[modeBaseline] {
+			if run, err := b.baselinePosts(5, keys, size, true); err != nil {
+				b.fail("memory probe, baseline: %v", err)
+			} else {
+				b.printf("    baseline: peak RSS of one git process %s (max over 5 posts' git commands, each under %s -f %%M)\n", mib(run.maxRSS), b.timeBin)
+			}
+		}
+	}
+	b.printf("\n  notes: every API and CLI post returned success and was durable when it returned (pack and index\n")
+	b.printf("  fsynced, refs fsynced by git update-ref with core.fsync=reference, their directories fsynced). After\n")
+	b.printf("  each run, untimed, the commit counts of journal, spine, audit and ledger were checked and git fsck\n")
+	b.printf("  --strict run. The baseline's spine and audit commits are unsigned, git does not fsync directories\n")
+	b.printf("  after its renames (core.fsync=all covers files only), and git 2.39's mktree writes its trees without\n")
+	b.printf("  an fsync (see the baseline's fsyncs per post above), so the baseline does somewhat less work.\n")
+	return nil
+}
