@@ -5,11 +5,11 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/ident"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -56,14 +56,12 @@ func (e *RefusedError) Error() string {
 
 func (e *RefusedError) keepChanges() bool { return true }
 
-var agentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}$`)
-
 // ValidateAgent checks an agent name.
 func ValidateAgent(a string) error {
 	if a == "" {
 		return &artifact.InputError{Field: "agent", Msg: "is empty: pass --agent or set BERNSTEIN_AGENT"}
 	}
-	if !agentPattern.MatchString(a) {
+	if !ident.Match(a, 128, "_.@:+-", false) {
 		return &artifact.InputError{Field: "agent", Msg: fmt.Sprintf("%q is invalid: use 1 to 128 of letters, digits and _ . @ : + - starting with a letter or digit", a)}
 	}
 	return nil

@@ -65,12 +65,24 @@ type Store struct {
 	stateMu  sync.Mutex
 	ledgers  map[string]ledgerCache
 	journals map[string]journalCache
+	// entryHeads remembers spine and audit heads this store wrote.
+	entryHeads map[string]entryHead
 
 	qmu     sync.Mutex
 	queue   []*pendingOp
-	leading bool
+	leading bool           // a commit loop is running
+	arrived chan struct{}  // nudges the commit loop when a post arrives
+	loops   sync.WaitGroup // the commit loop, which may still be compacting
 
 	maintErr atomic.Value // last maintenance failure, for diagnostics
+}
+
+// entryHead is what a writer needs of a spine or audit head to extend it.
+type entryHead struct {
+	head gitstore.Oid
+	next int64
+	last string
+	tree gitstore.Oid
 }
 
 type ledgerCache struct {
@@ -85,6 +97,9 @@ type journalCache struct {
 
 // locate finds the common git directory for dir and whether it is bare.
 func locate(dir string) (string, bool, error) {
+	if c, bare, ok := discover(dir); ok {
+		return c, bare, nil
+	}
 	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -142,16 +157,19 @@ func Open(o Options) (*Store, error) {
 		refs: refs.Reader{Dir: gitDir},
 		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
 		opts: o, home: home, now: now,
-		lockPath: filepath.Join(gitDir, "bernstein", "write.lock"),
-		trees:    map[gitstore.Oid][]gitstore.TreeEntry{},
-		ledgers:  map[string]ledgerCache{},
-		journals: map[string]journalCache{},
+		lockPath:   filepath.Join(gitDir, "bernstein", "write.lock"),
+		trees:      map[gitstore.Oid][]gitstore.TreeEntry{},
+		ledgers:    map[string]ledgerCache{},
+		journals:   map[string]journalCache{},
+		entryHeads: map[string]entryHead{},
+		arrived:    make(chan struct{}, 1),
 	}
 	return s, nil
 }
 
 // Close releases the store's co-process and mapped packs.
 func (s *Store) Close() error {
+	s.loops.Wait()
 	err := s.txr.Close()
 	s.objects.Close()
 	return err

@@ -63,26 +63,64 @@ type keepChanges interface{ keepChanges() bool }
 
 const maxBatch = 256
 
-// submit runs fn in the next batch and waits for its outcome.
+// submit runs fn in the next batch and waits for its outcome. One committer
+// goroutine per store runs the batches while there is work, so no caller
+// serves others' posts at the expense of its own.
 func (s *Store) submit(fn opFunc) (any, error) {
 	o := &pendingOp{fn: fn, done: make(chan struct{})}
 	s.qmu.Lock()
 	s.queue = append(s.queue, o)
-	if s.leading {
-		s.qmu.Unlock()
-		<-o.done
-		return o.res, o.err
+	if !s.leading {
+		s.leading = true
+		s.loops.Add(1)
+		go s.commitLoop()
 	}
-	s.leading = true
 	s.qmu.Unlock()
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	<-o.done
+	return o.res, o.err
+}
+
+// batchWait bounds how long the committer waits for the posters of the last
+// batch to come back, so that concurrent posters keep sharing batches rather
+// than splitting into groups that alternate.
+const batchWait = time.Millisecond
+
+func (s *Store) commitLoop() {
+	defer s.loops.Done()
+	last := 0
 	for {
 		s.qmu.Lock()
 		n := len(s.queue)
 		if n == 0 {
 			s.leading = false
 			s.qmu.Unlock()
-			break
+			return
 		}
+		s.qmu.Unlock()
+		if n < last {
+			timer := time.NewTimer(batchWait)
+		wait:
+			for {
+				select {
+				case <-s.arrived:
+					s.qmu.Lock()
+					n = len(s.queue)
+					s.qmu.Unlock()
+					if n >= last {
+						break wait
+					}
+				case <-timer.C:
+					break wait
+				}
+			}
+			timer.Stop()
+		}
+		s.qmu.Lock()
+		n = len(s.queue)
 		if n > maxBatch {
 			n = maxBatch
 		}
@@ -90,9 +128,8 @@ func (s *Store) submit(fn opFunc) (any, error) {
 		s.queue = s.queue[n:]
 		s.qmu.Unlock()
 		s.runBatch(batch)
+		last = n
 	}
-	<-o.done
-	return o.res, o.err
 }
 
 func (s *Store) runBatch(batch []*pendingOp) {
@@ -215,7 +252,10 @@ func (t *tx) commit() error {
 func (s *Store) remember(t *tx) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	for _, c := range t.chains {
+	for ref, c := range t.chains {
+		if strings.HasPrefix(ref, refs.SpinePrefix) || strings.HasPrefix(ref, refs.AuditPrefix) {
+			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
+		}
 		if c.ledger != nil {
 			s.ledgers[c.ledger.TaskID] = ledgerCache{c.head, c.ledger}
 		}
@@ -295,9 +335,17 @@ func (t *tx) journalChain(task string) (*chainState, error) {
 	return c, err
 }
 
-// entryChain loads a spine or audit chain: only its head entry matters.
+// entryChain loads a spine or audit chain: only its head entry matters, and
+// it is remembered from the last batch while the ref has not moved.
 func (t *tx) entryChain(ref string, audit bool) (*chainState, error) {
 	return t.chain(ref, func(c *chainState) error {
+		t.s.stateMu.Lock()
+		h, ok := t.s.entryHeads[ref]
+		t.s.stateMu.Unlock()
+		if ok && h.head == c.head {
+			c.next, c.last, c.tree = h.next, h.last, h.tree
+			return nil
+		}
 		cc, err := t.s.readChainCommit(c.head)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ref, err)

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/bernstein/bernstein/internal/ident"
 	"github.com/bernstein/bernstein/record"
 )
 
@@ -49,8 +49,6 @@ const (
 	MaxKeyBytes     = 128
 )
 
-var keyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 // InputError is bad input: it names the field and what is wrong with it.
 type InputError struct {
 	Field string
@@ -70,7 +68,7 @@ func ValidateKey(key string) error {
 		return bad("key", "is empty")
 	case len(key) > MaxKeyBytes:
 		return bad("key", "is %d bytes long (at most %d)", len(key), MaxKeyBytes)
-	case !keyPattern.MatchString(key):
+	case !ident.Match(key, MaxKeyBytes, "_.-", false):
 		return bad("key", "%q is invalid: use letters, digits and _ . - and start with a letter or digit", quote(key))
 	}
 	return nil

@@ -2,6 +2,7 @@ package gitstore
 
 import (
 	"bytes"
+	"errors"
 	"compress/zlib"
 	"crypto/rand"
 	"crypto/sha1"
@@ -101,10 +102,30 @@ func (r *Repo) writeEntries(entries []packEntry) (string, error) {
 
 	name := "pack-" + hex.EncodeToString(sum)
 	base := filepath.Join(packDir, name)
-	if err := writeSynced(packDir, "tmp_pack_", pack, base+".pack"); err != nil {
+	// The two files are written and synced side by side (the disk takes
+	// both flushes together); the pack is renamed into place before its
+	// index, which is what makes it visible.
+	var packTmp string
+	var packErr error
+	done := make(chan struct{})
+	go func() {
+		packTmp, packErr = writeTemp(packDir, "tmp_pack_", pack)
+		close(done)
+	}()
+	idxTmp, idxErr := writeTemp(packDir, "tmp_idx_", idx)
+	<-done
+	if packErr != nil || idxErr != nil {
+		os.Remove(packTmp)
+		os.Remove(idxTmp)
+		return "", errors.Join(packErr, idxErr)
+	}
+	if err := os.Rename(packTmp, base+".pack"); err != nil {
+		os.Remove(packTmp)
+		os.Remove(idxTmp)
 		return "", err
 	}
-	if err := writeSynced(packDir, "tmp_idx_", idx, base+".idx"); err != nil {
+	if err := os.Rename(idxTmp, base+".idx"); err != nil {
+		os.Remove(idxTmp)
 		return "", err
 	}
 	if err := syncDir(packDir); err != nil {
@@ -166,35 +187,31 @@ func encodeIndex(entries []packEntry, offsets []int64, packSum []byte) []byte {
 	return b.Bytes()
 }
 
-// writeSynced writes data to a temporary file in dir, syncs it and renames it
-// to final.
-func writeSynced(dir, prefix string, data []byte, final string) error {
+// writeTemp writes data to a new temporary file in dir and syncs it; it
+// returns the file's path (removed again on error).
+func writeTemp(dir, prefix string, data []byte) (string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := filepath.Join(dir, prefix+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", tmp, err)
+		return "", fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("sync %s: %w", tmp, err)
+		return "", fmt.Errorf("sync %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return err
+		return "", err
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return tmp, nil
 }
 
 // SyncDir makes renames and creations in dir durable.

@@ -5,9 +5,9 @@ package ledger
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/bernstein/bernstein/internal/ident"
 	"github.com/bernstein/bernstein/record"
 )
 
@@ -163,11 +163,9 @@ type Transition struct {
 	Reason string `json:"reason"`
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-
 // ValidateName checks an evidence producer or gate name.
 func ValidateName(what, name string) error {
-	if !namePattern.MatchString(name) {
+	if !ident.Match(name, 64, "_.-", false) {
 		return fmt.Errorf("%s name %q is invalid: use 1 to 64 of letters, digits and _ . - starting with a letter or digit", what, name)
 	}
 	return nil

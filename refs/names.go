@@ -5,8 +5,9 @@ package refs
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/bernstein/bernstein/internal/ident"
 )
 
 // Prefix is the namespace bernstein writes; nothing outside it is touched.
@@ -21,11 +22,6 @@ const (
 	Keys          = Prefix + "keys"
 )
 
-var (
-	taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-	writerPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
-)
-
 // ValidateTaskID returns an error naming what is wrong with a task id.
 func ValidateTaskID(id string) error {
 	if id == "" {
@@ -37,7 +33,7 @@ func ValidateTaskID(id string) error {
 	if strings.Contains(id, "..") {
 		return fmt.Errorf("task id %q contains \"..\"", id)
 	}
-	if !taskIDPattern.MatchString(id) {
+	if !ident.Match(id, 128, "_.:-", false) {
 		return fmt.Errorf("task id %q is invalid: use letters, digits and _ . : - and start with a letter or digit", printable(id))
 	}
 	return nil
@@ -45,7 +41,7 @@ func ValidateTaskID(id string) error {
 
 // ValidateWriter returns an error naming what is wrong with a writer id.
 func ValidateWriter(w string) error {
-	if !writerPattern.MatchString(w) {
+	if !ident.Match(w, 64, "-", true) {
 		return fmt.Errorf("writer id %q is invalid: use 1 to 64 of a-z 0-9 -", printable(w))
 	}
 	return nil

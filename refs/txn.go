@@ -58,6 +58,7 @@ func (t *Transactor) start() error {
 	cmd := exec.Command("git",
 		"-c", "core.fsync=reference",
 		"-c", "core.fsyncMethod=fsync",
+		"-c", "core.warnAmbiguousRefs=false",
 		"-c", fmt.Sprintf("core.filesRefLockTimeout=%d", wait.Milliseconds()),
 		"update-ref", "--stdin")
 	cmd.Env = append(os.Environ(), "GIT_DIR="+t.GitDir)
@@ -118,17 +119,30 @@ func (t *Transactor) Apply(updates []Update) error {
 		return err
 	}
 	// git syncs each ref's lock file before renaming it; syncing the parent
-	// directories makes the renames themselves durable.
+	// directories (all at once) makes the renames themselves durable. A new
+	// ref may have created directories: their parents are synced too.
 	dirs := map[string]bool{}
+	refsDir := filepath.Join(t.GitDir, "refs")
 	for _, u := range updates {
-		dirs[filepath.Dir(filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)))] = true
-	}
-	for d := range dirs {
-		if err := gitstore.SyncDir(d); err != nil {
-			return err
+		d := filepath.Dir(filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)))
+		dirs[d] = true
+		if u.Old.IsZero() {
+			for p := filepath.Dir(d); len(p) >= len(refsDir); p = filepath.Dir(p) {
+				dirs[p] = true
+			}
 		}
 	}
-	return nil
+	errs := make(chan error, len(dirs))
+	for d := range dirs {
+		go func(d string) { errs <- gitstore.SyncDir(d) }(d)
+	}
+	var first error
+	for range dirs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (t *Transactor) expect(want string) error {

@@ -1,0 +1,119 @@
+package bernstein
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// discover finds the common git directory of the repository enclosing dir
+// the way git does for the plain cases (a .git directory or gitfile in dir or
+// an ancestor, or dir being a git directory itself), without starting git.
+// ok is false when a case needs git's own discovery (GIT_DIR and friends in
+// the environment, or anything unusual); the caller then asks git.
+func discover(dir string) (common string, bare bool, ok bool) {
+	for _, env := range []string{"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"} {
+		if os.Getenv(env) != "" {
+			return "", false, false
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false, false
+	}
+	for d := abs; ; {
+		dot := filepath.Join(d, ".git")
+		if fi, err := os.Stat(dot); err == nil {
+			gitDir := dot
+			if !fi.IsDir() {
+				b, err := os.ReadFile(dot)
+				if err != nil || !bytes.HasPrefix(b, []byte("gitdir: ")) {
+					return "", false, false
+				}
+				gitDir = strings.TrimSpace(string(b[len("gitdir: "):]))
+				if !filepath.IsAbs(gitDir) {
+					gitDir = filepath.Join(d, gitDir)
+				}
+			}
+			c, ok := commonDir(gitDir)
+			return c, false, ok
+		}
+		if isGitDir(d) {
+			c, ok := commonDir(d)
+			return c, configBare(c), ok
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", false, false
+		}
+		d = parent
+	}
+}
+
+// isGitDir reports whether d looks like a git directory (as git checks it).
+func isGitDir(d string) bool {
+	for _, p := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(d, p)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// commonDir follows a worktree's commondir file to the shared git directory.
+func commonDir(gitDir string) (string, bool) {
+	c := gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c = strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+	}
+	c = filepath.Clean(c)
+	if !isGitDir(c) {
+		return "", false
+	}
+	// A repository format git alone understands (reftable refs, SHA-256
+	// objects) goes through git's own discovery, which then refuses or
+	// reports it.
+	if ext := configValue(c, "extensions", "refstorage"); ext != "" && ext != "files" {
+		return "", false
+	}
+	if ext := configValue(c, "extensions", "objectformat"); ext != "" && ext != "sha1" {
+		return "", false
+	}
+	return c, true
+}
+
+func configBare(gitDir string) bool {
+	return strings.EqualFold(configValue(gitDir, "core", "bare"), "true")
+}
+
+// configValue reads a plain `key = value` of [section] from the repository's
+// config file (no includes: callers only use it for hints).
+func configValue(gitDir, section, key string) string {
+	f, err := os.Open(filepath.Join(gitDir, "config"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			in = strings.EqualFold(strings.Trim(line, "[] \t"), section)
+			continue
+		}
+		if !in {
+			continue
+		}
+		k, v, found := strings.Cut(line, "=")
+		if found && strings.EqualFold(strings.TrimSpace(k), key) {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
