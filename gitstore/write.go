@@ -2,12 +2,12 @@ package gitstore
 
 import (
 	"bytes"
-	"errors"
 	"compress/zlib"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
