@@ -7,6 +7,8 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v make >/dev/null 2>&1 || need+=(make)
+# The durability tests watch fsync and rename order with strace.
+command -v strace >/dev/null 2>&1 || need+=(strace)
 # The end-to-end tests run the official TypeScript MCP SDK under node --test.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
