@@ -59,18 +59,10 @@ type handleBody struct {
 // TaskHandle projects task's handle. SpineHead is the spine entry of the
 // latest artifact the journal holds ("" before the first).
 func (s *Store) TaskHandle(task string) (*Handle, error) {
-	if err := validateTask(task); err != nil {
-		return nil, err
-	}
-	l, err := s.ledgerState(task)
+	l, j, w, err := s.current(task)
 	if err != nil {
 		return nil, err
 	}
-	j, _, err := s.journalState(task)
-	if err != nil {
-		return nil, err
-	}
-	w := progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows)
 	b := handleBody{TaskID: task, Status: StatusOf(l.Phase), JournalHead: j.Head, SpineHead: j.LastSpine, Progress: w, ProgressHash: w.VectorHash}
 	receipt, _, err := record.HashOf(b)
 	if err != nil {

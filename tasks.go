@@ -230,18 +230,10 @@ type TaskInfo struct {
 // Task returns what the ledger and journal of task say now, with its
 // progress vector.
 func (s *Store) Task(task string) (*TaskInfo, error) {
-	if err := validateTask(task); err != nil {
-		return nil, err
-	}
-	st, err := s.ledgerState(task)
+	st, js, w, err := s.current(task)
 	if err != nil {
 		return nil, err
 	}
-	js, _, err := s.journalState(task)
-	if err != nil {
-		return nil, err
-	}
-	w := progress.Project(task, js.Progress, st).ToWire(js.Head, js.Rows, st.Head, st.Rows)
 	info := &TaskInfo{
 		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
 		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,

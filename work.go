@@ -429,19 +429,28 @@ func (s *Store) journalState(task string) (*journalState, gitstore.Oid, error) {
 	return st, head, err
 }
 
-// Progress projects task's progress vector from its journal and ledger.
-func (s *Store) Progress(task string) (*progress.Wire, error) {
+// current reads task's ledger and journal folds as they are now and projects
+// its progress vector from them.
+func (s *Store) current(task string) (*ledger.State, *journalState, progress.Wire, error) {
 	if err := validateTask(task); err != nil {
-		return nil, err
+		return nil, nil, progress.Wire{}, err
 	}
 	l, err := s.ledgerState(task)
 	if err != nil {
-		return nil, err
+		return nil, nil, progress.Wire{}, err
 	}
 	j, _, err := s.journalState(task)
 	if err != nil {
+		return nil, nil, progress.Wire{}, err
+	}
+	return l, j, progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows), nil
+}
+
+// Progress projects task's progress vector from its journal and ledger.
+func (s *Store) Progress(task string) (*progress.Wire, error) {
+	_, _, w, err := s.current(task)
+	if err != nil {
 		return nil, err
 	}
-	w := progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows)
 	return &w, nil
 }
