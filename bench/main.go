@@ -36,6 +36,8 @@ type section struct {
 
 var sections = []section{
 	{"post", "artifact posts per second: disk floor, library API (sequential and concurrent), CLI, git plumbing baseline", runPost},
+	{"verify", "audit verify of a whole repository (1,000 and 10,000 posts) against git fsck --full: time and peak memory", runVerify},
+	{"fold", "progress fold of a long journal: cold (fresh process, no cache) against git log over the same ref; warm after new rows", runFold},
 }
 
 var (

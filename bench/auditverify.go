@@ -1,0 +1,288 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// The verify section (issue 3): `bernstein audit verify` over a whole
+// repository against `git fsck --full` on the same repository, in the same
+// run, at two sizes, with the peak memory of each process.
+
+var (
+	flagVerifyPosts     = flag.String("verify-posts", "1000,10000", "verify: repository sizes, in artifact posts (each a repository; peak memory is compared between the first and the last)")
+	flagVerifyTaskPosts = flag.Int("verify-task-posts", 100, "verify: posts per task (tasks = posts / this)")
+	flagVerifyKeys      = flag.Int("verify-keys", 5, "verify: artifact keys per task (the rest of its posts are reposts)")
+)
+
+// verifyTarget is one built repository and what was measured on it.
+type verifyTarget struct {
+	repo               *builtRepo
+	objects            packInfo
+	verify, fsck       durations
+	verifyCPU, fsckCPU durations
+	verifyRSS, fsckRSS []int64
+	counts             verify.Counts
+	sealedVerified     int
+	heapPeak           uint64
+}
+
+func runVerify(b *bench) error {
+	sizes, err := parseCounts(*flagVerifyPosts)
+	if err != nil {
+		return fmt.Errorf("-verify-posts: %w", err)
+	}
+	if *flagVerifyTaskPosts < 1 || *flagVerifyKeys < 1 || *flagBuildWorkers < 1 {
+		return fmt.Errorf("-verify-task-posts, -verify-keys and -build-workers must be positive")
+	}
+	const body, checkpoints, sealEvery = 512, 2, 10
+	b.printf("  workload: N artifact posts (report, %d B) over N/%d tasks, %d keys per task, each task claimed by its own agent;\n", body, *flagVerifyTaskPosts, *flagVerifyKeys)
+	b.printf("  then %d checkpoints per task, and every %dth task started, gate-run and completed (its journal sealed).\n", checkpoints, sealEvery)
+	b.printf("  Built through the library API by %d goroutines on one Store. Measured %d rounds per repository, order\n", *flagBuildWorkers, *flagRounds)
+	b.printf("  alternated: `bernstein audit verify --output-json` (BERNSTEIN_HOME of the writer: HMACs checked) and\n")
+	b.printf("  `git fsck --full`, each a separate process under %s (wall time, CPU, peak RSS); medians\n\n", orNone(b.timeBin, "no GNU time: RSS not measured"))
+
+	var targets []*verifyTarget
+	for _, n := range sizes {
+		tasks := max(1, n / *flagVerifyTaskPosts)
+		r, err := b.buildRepo(repoSpec{prefix: fmt.Sprintf("v%d", n), tasks: tasks, posts: n, keys: *flagVerifyKeys,
+			bodyBytes: body, checkpoints: checkpoints, sealEvery: sealEvery, workers: *flagBuildWorkers})
+		if err != nil {
+			return fmt.Errorf("build %d posts: %w", n, err)
+		}
+		po, err := countObjects(r.dir)
+		if err != nil {
+			return err
+		}
+		b.printf("  built %d posts over %d tasks in %s (posts %.0f/s); %d journal rows, %d ledger rows, %d sealed; %s\n",
+			n, tasks, r.elapsed.Round(10*time.Millisecond), float64(n)/r.postTime.Seconds(), r.journalRows(), r.transitions, r.sealed, po)
+		targets = append(targets, &verifyTarget{repo: r, objects: po})
+	}
+	b.printf("  machine load after building: %s\n\n", machineLoad())
+
+	env := cleanEnv("BERNSTEIN_HOME=" + b.home)
+	for r := 0; r < *flagRounds; r++ {
+		var line []string
+		for _, t := range targets {
+			steps := []string{"verify", "fsck"}
+			if r%2 == 1 {
+				steps = []string{"fsck", "verify"}
+			}
+			for _, st := range steps {
+				switch st {
+				case "verify":
+					run, err := b.runProc(env, false, b.bin, "--repo", t.repo.dir, "audit", "verify", "--output-json")
+					if err != nil {
+						return err
+					}
+					if err := t.checkReport(run); err != nil {
+						return fmt.Errorf("%d posts: %w", t.repo.posts, err)
+					}
+					t.verify = append(t.verify, run.wall)
+					t.verifyCPU = append(t.verifyCPU, run.cpu)
+					t.verifyRSS = append(t.verifyRSS, run.rss)
+					line = append(line, fmt.Sprintf("%d: verify %s", t.repo.posts, ms(run.wall)))
+				case "fsck":
+					run, err := b.runProc(cleanEnv("GIT_DIR="+t.repo.dir+"/.git"), false, "git", "fsck", "--full", "--no-progress")
+					if err != nil {
+						return err
+					}
+					if run.exit != 0 {
+						return fmt.Errorf("%d posts: git fsck --full exited %d: %s", t.repo.posts, run.exit, run.stderr)
+					}
+					if bad := fsckComplaints(string(run.stdout) + "\n" + run.stderr); bad != "" {
+						return fmt.Errorf("%d posts: git fsck --full: %s", t.repo.posts, bad)
+					}
+					t.fsck = append(t.fsck, run.wall)
+					t.fsckCPU = append(t.fsckCPU, run.cpu)
+					t.fsckRSS = append(t.fsckRSS, run.rss)
+					line = append(line, fmt.Sprintf("fsck %s", ms(run.wall)))
+				}
+			}
+		}
+		b.printf("  round %d: %s\n", r+1, strings.Join(line, ", "))
+	}
+
+	b.printf("\n  %-6s %7s %5s %11s %13s %11s %9s %11s %13s %11s %9s %6s %6s\n", "posts", "objects", "packs",
+		"verify", "min..max ms", "CPU", "peak RSS", "fsck", "min..max ms", "CPU", "peak RSS", "wall", "CPU")
+	for _, t := range targets {
+		b.printf("  %-6d %7d %5d %11s %13s %11s %9s %11s %13s %11s %9s %6s %6s\n", t.repo.posts, t.objects.inPack+t.objects.loose, t.objects.packs,
+			ms(t.verify.median()), t.verify.span(), ms(t.verifyCPU.median()), mibOr(medianInt(t.verifyRSS)),
+			ms(t.fsck.median()), t.fsck.span(), ms(t.fsckCPU.median()), mibOr(medianInt(t.fsckRSS)),
+			dratio(t.verify.median(), t.fsck.median()), dratio(t.verifyCPU.median(), t.fsckCPU.median()))
+	}
+	b.printf("  (wall, CPU: verify / fsck, of medians; CPU = user+sys of the process; objects, packs: git count-objects -v)\n")
+
+	b.printf("\n  what each checked (the last round; verify's counts from its JSON)\n")
+	for _, t := range targets {
+		c := t.counts
+		b.printf("    %d posts: verify: %d signatures (SSH, spine and audit commits), %d HMACs, %d journal rows + %d ledger rows\n",
+			t.repo.posts, c.SignaturesChecked, c.HMACsChecked, c.JournalRows, c.LedgerRows)
+		b.printf("      (chains, indexes, prev hashes), %d artifact blobs + %d output blobs re-hashed (sha256 and git id), %d spine\n",
+			c.Artifacts, t.repo.gates, c.SpineEntries)
+		b.printf("      entries bound to rows both ways, %d audit entries against the rows they mirror, %d seal(s) (journal_identity verified)\n",
+			c.AuditEntries, t.sealedVerified)
+		b.printf("      fsck: %d objects inflated and hashed, links between them followed (connectivity)\n", t.objects.inPack+t.objects.loose)
+	}
+
+	first, last := targets[0], targets[len(targets)-1]
+	vr, fr := medianInt(first.verifyRSS), medianInt(last.verifyRSS)
+	b.printf("\n  memory (peak RSS: median over rounds; it counts the pages of the mapped pack files the process touched)\n")
+	b.printf("    %-7s %14s %14s %14s %22s %16s\n", "posts", "verify RSS", "fsck RSS", "pack files", "verify Go heap peak", "in-process wall")
+	for _, t := range targets {
+		took, heap, err := b.heapOfVerify(t)
+		if err != nil {
+			return fmt.Errorf("%d posts: %w", t.repo.posts, err)
+		}
+		t.heapPeak = heap
+		b.printf("    %-7d %14s %14s %14s %22s %16s\n", t.repo.posts, mibOr(medianInt(t.verifyRSS)), mibOr(medianInt(t.fsckRSS)),
+			mib(int64(t.objects.sizePackKiB)), mibBytes(heap), ms(took))
+	}
+	b.printf("    verify at %d posts / at %d posts: peak RSS %s, Go heap peak %s; git fsck peak RSS %s\n", last.repo.posts, first.repo.posts,
+		ratio(float64(fr), float64(vr)), ratio(float64(last.heapPeak), float64(first.heapPeak)),
+		ratio(float64(medianInt(last.fsckRSS)), float64(medianInt(first.fsckRSS))))
+	b.printf("    (Go heap peak: live and unswept objects, sampled every 2 ms during one Store.AuditVerify in this process)\n")
+
+	b.printf("\n  goals (information only; a missed goal does not fail the run)\n")
+	goal := func(name string, ok bool, detail string) {
+		mark := "not met"
+		if ok {
+			mark = "met"
+		}
+		b.printf("    %-52s %-8s %s\n", name, mark, detail)
+	}
+	for _, t := range targets {
+		goal(fmt.Sprintf("verify no slower than git fsck --full (%d posts)", t.repo.posts), t.verify.median() <= t.fsck.median(),
+			"verify/fsck = "+dratio(t.verify.median(), t.fsck.median()))
+	}
+	if len(targets) > 1 && vr > 0 {
+		growth := float64(last.repo.posts) / float64(first.repo.posts)
+		goal("verify memory flat as the repository grows", float64(fr) <= 1.5*float64(vr),
+			fmt.Sprintf("peak RSS x%.2f, Go heap x%.2f for x%.0f posts (flat: within 1.5x)", float64(fr)/float64(vr),
+				float64(last.heapPeak)/float64(first.heapPeak), growth))
+	}
+	b.printf("\n  notes: every verify exited 0 with verified=true, hmac_checked=true and no failures, and its counts matched\n")
+	b.printf("  what was built (rows, artifact versions, sealed tasks); every git fsck --full exited 0 with no complaint.\n")
+	b.printf("  The OS page cache is warm for both. verify checks signatures and tasks on every core (GOMAXPROCS %d here):\n", runtime.GOMAXPROCS(0))
+	b.printf("  its CPU / wall was %.2f at %d posts; git fsck's %.2f. On a loaded machine verify loses the most.\n",
+		float64(last.verifyCPU.median())/float64(last.verify.median()), last.repo.posts, float64(last.fsckCPU.median())/float64(last.fsck.median()))
+
+	return b.profileOp(fmt.Sprintf("verify-%d", last.repo.posts), 1, func() error {
+		_, err := b.verifyInProcess(last)
+		return err
+	})
+}
+
+// verifyInProcess runs Store.AuditVerify on t's repository in this process
+// and checks the report like the CLI's.
+func (b *bench) verifyInProcess(t *verifyTarget) (time.Duration, error) {
+	s, err := bernstein.Open(bernstein.Options{Repo: t.repo.dir, Home: b.home})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	t0 := time.Now()
+	rep, err := s.AuditVerify(bernstein.AuditOptions{})
+	took := time.Since(t0)
+	if err != nil {
+		return took, err
+	}
+	if !rep.Verified || !rep.HMACChecked || len(rep.Failures) > 0 || rep.Counts.Artifacts != t.repo.posts {
+		return took, fmt.Errorf("in-process audit verify: verified=%v, %d failures, %d versions", rep.Verified, len(rep.Failures), rep.Counts.Artifacts)
+	}
+	return took, nil
+}
+
+// heapOfVerify measures the Go heap of one in-process audit verify: the
+// peak of live and unswept objects above what the bench held before.
+func (b *bench) heapOfVerify(t *verifyTarget) (time.Duration, uint64, error) {
+	runtime.GC()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	h := startHeapSampler()
+	took, err := b.verifyInProcess(t)
+	peak := h.Stop()
+	if peak > ms0.HeapAlloc {
+		peak -= ms0.HeapAlloc
+	}
+	return took, peak, err
+}
+
+// checkReport checks one `audit verify --output-json` run against what was
+// built.
+func (t *verifyTarget) checkReport(run procRun) error {
+	if run.exit != 0 {
+		return fmt.Errorf("audit verify exited %d: %s", run.exit, run.stderr)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(run.stdout, &rep); err != nil {
+		return fmt.Errorf("audit verify printed %q: %w", firstBytes(run.stdout, 200), err)
+	}
+	r, c := t.repo, rep.Counts
+	if !rep.Verified || !rep.HMACChecked || len(rep.Failures) > 0 {
+		return fmt.Errorf("audit verify: verified=%v hmac_checked=%v, %d failures (first: %+v)", rep.Verified, rep.HMACChecked, len(rep.Failures), firstFailure(rep.Failures))
+	}
+	sealed := 0
+	for _, tr := range rep.Tasks {
+		if tr.JournalIdentity == verify.IdentityVerified {
+			sealed++
+		}
+	}
+	switch {
+	case c.Tasks != len(r.tasks):
+		return fmt.Errorf("audit verify walked %d tasks, want %d", c.Tasks, len(r.tasks))
+	case c.JournalRows != r.journalRows() || c.LedgerRows != r.transitions:
+		return fmt.Errorf("audit verify counted %d journal and %d ledger rows, want %d and %d", c.JournalRows, c.LedgerRows, r.journalRows(), r.transitions)
+	case c.Artifacts != r.posts || c.Verified != r.posts:
+		return fmt.Errorf("audit verify: %d artifact versions, %d verified; want %d", c.Artifacts, c.Verified, r.posts)
+	case c.SpineEntries != r.posts+r.sealed:
+		return fmt.Errorf("audit verify: %d spine entries, want %d posts + %d seals", c.SpineEntries, r.posts, r.sealed)
+	case c.HMACsChecked != c.AuditEntries || c.HMACsChecked == 0:
+		return fmt.Errorf("audit verify: %d HMACs checked of %d audit entries", c.HMACsChecked, c.AuditEntries)
+	case sealed != r.sealed:
+		return fmt.Errorf("audit verify: %d tasks with a verified journal identity, want %d sealed", sealed, r.sealed)
+	}
+	t.counts, t.sealedVerified = c, sealed
+	return nil
+}
+
+func firstFailure(fs []verify.Failure) any {
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[0]
+}
+
+// fsckComplaints returns the first line of git fsck output that is not a
+// notice or a dangling object ("" when clean).
+func fsckComplaints(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "notice:") || strings.HasPrefix(line, "dangling ") || strings.HasPrefix(line, "Checking ") {
+			continue
+		}
+		return line
+	}
+	return ""
+}
+
+func mibOr(kib int64) string {
+	if kib <= 0 {
+		return "-"
+	}
+	return mib(kib)
+}
+
+func orNone(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s + " -f %M"
+}
