@@ -12,16 +12,18 @@ import (
 // the way git does for the plain cases (a .git directory or gitfile in dir or
 // an ancestor, or dir being a git directory itself), without starting git.
 // ok is false when a case needs git's own discovery (GIT_DIR and friends in
-// the environment, or anything unusual); the caller then asks git.
-func discover(dir string) (common string, bare bool, ok bool) {
+// the environment, or anything unusual); the caller then asks git. own is
+// the worktree's own git directory (where its HEAD is); common holds the refs
+// and objects.
+func discover(dir string) (own, common string, bare bool, ok bool) {
 	for _, env := range []string{"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"} {
 		if os.Getenv(env) != "" {
-			return "", false, false
+			return "", "", false, false
 		}
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, false
+		return "", "", false, false
 	}
 	for d := abs; ; {
 		dot := filepath.Join(d, ".git")
@@ -30,7 +32,7 @@ func discover(dir string) (common string, bare bool, ok bool) {
 			if !fi.IsDir() {
 				b, err := os.ReadFile(dot)
 				if err != nil || !bytes.HasPrefix(b, []byte("gitdir: ")) {
-					return "", false, false
+					return "", "", false, false
 				}
 				gitDir = strings.TrimSpace(string(b[len("gitdir: "):]))
 				if !filepath.IsAbs(gitDir) {
@@ -38,15 +40,15 @@ func discover(dir string) (common string, bare bool, ok bool) {
 				}
 			}
 			c, ok := commonDir(gitDir)
-			return c, false, ok
+			return filepath.Clean(gitDir), c, false, ok
 		}
 		if isGitDir(d) {
 			c, ok := commonDir(d)
-			return c, configBare(c), ok
+			return d, c, configBare(c), ok
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return "", false, false
+			return "", "", false, false
 		}
 		d = parent
 	}

@@ -38,11 +38,15 @@ func TestDiscoverAgreesWithGit(t *testing.T) {
 		filepath.Join(root, "sep"),
 	}
 	for _, dir := range cases {
-		common, bare, ok := discover(dir)
+		own, common, bare, ok := discover(dir)
 		if !ok {
 			t.Fatalf("%s: not discovered", dir)
 		}
-		want := strings.Split(run(dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository"), "\n")
+		want := strings.Split(run(dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--absolute-git-dir"), "\n")
+		wantOwn, _ := filepath.EvalSymlinks(want[2])
+		if gotOwn, _ := filepath.EvalSymlinks(own); gotOwn != wantOwn {
+			t.Fatalf("%s: own git directory %s, git says %s", dir, own, want[2])
+		}
 		wantDir, _ := filepath.EvalSymlinks(want[0])
 		gotDir, _ := filepath.EvalSymlinks(common)
 		if gotDir != wantDir {
@@ -55,7 +59,53 @@ func TestDiscoverAgreesWithGit(t *testing.T) {
 			t.Fatalf("%s: seen as bare", dir)
 		}
 	}
-	if _, _, ok := discover(t.TempDir()); ok {
+	if _, _, _, ok := discover(t.TempDir()); ok {
 		t.Fatalf("a folder outside any repository was discovered")
+	}
+}
+
+// TestHeadOfWorktree: HEAD is the worktree's own, with and without git.
+func TestHeadOfWorktree(t *testing.T) {
+	root := t.TempDir()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	main := filepath.Join(root, "main")
+	git(root, "init", "-q", main)
+	git(main, "commit", "-q", "--allow-empty", "-m", "on main")
+	wt := filepath.Join(root, "wt")
+	git(main, "worktree", "add", "-q", "-b", "side", wt)
+	git(wt, "commit", "-q", "--allow-empty", "-m", "on side")
+	for _, dir := range []string{main, wt} {
+		s, err := Open(Options{Repo: dir, Home: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := git(dir, "rev-parse", "HEAD")
+		if got, ok := s.resolvePlainCommit("HEAD"); !ok || got != want {
+			t.Fatalf("%s: HEAD resolved to %s (%v), git says %s", dir, got, ok, want)
+		}
+		if got, err := s.resolveCommit("commit", "HEAD~0"); err != nil || got != want {
+			t.Fatalf("%s: HEAD~0 through git: %s %v", dir, got, err)
+		}
+		if _, ok := s.resolvePlainCommit(strings.Repeat("ab", 20)); ok {
+			t.Fatalf("an unknown id resolved")
+		}
+		s.Close()
+	}
+	// A detached HEAD.
+	git(wt, "checkout", "-q", "--detach", "HEAD~1")
+	s, _ := Open(Options{Repo: wt, Home: t.TempDir()})
+	defer s.Close()
+	if got, ok := s.resolvePlainCommit("HEAD"); !ok || got != git(wt, "rev-parse", "HEAD") {
+		t.Fatalf("detached HEAD resolved to %s", got)
 	}
 }

@@ -42,7 +42,7 @@ func (j *journalState) clone() *journalState {
 
 // apply folds one row. A row out of chain is an error: bernstein never
 // extends a journal it cannot account for.
-func (j *journalState) apply(r record.Row) error {
+func (j *journalState) apply(r record.Row, hash record.Hash) error {
 	if r.TaskID != j.Task {
 		return fmt.Errorf("journal of %s: row %d belongs to task %q", j.Task, r.Index, r.TaskID)
 	}
@@ -63,7 +63,7 @@ func (j *journalState) apply(r record.Row) error {
 		return fmt.Errorf("journal of %s, row %d: %w", j.Task, r.Index, err)
 	}
 	j.Rows++
-	j.Head = r.Hash()
+	j.Head = hash
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, e
 		if err != nil {
 			return nil, fmt.Errorf("journal of %s, commit %s: %w", task, cc.ID, err)
 		}
-		if err := st.apply(row); err != nil {
+		if err := st.apply(row, record.Sum(cc.Record)); err != nil {
 			return nil, err
 		}
 		st.Tree = cc.Commit.Tree
@@ -156,7 +156,7 @@ func (s *Store) ledgerStateAt(task string, head gitstore.Oid) (*ledger.State, er
 		if row.TaskID != task {
 			return nil, fmt.Errorf("ledger of %s: row %d belongs to task %q", task, row.Index, row.TaskID)
 		}
-		if err := st.Apply(row); err != nil {
+		if err := st.ApplyHashed(row, record.Sum(cc.Record)); err != nil {
 			return nil, fmt.Errorf("ledger of %s: %w", task, err)
 		}
 	}

@@ -43,6 +43,7 @@ var ErrNotRepository = errors.New("not a git repository")
 // Store is an open bernstein repository.
 type Store struct {
 	gitDir    string // the common git directory: refs and objects live here
+	ownDir    string // the worktree's own git directory: its HEAD lives here
 	bare      bool
 	dir       string // the directory the store was opened from
 	objects   *gitstore.Repo
@@ -95,24 +96,25 @@ type journalCache struct {
 	state *journalState
 }
 
-// locate finds the common git directory for dir and whether it is bare.
-func locate(dir string) (string, bool, error) {
-	if c, bare, ok := discover(dir); ok {
-		return c, bare, nil
+// locate finds dir's own git directory, the common one, and whether the
+// repository is bare.
+func locate(dir string) (string, string, bool, error) {
+	if own, c, bare, ok := discover(dir); ok {
+		return own, c, bare, nil
 	}
-	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository")
+	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--absolute-git-dir")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if err != nil || len(lines) < 2 {
+	if err != nil || len(lines) < 3 {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "not a git repository") || msg == "" {
-			return "", false, fmt.Errorf("%w: %s", ErrNotRepository, dir)
+			return "", "", false, fmt.Errorf("%w: %s", ErrNotRepository, dir)
 		}
-		return "", false, fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
+		return "", "", false, fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
 	}
-	return filepath.Clean(lines[0]), lines[1] == "true", nil
+	return filepath.Clean(lines[2]), filepath.Clean(lines[0]), lines[1] == "true", nil
 }
 
 func repoDir(o Options) string {
@@ -134,7 +136,7 @@ func Open(o Options) (*Store, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("repository %s is not a directory", dir)
 	}
-	gitDir, bare, err := locate(dir)
+	ownDir, gitDir, bare, err := locate(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +155,7 @@ func Open(o Options) (*Store, error) {
 		now = time.Now
 	}
 	s := &Store{
-		gitDir: gitDir, bare: bare, dir: dir, objects: objects,
+		gitDir: gitDir, ownDir: ownDir, bare: bare, dir: dir, objects: objects,
 		refs: refs.Reader{Dir: gitDir},
 		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
 		opts: o, home: home, now: now,

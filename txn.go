@@ -472,10 +472,10 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	if c.ledger == nil {
 		c.ledger = &ledger.State{}
 	}
-	if err := c.ledger.Apply(row); err != nil {
+	b := row.Bytes()
+	if err := c.ledger.ApplyHashed(row, record.Sum(b)); err != nil {
 		return record.Row{}, nil, err
 	}
-	b := row.Bytes()
 	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), false); err != nil {
 		return record.Row{}, nil, err
 	}
@@ -501,10 +501,10 @@ func (t *tx) appendJournal(task string, row record.Row, summary string, files ma
 			return nil, err
 		}
 	}
-	if err := c.journal.apply(row); err != nil {
+	b := row.Bytes()
+	if err := c.journal.apply(row, record.Sum(b)); err != nil {
 		return nil, err
 	}
-	b := row.Bytes()
 	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), false); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,13 +46,52 @@ func (s *Store) resolveCommit(field, rev string) (string, error) {
 	if rev == "" || strings.HasPrefix(rev, "-") || strings.ContainsAny(rev, "\x00\n") {
 		return "", &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q is not a revision", rev)}
 	}
+	if id, ok := s.resolvePlainCommit(rev); ok {
+		return id, nil
+	}
 	cmd := exec.Command("git", "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
-	cmd.Env = append(os.Environ(), "GIT_DIR="+s.gitDir)
+	cmd.Env = append(os.Environ(), "GIT_DIR="+s.ownDir)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q does not name a commit of this repository", rev)}
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// resolvePlainCommit resolves the two commonest revisions, HEAD and a full
+// commit id, without starting git; ok is false for anything else (git then
+// applies its own rules).
+func (s *Store) resolvePlainCommit(rev string) (string, bool) {
+	var id gitstore.Oid
+	switch {
+	case rev == "HEAD":
+		b, err := os.ReadFile(filepath.Join(s.ownDir, "HEAD"))
+		if err != nil {
+			return "", false
+		}
+		head := strings.TrimSpace(string(b))
+		if ref, sym := strings.CutPrefix(head, "ref: "); sym {
+			if !strings.HasPrefix(ref, "refs/heads/") {
+				return "", false
+			}
+			if id, err = s.refs.Read(ref); err != nil {
+				return "", false
+			}
+		} else if id, err = gitstore.ParseOid(head); err != nil {
+			return "", false
+		}
+	case len(rev) == 40:
+		var err error
+		if id, err = gitstore.ParseOid(rev); err != nil || strings.ToLower(rev) != rev {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	if t, _, err := s.objects.Read(id); err != nil || t != gitstore.TypeCommit {
+		return "", false
+	}
+	return id.String(), true
 }
 
 // workRow appends one work row (with its output blobs) to task's journal and

@@ -46,7 +46,8 @@ func Read(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
 
 // WalkBack reads the chain from head back to (not including) stop, or to the
 // root when stop is zero or never met. It returns the commits oldest first
-// and whether stop was met. Any unreadable commit is an error.
+// and whether stop was met. Any unreadable commit is an error. The commits
+// keep their id, parents, tree and record only.
 func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid) ([]Commit, bool, error) {
 	var out []Commit
 	for id := head; !id.IsZero(); {
@@ -58,6 +59,10 @@ func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid) ([]Commit, bool, err
 		if err != nil {
 			return nil, false, err
 		}
+		// A long chain is held whole until the walk ends: keep only the
+		// record (copied out of the commit's bytes) and the links.
+		cc.Record = append([]byte(nil), cc.Record...)
+		cc.Payload, cc.Commit.Message, cc.Commit.Signature = nil, nil, nil
 		out = append(out, cc)
 		if len(cc.Commit.Parents) == 0 {
 			break

@@ -195,7 +195,11 @@ type State struct {
 
 // Apply folds one ledger row into s. Rows must come in index order; an
 // illegal transition or a malformed row is an error.
-func (s *State) Apply(r record.Row) error {
+func (s *State) Apply(r record.Row) error { return s.ApplyHashed(r, r.Hash()) }
+
+// ApplyHashed is Apply for a row whose hash the caller already has (from the
+// canonical bytes it read).
+func (s *State) ApplyHashed(r record.Row, hash record.Hash) error {
 	if r.Index != s.Rows || r.Prev != s.Head {
 		return fmt.Errorf("ledger row %d out of chain", r.Index)
 	}
@@ -233,7 +237,7 @@ func (s *State) Apply(r record.Row) error {
 		s.Claim = nil
 	}
 	s.Rows++
-	s.Head = r.Hash()
+	s.Head = hash
 	s.Actor = r.Actor
 	return nil
 }

@@ -491,18 +491,18 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 			c.Unverifiable++
 		}
 	}
-	for _, row := range tr.RowList {
+	for i, row := range tr.RowList {
 		switch row.Kind {
 		case record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult:
-			if !audits.has(row.Kind, string(row.Hash())) {
+			if !audits.has(row.Kind, string(tr.RowHashes[i])) {
 				fs = append(fs, Failure{TaskID: task, JournalIndex: i64(row.Index), Check: "audit_mirror", Reason: fmt.Sprintf("%s row at journal index %d: no audit entry carries it", row.Kind, row.Index)})
 			}
 		}
 	}
 	c.JournalRows = int(tr.Rows)
 	res.journalHeld = map[string]bool{}
-	for _, row := range tr.RowList {
-		res.journalHeld[string(row.Hash())] = true
+	for _, h := range tr.RowHashes {
+		res.journalHeld[string(h)] = true
 	}
 	lfs, rows, held := v.checkLedger(task, audits)
 	res.ledgerHeld = held
@@ -545,13 +545,14 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 			if row.TaskID != task {
 				fail("ledger_chain", fmt.Sprintf("row belongs to task %q", row.TaskID))
 				broken = true
-			} else if err := st.Apply(row); err != nil {
+			} else if err := st.ApplyHashed(row, record.Sum(cc.Record)); err != nil {
 				fail("ledger_chain", err.Error())
 				broken = true
 			}
 		}
-		held[string(row.Hash())] = true
-		if !audits.has(row.Kind, string(row.Hash())) {
+		h := string(record.Sum(cc.Record))
+		held[h] = true
+		if !audits.has(row.Kind, h) {
 			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
 		}
 	}

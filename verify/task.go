@@ -62,6 +62,8 @@ type TaskReport struct {
 	Failures        []Failure   `json:"failures"`
 	// Rows are the journal rows in order, when the chain could be read.
 	RowList []record.Row `json:"-"`
+	// RowHashes are the rows' hashes, computed from the bytes read.
+	RowHashes []record.Hash `json:"-"`
 }
 
 // Verified reports whether every version is verified and the chain holds.
@@ -194,8 +196,9 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		case row.Prev != prev:
 			breakChain(idx, "row's prev does not link to the row before it")
 		}
-		prev = row.Hash()
+		prev = record.Sum(cc.Record)
 		rep.RowList = append(rep.RowList, row)
+		rep.RowHashes = append(rep.RowHashes, prev)
 		if row.Kind != record.KindArtifactPosted {
 			if path, id := v.checkOutput(rep, row, cc.Commit.Tree); path != "" {
 				outputs = append(outputs, heldOutput{row, path, id})
@@ -451,7 +454,7 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	case rows > seal.Rows:
 		at := record.Hash("")
 		if seal.Rows > 0 {
-			at = rep.RowList[seal.Rows-1].Hash()
+			at = rep.RowHashes[seal.Rows-1]
 		}
 		if at != seal.Head {
 			return IdentityMismatched, fmt.Sprintf("%s: journal rows before index %d differ from the sealed ones", where, seal.Rows)
