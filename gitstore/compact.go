@@ -102,7 +102,7 @@ func (r *Repo) collectEntries(packs []*packIndex) ([]packEntry, error) {
 				continue
 			}
 			seen[id] = true
-			end := int64(len(p.pack)) - 20
+			end := p.size - 20
 			if n+1 < len(ents) {
 				end = ents[n+1].off
 			}
@@ -118,7 +118,10 @@ func (r *Repo) collectEntries(packs []*packIndex) ([]packEntry, error) {
 				out = append(out, encodeEntry(Object{Type: t, Data: data, ID: id}))
 				continue
 			}
-			raw := append([]byte(nil), p.pack[e.off:end]...)
+			raw, err := p.raw(e.off, end)
+			if err != nil {
+				return nil, fmt.Errorf("%s at %d: %w", p.name, e.off, err)
+			}
 			out = append(out, packEntry{id: id, raw: raw, crc: binary.BigEndian.Uint32(p.crcs[e.i*4:])})
 		}
 	}

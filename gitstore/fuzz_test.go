@@ -138,7 +138,7 @@ func memPack(dir string, body []byte, split uint16) (*Repo, *packIndex) {
 		}
 		binary.BigEndian.PutUint32(fan[i*4:], uint32(n))
 	}
-	p := &packIndex{name: "mem", pack: pack, count: 2, fanout: fan,
+	p := &packIndex{name: "mem", data: bytes.NewReader(pack), size: int64(len(pack)), count: 2, fanout: fan,
 		names: append(ids[0][:], ids[1][:]...), offsets: make([]byte, 8), crcs: make([]byte, 8)}
 	binary.BigEndian.PutUint32(p.offsets, 12)
 	binary.BigEndian.PutUint32(p.offsets[4:], 12+uint32(split))

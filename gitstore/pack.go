@@ -1,19 +1,25 @@
 package gitstore
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"syscall"
 )
 
-// packIndex is a mapped pack (.pack + .idx, version 2).
+// packIndex is an open pack: its .idx mapped (it is searched), its .pack
+// read with pread, so that a walk over a large repository does not grow the
+// process's resident memory with every pack page it touched.
 type packIndex struct {
-	name    string // path of the .pack without extension
-	idx     []byte // mapped .idx
-	pack    []byte // mapped .pack
+	name    string      // path of the .pack without extension
+	idx     []byte      // mapped .idx
+	data    io.ReaderAt // the .pack
+	file    *os.File    // the .pack file behind data (nil for an in-memory pack)
 	count   int
 	fanout  []byte // 256 × uint32
 	names   []byte // count × 20
@@ -57,17 +63,28 @@ func openPack(base string) (*packIndex, error) {
 		syscall.Munmap(idx)
 		return nil, fmt.Errorf("%s.idx: %w", base, err)
 	}
-	pk, fi, err := mapFile(base + ".pack")
+	f, err := os.Open(base + ".pack")
 	if err != nil {
 		syscall.Munmap(idx)
 		return nil, err
 	}
-	p.pack, p.size, p.mtime = pk, fi.Size(), fi.ModTime().UnixNano()
-	if len(pk) < 32 || string(pk[:4]) != "PACK" {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		syscall.Munmap(idx)
+		return nil, err
+	}
+	p.data, p.file, p.size, p.mtime = f, f, fi.Size(), fi.ModTime().UnixNano()
+	var hdr [12]byte
+	if p.size < 32 {
 		p.close()
 		return nil, fmt.Errorf("%s.pack: bad header", base)
 	}
-	if binary.BigEndian.Uint32(pk[8:12]) != uint32(p.count) {
+	if _, err := f.ReadAt(hdr[:], 0); err != nil || string(hdr[:4]) != "PACK" {
+		p.close()
+		return nil, fmt.Errorf("%s.pack: bad header", base)
+	}
+	if binary.BigEndian.Uint32(hdr[8:12]) != uint32(p.count) {
 		p.close()
 		return nil, fmt.Errorf("%s: pack and index disagree on object count", base)
 	}
@@ -79,10 +96,11 @@ func (p *packIndex) close() {
 		syscall.Munmap(p.idx)
 		p.idx = nil
 	}
-	if p.pack != nil {
-		syscall.Munmap(p.pack)
-		p.pack = nil
+	if p.file != nil {
+		p.file.Close()
+		p.file = nil
 	}
+	p.data = nil
 }
 
 func (p *packIndex) parseIndex() error {
@@ -166,11 +184,51 @@ const (
 // a delta (absolute offset for OFS_DELTA, id for REF_DELTA) and where the
 // compressed data starts.
 func (p *packIndex) entryHeader(off int64) (typ int, size int64, baseOff int64, baseID Oid, data int64, err error) {
-	b := p.pack
-	end := int64(len(b)) - 20
-	start := off
-	if off < 12 || off >= end {
+	if off < 12 || off >= p.size-20 {
 		return 0, 0, 0, baseID, 0, fmt.Errorf("entry offset %d out of range", off)
+	}
+	var hb [maxHeader]byte
+	n := min(int64(len(hb)), p.size-20-off)
+	if _, err := p.data.ReadAt(hb[:n], off); err != nil {
+		return 0, 0, 0, baseID, 0, fmt.Errorf("read entry at %d: %w", off, err)
+	}
+	typ, size, baseOff, baseID, hl, err := parseEntryHeader(hb[:n], off)
+	return typ, size, baseOff, baseID, off + int64(hl), err
+}
+
+// maxHeader bounds an entry header: 1+9 size bytes, then a 20-byte base id
+// or a 9-byte base offset.
+const maxHeader = 48
+
+// open positions a pooled reader at the entry at off, past its header, in
+// one read for the common small entry. The caller puts the reader back.
+func (p *packIndex) open(off int64) (typ int, size int64, baseOff int64, baseID Oid, br *bufio.Reader, err error) {
+	if off < 12 || off >= p.size-20 {
+		return 0, 0, 0, baseID, nil, fmt.Errorf("entry offset %d out of range", off)
+	}
+	br = readers.Get().(*bufio.Reader)
+	br.Reset(io.NewSectionReader(p.data, off, p.size-20-off))
+	hb, err := br.Peek(int(min(maxHeader, p.size-20-off)))
+	if err != nil && len(hb) == 0 {
+		readers.Put(br)
+		return 0, 0, 0, baseID, nil, fmt.Errorf("read entry at %d: %w", off, err)
+	}
+	typ, size, baseOff, baseID, hl, err := parseEntryHeader(hb, off)
+	if err != nil {
+		readers.Put(br)
+		return 0, 0, 0, baseID, nil, err
+	}
+	br.Discard(hl)
+	return typ, size, baseOff, baseID, br, nil
+}
+
+// parseEntryHeader parses an entry header from b, the bytes at pack offset
+// start; hl is the header's length.
+func parseEntryHeader(b []byte, start int64) (typ int, size int64, baseOff int64, baseID Oid, hl int, err error) {
+	end := len(b)
+	off := 0
+	if end == 0 {
+		return 0, 0, 0, baseID, 0, errors.New("bad entry header")
 	}
 	c := b[off]
 	off++
@@ -221,5 +279,19 @@ func (p *packIndex) entryHeader(off int64) (typ int, size int64, baseOff int64, 
 
 // inflate decompresses the zlib stream at off into exactly size bytes.
 func (p *packIndex) inflate(off, size int64) ([]byte, error) {
-	return inflateZlib(p.pack[off:len(p.pack)-20], size)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(io.NewSectionReader(p.data, off, p.size-20-off))
+	defer readers.Put(br)
+	return inflateZlib(br, size)
 }
+
+// raw returns the bytes of the pack from off to end.
+func (p *packIndex) raw(off, end int64) ([]byte, error) {
+	b := make([]byte, end-off)
+	if _, err := p.data.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}

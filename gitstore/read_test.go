@@ -733,7 +733,7 @@ func TestCorruptSizesDoNotReserveMemory(t *testing.T) {
 		t.Fatal("applyDelta accepted a result shorter than declared")
 	}
 	// A zlib stream of 4 bytes read as a 16 GiB object.
-	if _, err := inflateZlib(zlibOf([]byte("tiny")), 1<<34); err == nil {
+	if _, err := inflateZlib(bytes.NewReader(zlibOf([]byte("tiny"))), 1<<34); err == nil {
 		t.Fatal("inflateZlib accepted a short stream")
 	}
 	// A pack entry whose header declares 4 GiB.

@@ -336,15 +336,18 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 	if depth > maxDeltaDepth {
 		return 0, nil, errors.New("delta chain too deep")
 	}
-	typ, size, baseOff, baseID, dataOff, err := p.entryHeader(off)
+	typ, size, baseOff, baseID, br, err := p.open(off)
 	if err != nil {
 		return 0, nil, err
 	}
 	switch typ {
 	case int(TypeCommit), int(TypeTree), int(TypeBlob), int(TypeTag):
-		data, err := p.inflate(dataOff, size)
+		data, err := inflateZlib(br, size)
+		readers.Put(br)
 		return ObjectType(typ), data, err
 	}
+	readers.Put(br) // the delta is read again after its base
+	dataOff := int64(-1)
 	key := deltaKey{p, off}
 	r.cacheMu.Lock()
 	if c, ok := r.deltaCache[key]; ok {
@@ -368,6 +371,10 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("delta base: %w", err)
+	}
+	_, _, _, _, dataOff, err = p.entryHeader(off)
+	if err != nil {
+		return 0, nil, err
 	}
 	delta, err := p.inflate(dataOff, size)
 	if err != nil {
@@ -410,12 +417,11 @@ func (r *Repo) dropCached(p *packIndex) {
 
 var zlibReaders sync.Pool
 
-// inflateZlib decompresses exactly size bytes from the zlib stream in src.
-func inflateZlib(src []byte, size int64) ([]byte, error) {
+// inflateZlib decompresses exactly size bytes from the zlib stream in br.
+func inflateZlib(br io.Reader, size int64) ([]byte, error) {
 	if size < 0 || size > 1<<34 {
 		return nil, errors.New("bad object size")
 	}
-	br := bytes.NewReader(src)
 	var zr io.ReadCloser
 	if v := zlibReaders.Get(); v != nil {
 		zr = v.(io.ReadCloser)

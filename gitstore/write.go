@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -29,17 +30,45 @@ var zlibWriters = sync.Pool{New: func() any {
 	return w
 }}
 
+// compressAbove is the size from which a blob is deflated. Commits, trees
+// and small blobs are stored (zlib without compression): every chain walk
+// and verification reads them, and a stored stream inflates about ten times
+// faster than a deflated one, for a few hundred bytes more on disk.
+const compressAbove = 4096
+
 func encodeEntry(o Object) packEntry {
 	var b bytes.Buffer
-	b.Grow(len(o.Data)/2 + 32)
+	b.Grow(len(o.Data) + 32)
 	writeEntryHeader(&b, int(o.Type), int64(len(o.Data)))
-	zw := zlibWriters.Get().(*zlib.Writer)
-	zw.Reset(&b)
-	zw.Write(o.Data)
-	zw.Close()
-	zlibWriters.Put(zw)
+	if o.Type == TypeBlob && len(o.Data) >= compressAbove {
+		zw := zlibWriters.Get().(*zlib.Writer)
+		zw.Reset(&b)
+		zw.Write(o.Data)
+		zw.Close()
+		zlibWriters.Put(zw)
+	} else {
+		writeStoredZlib(&b, o.Data)
+	}
 	raw := b.Bytes()
 	return packEntry{id: o.ID, raw: raw, crc: crc32.ChecksumIEEE(raw)}
+}
+
+// writeStoredZlib writes data as a zlib stream of stored deflate blocks.
+func writeStoredZlib(b *bytes.Buffer, data []byte) {
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], adler32.Checksum(data))
+	b.Write([]byte{0x78, 0x01})
+	for first := true; first || len(data) > 0; first = false {
+		n := min(len(data), 0xffff)
+		final := byte(0)
+		if n == len(data) {
+			final = 1
+		}
+		b.Write([]byte{final, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)})
+		b.Write(data[:n])
+		data = data[n:]
+	}
+	b.Write(sum[:])
 }
 
 func writeEntryHeader(b *bytes.Buffer, typ int, size int64) {
