@@ -22,17 +22,28 @@ type Commit struct {
 // ErrNotLinear reports a chain commit with more than one parent.
 var ErrNotLinear = errors.New("chain commit has more than one parent")
 
-// Read reads one chain commit and the record in its message.
+// Read reads one chain commit, its signed payload and the record in its
+// message.
 func Read(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
+	return read(objs, id, true)
+}
+
+func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 	data, err := objs.ReadType(id, gitstore.TypeCommit)
 	if err != nil {
 		return Commit{ID: id}, err
 	}
-	c, payload, err := gitstore.ParseCommit(data)
+	var c gitstore.Commit
+	var p []byte
+	if payload {
+		c, p, err = gitstore.ParseCommit(data)
+	} else {
+		c, err = gitstore.ParseCommitLinks(data)
+	}
 	if err != nil {
 		return Commit{ID: id}, fmt.Errorf("commit %s: %w", id, err)
 	}
-	cc := Commit{ID: id, Commit: c, Payload: payload}
+	cc := Commit{ID: id, Commit: c, Payload: p}
 	if len(c.Parents) > 1 {
 		return cc, fmt.Errorf("commit %s: %w", id, ErrNotLinear)
 	}
@@ -55,14 +66,14 @@ func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid) ([]Commit, bool, err
 			reverse(out)
 			return out, true, nil
 		}
-		cc, err := Read(objs, id)
+		cc, err := read(objs, id, false)
 		if err != nil {
 			return nil, false, err
 		}
 		// A long chain is held whole until the walk ends: keep only the
 		// record (copied out of the commit's bytes) and the links.
 		cc.Record = append([]byte(nil), cc.Record...)
-		cc.Payload, cc.Commit.Message, cc.Commit.Signature = nil, nil, nil
+		cc.Commit.Message, cc.Commit.Signature = nil, nil
 		out = append(out, cc)
 		if len(cc.Commit.Parents) == 0 {
 			break

@@ -215,6 +215,17 @@ func EncodeCommit(c Commit) []byte {
 // ParseCommit parses commit object bytes. It also returns the signed payload:
 // the commit with its gpgsig header removed, as git computes it.
 func ParseCommit(data []byte) (Commit, []byte, error) {
+	return parseCommit(data, true)
+}
+
+// ParseCommitLinks parses what a chain walk needs of a commit: tree, parents,
+// identities and message, without building the signed payload.
+func ParseCommitLinks(data []byte) (Commit, error) {
+	c, _, err := parseCommit(data, false)
+	return c, err
+}
+
+func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
 	var c Commit
 	end := bytes.Index(data, []byte("\n\n"))
 	if end < 0 {
@@ -222,7 +233,10 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 	}
 	header := data[:end+1]
 	c.Message = data[end+2:]
-	payload := make([]byte, 0, len(data))
+	var payload []byte
+	if wantPayload {
+		payload = make([]byte, 0, len(data))
+	}
 	var sig bytes.Buffer
 	inSig := false
 	inOther := false // another signature header (gpgsig-sha256): git leaves it out of the payload too
@@ -236,7 +250,7 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 			if inSig {
 				sig.Write(line[1:])
 				sig.WriteByte('\n')
-			} else if !inOther {
+			} else if !inOther && wantPayload {
 				payload = append(payload, full...)
 			}
 			continue
@@ -271,7 +285,9 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 				continue
 			}
 		}
-		payload = append(payload, full...)
+		if wantPayload {
+			payload = append(payload, full...)
+		}
 	}
 	if !sawTree {
 		return c, nil, errors.New("commit: no tree")
@@ -279,7 +295,9 @@ func ParseCommit(data []byte) (Commit, []byte, error) {
 	if sig.Len() > 0 {
 		c.Signature = sig.Bytes()
 	}
-	payload = append(payload, '\n')
-	payload = append(payload, c.Message...)
+	if wantPayload {
+		payload = append(payload, '\n')
+		payload = append(payload, c.Message...)
+	}
 	return c, payload, nil
 }

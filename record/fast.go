@@ -481,15 +481,20 @@ type member struct {
 	raw  []byte
 }
 
-// members splits a canonical object (validated by the caller) into its
-// members, in order.
+// members splits a canonical object into its members, in order, checking as
+// it goes that the whole of b is one object in canonical form (so a record
+// is validated and split in a single pass).
 func members(b []byte) ([]member, error) {
+	s := scanner{b: b}
 	if len(b) < 2 || b[0] != '{' {
-		return nil, fmt.Errorf("%w: want an object", ErrNotCanonical)
+		return nil, s.errf("want an object")
 	}
-	s := scanner{b: b, i: 1}
+	s.i = 1
 	var out []member
 	if b[1] == '}' {
+		if len(b) != 2 {
+			return nil, s.errf("trailing data")
+		}
 		return out, nil
 	}
 	for {
@@ -499,18 +504,35 @@ func members(b []byte) ([]member, error) {
 		}
 		name, err := unquote(b[start:s.i])
 		if err != nil {
-			return nil, err
+			return nil, s.errf("%v", err)
 		}
-		s.i++ // ':'
+		if len(out) > 0 && !lessUTF16(out[len(out)-1].name, name) {
+			return nil, s.errf("member %q out of order or repeated", name)
+		}
+		if s.i >= len(b) || b[s.i] != ':' {
+			return nil, s.errf("want ':'")
+		}
+		s.i++
 		vs := s.i
 		if err := s.value(1); err != nil {
 			return nil, err
 		}
 		out = append(out, member{name, b[vs:s.i]})
-		if s.b[s.i] == '}' {
-			return out, nil
+		if s.i >= len(b) {
+			return nil, s.errf("unexpected end")
 		}
-		s.i++ // ','
+		switch b[s.i] {
+		case '}':
+			if s.i+1 != len(b) {
+				s.i++
+				return nil, s.errf("trailing data")
+			}
+			return out, nil
+		case ',':
+			s.i++
+		default:
+			return nil, s.errf("want ',' or '}'")
+		}
 	}
 }
 

@@ -72,13 +72,13 @@ func (r Row) DecodeData(v any) error {
 // ParseRow parses canonical row bytes. The bytes must be exactly canonical, so
 // the hash of what was read is the hash of what was written.
 func ParseRow(b []byte) (Row, error) {
-	if err := CheckCanonical(b); err != nil {
-		return Row{}, err
-	}
 	var r Row
-	// Exact decoding of canonical bytes: one byte form per row, so the hash
-	// of what was read is the hash of what was written.
+	// Exact decoding checks canonical form as it goes: one byte form per
+	// row, so the hash of what was read is the hash of what was written.
 	if err := decodeExact(b, &r); err != nil {
+		if errors.Is(err, ErrNotCanonical) {
+			return Row{}, err
+		}
 		return Row{}, fmt.Errorf("row: %w", err)
 	}
 	if r.V != Version {
@@ -156,12 +156,9 @@ type SpineEntry struct {
 
 // ParseSpineEntry parses canonical spine entry bytes.
 func ParseSpineEntry(b []byte) (SpineEntry, error) {
-	if err := CheckCanonical(b); err != nil {
-		return SpineEntry{}, err
-	}
 	ms, err := members(b)
 	if err != nil {
-		return SpineEntry{}, fmt.Errorf("spine entry: %w", err)
+		return SpineEntry{}, err
 	}
 	kind := ""
 	for _, m := range ms {
@@ -244,11 +241,11 @@ func (a AuditEntry) Bytes() []byte { return MustCanonical(a) }
 
 // ParseAuditEntry parses canonical audit entry bytes.
 func ParseAuditEntry(b []byte) (AuditEntry, error) {
-	if err := CheckCanonical(b); err != nil {
-		return AuditEntry{}, err
-	}
 	var a AuditEntry
 	if err := decodeExact(b, &a); err != nil {
+		if errors.Is(err, ErrNotCanonical) {
+			return AuditEntry{}, err
+		}
 		return AuditEntry{}, fmt.Errorf("audit entry: %w", err)
 	}
 	if a.V != Version {
