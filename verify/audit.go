@@ -45,10 +45,6 @@ type TaskResult struct {
 	JournalRows     int64          `json:"journal_rows"`
 	LedgerRows      int64          `json:"ledger_rows"`
 	Artifacts       []VersionState `json:"artifacts"`
-
-	// held are the row hashes the task's ledger and journal hold, for
-	// the audit mirror's entries to be checked against.
-	ledgerHeld, journalHeld map[string]bool
 }
 
 // Counts summarises a walk.
@@ -86,7 +82,7 @@ func (r *Report) Tampered() bool { return len(r.Failures) > 0 }
 // auditIndex is what the audit mirrors say was done.
 type auditIndex struct {
 	resources map[string]map[string]bool // event -> resource -> seen
-	entries   []auditRecord              // entries that name a post, a transition or a work row
+	byTask    map[string][]auditRecord   // entries that name a post, a transition or a work row
 }
 
 // auditRecord is one audit entry whose resource must exist elsewhere: the
@@ -204,7 +200,6 @@ func Repository(env *Env, o Options) (*Report, error) {
 	if walkErr != nil {
 		return nil, walkErr
 	}
-	rep.Failures = append(rep.Failures, checkMirrored(ix, audits, tasks, results)...)
 	for k := range tasks {
 		rep.Tasks = append(rep.Tasks, results[k])
 		rep.Failures = append(rep.Failures, failures[k]...)
@@ -231,17 +226,9 @@ func Repository(env *Env, o Options) (*Report, error) {
 // work row they record is still in the task's ledger or journal. A ledger,
 // journal or spine rolled back with plain git leaves the mirror ahead of it.
 // Only the walked tasks are checked (all of them, or the --task one).
-func checkMirrored(ix *SpineIndex, audits *auditIndex, tasks []string, results []TaskResult) []Failure {
-	walked := map[string]*TaskResult{}
-	for k, t := range tasks {
-		walked[t] = &results[k]
-	}
+func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHeld map[string]bool) []Failure {
 	var fs []Failure
-	for _, e := range audits.entries {
-		res := walked[e.task]
-		if res == nil {
-			continue
-		}
+	for _, e := range entries {
 		where := fmt.Sprintf("audit entry %s/%d records %s", e.writer, e.seq, e.event)
 		f := Failure{TaskID: e.task, Writer: e.writer, Seq: i64(e.seq), Check: "audit_mirror"}
 		switch {
@@ -258,12 +245,12 @@ func checkMirrored(ix *SpineIndex, audits *auditIndex, tasks []string, results [
 			f.Key, f.Version, f.JournalIndex = d.Key, d.Version, d.JournalIndex
 			f.Reason = fmt.Sprintf("%s of %s: no spine entry %s of task %s seals it", where, describePost(d.Key, d.Version, d.JournalIndex), e.resource, e.task)
 		case ledgerEvents[e.event]:
-			if res.ledgerHeld[e.resource] {
+			if ledgerHeld[e.resource] {
 				continue
 			}
 			f.Reason = fmt.Sprintf("%s %s: the ledger of %s does not hold that row", where, e.resource, e.task)
 		case workEvents[e.event]:
-			if res.journalHeld[e.resource] {
+			if journalHeld[e.resource] {
 				continue
 			}
 			f.Reason = fmt.Sprintf("%s %s: the journal of %s does not hold that row", where, e.resource, e.task)
@@ -335,9 +322,9 @@ func taskSet(env *Env, ix *SpineIndex, audits *auditIndex, only string) ([]strin
 			}
 		}
 	}
-	for _, e := range audits.entries {
-		if e.task != "" {
-			set[e.task] = true
+	for t := range audits.byTask {
+		if t != "" {
+			set[t] = true
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -354,7 +341,7 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 	if err != nil {
 		return nil, err
 	}
-	ai := &auditIndex{resources: map[string]map[string]bool{}}
+	ai := &auditIndex{resources: map[string]map[string]bool{}, byTask: map[string][]auditRecord{}}
 	first := len(rep.Failures)
 	var mu sync.Mutex
 	var unchecked []string
@@ -441,7 +428,7 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 			}
 			ai.resources[a.Event][a.Resource] = true
 			if a.Event == record.EventArtifactPosted || ledgerEvents[a.Event] || workEvents[a.Event] {
-				ai.entries = append(ai.entries, auditRecord{writer, a.Seq, a.Event, a.TaskID, a.Resource, a.Details})
+				ai.byTask[a.TaskID] = append(ai.byTask[a.TaskID], auditRecord{writer, a.Seq, a.Event, a.TaskID, a.Resource, a.Details})
 			}
 			entry := a
 			newer = &entry
@@ -500,13 +487,15 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 		}
 	}
 	c.JournalRows = int(tr.Rows)
-	res.journalHeld = map[string]bool{}
+	journalHeld := make(map[string]bool, len(tr.RowHashes))
 	for _, h := range tr.RowHashes {
-		res.journalHeld[string(h)] = true
+		journalHeld[string(h)] = true
 	}
-	lfs, rows, held := v.checkLedger(task, audits)
-	res.ledgerHeld = held
+	lfs, rows, ledgerHeld := v.checkLedger(task, audits)
 	fs = append(fs, lfs...)
+	// The other way round: what the audit mirrors say of this task must be
+	// in its chains.
+	fs = append(fs, checkMirrored(v.Spine, audits.byTask[task], journalHeld, ledgerHeld)...)
 	res.LedgerRows, c.LedgerRows = rows, int(rows)
 	return res, fs, c, nil
 }

@@ -81,6 +81,7 @@ type SpineIndex struct {
 	Writers  []string
 	Records  map[string][]*SpineRecord // by writer, in chain order
 	Seals    map[string][]*SpineRecord // by task
+	ByTask   map[string][]*SpineRecord // artifact entries, by task
 	Problems []Failure                 // chain-level problems found while indexing
 	Entries  int
 }
@@ -98,7 +99,7 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, ByHash: map[record.Hash]*SpineRecord{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, ByHash: map[record.Hash]*SpineRecord{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
@@ -195,6 +196,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 		if rec.Seal != nil {
 			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
+		}
+		if rec.Artifact != nil {
+			ix.ByTask[rec.Artifact.TaskID] = append(ix.ByTask[rec.Artifact.TaskID], rec)
 		}
 	}
 	ix.Records[writer] = recs

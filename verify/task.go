@@ -382,17 +382,17 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 	for _, ver := range rep.Versions {
 		have[ver.SpineEntryHash] = true
 	}
-	for _, w := range v.Spine.Writers {
-		for _, r := range v.Spine.Records[w] {
-			a := r.Artifact
-			if a == nil || a.TaskID != rep.Task || have[r.Hash] {
-				continue
-			}
-			reason := fmt.Sprintf("spine entry %s/%d seals %s v%d at journal index %d, which the journal does not hold", w, r.Seq, a.Key, a.Version, a.JournalIndex)
-			rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, Key: a.Key, Version: i64(a.Version), JournalIndex: i64(a.JournalIndex), Writer: w, Seq: i64(r.Seq), Check: "spine_binding", Reason: reason})
-			if !rep.ChainBroken {
-				rep.ChainBroken, rep.ChainReason = true, "journal lacks rows its spine seals: "+reason
-			}
+	// ByTask lists writers in name order and each spine in chain order.
+	for _, r := range v.Spine.ByTask[rep.Task] {
+		a := r.Artifact
+		if have[r.Hash] {
+			continue
+		}
+		w := r.Writer
+		reason := fmt.Sprintf("spine entry %s/%d seals %s v%d at journal index %d, which the journal does not hold", w, r.Seq, a.Key, a.Version, a.JournalIndex)
+		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, Key: a.Key, Version: i64(a.Version), JournalIndex: i64(a.JournalIndex), Writer: w, Seq: i64(r.Seq), Check: "spine_binding", Reason: reason})
+		if !rep.ChainBroken {
+			rep.ChainBroken, rep.ChainReason = true, "journal lacks rows its spine seals: "+reason
 		}
 	}
 }
@@ -513,7 +513,7 @@ func (v *Verifier) treePath(tree gitstore.Oid, path string) (gitstore.Oid, error
 			if es, err = readTree(v.Env.Objects, cur); err != nil {
 				return gitstore.ZeroOid, fmt.Errorf("is unreadable: %v", err)
 			}
-			if len(v.trees) > 4096 {
+			if len(v.trees) > 256 {
 				v.trees = map[gitstore.Oid][]gitstore.TreeEntry{}
 			}
 			v.trees[cur] = es
