@@ -3,7 +3,6 @@ package bernstein_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -345,5 +344,3 @@ func execGit(dir string, args ...string) (string, error) {
 	f := &fixture{dir: dir}
 	return f.gitErr(args...)
 }
-
-var _ = fmt.Sprint

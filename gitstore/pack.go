@@ -277,14 +277,6 @@ func parseEntryHeader(b []byte, start int64) (typ int, size int64, baseOff int64
 	return typ, size, baseOff, baseID, off, nil
 }
 
-// inflate decompresses the zlib stream at off into exactly size bytes.
-func (p *packIndex) inflate(off, size int64) ([]byte, error) {
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(io.NewSectionReader(p.data, off, p.size-20-off))
-	defer readers.Put(br)
-	return inflateZlib(br, size)
-}
-
 // raw returns the bytes of the pack from off to end.
 func (p *packIndex) raw(off, end int64) ([]byte, error) {
 	b := make([]byte, end-off)

@@ -346,15 +346,19 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 		readers.Put(br)
 		return ObjectType(typ), data, err
 	}
-	readers.Put(br) // the delta is read again after its base
-	dataOff := int64(-1)
 	key := deltaKey{p, off}
 	r.cacheMu.Lock()
 	if c, ok := r.deltaCache[key]; ok {
 		r.cacheMu.Unlock()
+		readers.Put(br)
 		return c.typ, ownCopy(c.data, depth), nil
 	}
 	r.cacheMu.Unlock()
+	delta, err := inflateZlib(br, size)
+	readers.Put(br)
+	if err != nil {
+		return 0, nil, err
+	}
 	var bt ObjectType
 	var base []byte
 	if typ == packOfsDelta {
@@ -371,14 +375,6 @@ func (r *Repo) readPacked(p *packIndex, off int64, depth int) (ObjectType, []byt
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("delta base: %w", err)
-	}
-	_, _, _, _, dataOff, err = p.entryHeader(off)
-	if err != nil {
-		return 0, nil, err
-	}
-	delta, err := p.inflate(dataOff, size)
-	if err != nil {
-		return 0, nil, err
 	}
 	out, err := applyDelta(base, delta)
 	if err != nil {
