@@ -28,6 +28,15 @@ BERNSTEIN_AGENT=intruder "$bin" artifact post DEMO-1 summary --type report --bod
 run "$bin" artifact list DEMO-1
 run "$bin" artifact show DEMO-1 summary
 run "$bin" artifact list
+
+# Progress is earned by recorded work, never posted.
+git -C "$BERNSTEIN_REPO" -c user.name=demo -c user.email=demo@example.com commit -q --allow-empty -m "planner: prefer hash joins"
+run "$bin" task start DEMO-1
+run "$bin" checkpoint DEMO-1
+run "$bin" gate run DEMO-1 smoke -- sh -c 'echo "query plan ok"'
+run "$bin" task progress DEMO-1
+run "$bin" task complete DEMO-1
+run "$bin" audit verify
 step "git -C $BERNSTEIN_REPO log --oneline refs/bernstein/journal/DEMO-1"
 git -C "$BERNSTEIN_REPO" log --oneline refs/bernstein/journal/DEMO-1
 step "git -C $BERNSTEIN_REPO show refs/bernstein/journal/DEMO-1:artifacts/summary/v2.json"

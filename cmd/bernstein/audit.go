@@ -41,11 +41,11 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 			}
 			defer s.Close()
 			o := bernstein.AuditOptions{Task: task}
-			if sio.IsTTY && !asJSON {
+			if sio.ErrTTY {
 				o.Progress = progressLine(sio)
 			}
 			rep, err := s.AuditVerify(o)
-			if sio.IsTTY && !asJSON {
+			if sio.ErrTTY {
 				fmt.Fprint(sio.Err, "\r\033[K")
 			}
 			if errors.Is(err, bernstein.ErrUnknownTask) {

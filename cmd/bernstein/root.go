@@ -19,10 +19,11 @@ import (
 
 // IO is where a command reads and writes; tests swap it.
 type IO struct {
-	In    io.Reader
-	Out   io.Writer
-	Err   io.Writer
-	IsTTY bool
+	In     io.Reader
+	Out    io.Writer
+	Err    io.Writer
+	IsTTY  bool // stdout is a terminal: tables, not tab-separated lines
+	ErrTTY bool // stderr is a terminal: progress may rewrite its line
 }
 
 func newIO() *IO {
@@ -30,7 +31,7 @@ func newIO() *IO {
 	if v := os.Getenv("BERNSTEIN_FORCE_TTY"); v != "" {
 		tty = v != "0" && v != "false"
 	}
-	return &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, IsTTY: tty}
+	return &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, IsTTY: tty, ErrTTY: term.IsTerminal(int(os.Stderr.Fd()))}
 }
 
 // exitError carries a command's exit status; its message (if any) is
