@@ -38,6 +38,7 @@ type Repo struct {
 	cacheBytes int
 
 	emptyTree atomic.Bool
+	lastPack  atomic.Pointer[packIndex] // the pack the last read found its object in
 }
 
 type deltaKey struct {
@@ -102,6 +103,7 @@ func (r *Repo) Close() error {
 		p.close()
 	}
 	r.packs = nil
+	r.lastPack.Store(nil)
 	for _, a := range r.alternates {
 		a.Close()
 	}
@@ -145,6 +147,7 @@ func (r *Repo) rescan() error {
 			kept = append(kept, p)
 		} else {
 			delete(r.known, p.name)
+			r.lastPack.CompareAndSwap(p, nil)
 			r.dropCached(p)
 			p.close()
 		}
@@ -273,8 +276,19 @@ func (r *Repo) readOnce(id Oid) (ObjectType, []byte, error) {
 // readLocked reads id from the mapped packs or as a loose object; r.mu is
 // held for reading, so no pack is unmapped meanwhile.
 func (r *Repo) readLocked(id Oid) (ObjectType, []byte, error) {
-	for _, p := range r.packs {
+	// A walk reads neighbours: the pack that answered last is tried first.
+	last := r.lastPack.Load()
+	for k := -1; k < len(r.packs); k++ {
+		var p *packIndex
+		if k < 0 {
+			if p = last; p == nil {
+				continue
+			}
+		} else if p = r.packs[k]; p == last {
+			continue
+		}
 		if i := p.find(id); i >= 0 {
+			r.lastPack.Store(p)
 			off, err := p.offsetAt(i)
 			if err != nil {
 				return 0, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, id, err)

@@ -122,3 +122,29 @@ func FuzzValidateMatchesCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseRowFast: the fast row reader accepts only what the exact decoder
+// accepts, with the same result, and accepts every row the encoder writes.
+func FuzzParseRowFast(f *testing.F) {
+	for _, r := range []Row{
+		{V: 1, Kind: KindCheckpoint, TaskID: "T:1", Index: 0, Actor: "a", Data: json.RawMessage(`{"commit":"x"}`)},
+		{V: 1, Kind: "k", TaskID: "t", Index: 9, Prev: Sum([]byte("p")), Actor: "é\n", Data: json.RawMessage(`[1,{"a":null}]`)},
+	} {
+		f.Add(r.Bytes())
+	}
+	f.Add([]byte(`{"actor":"a","data":{},"index":1,"kind":"k","prev":"","task_id":"T","v":1} `))
+	f.Add([]byte(`{"actor":"a","data":{},"index":01,"kind":"k","prev":"","task_id":"T","v":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := parseRowFast(b)
+		var exact Row
+		err := decodeExact(b, &exact)
+		if ok && (err != nil || !reflect.DeepEqual(fast, exact)) {
+			t.Fatalf("fast path accepted %q: %+v; exact decoder: %+v %v", b, fast, exact, err)
+		}
+		if err == nil && exact.V == 1 && !ok {
+			if _, ok2 := parseRowFast(exact.Bytes()); !ok2 {
+				t.Fatalf("fast path refuses the canonical row %s", exact.Bytes())
+			}
+		}
+	})
+}

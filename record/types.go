@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Version is the record format version written in every record's "v".
@@ -72,14 +73,16 @@ func (r Row) DecodeData(v any) error {
 // ParseRow parses canonical row bytes. The bytes must be exactly canonical, so
 // the hash of what was read is the hash of what was written.
 func ParseRow(b []byte) (Row, error) {
-	var r Row
+	r, ok := parseRowFast(b)
 	// Exact decoding checks canonical form as it goes: one byte form per
 	// row, so the hash of what was read is the hash of what was written.
-	if err := decodeExact(b, &r); err != nil {
-		if errors.Is(err, ErrNotCanonical) {
-			return Row{}, err
+	if !ok {
+		if err := decodeExact(b, &r); err != nil {
+			if errors.Is(err, ErrNotCanonical) {
+				return Row{}, err
+			}
+			return Row{}, fmt.Errorf("row: %w", err)
 		}
-		return Row{}, fmt.Errorf("row: %w", err)
 	}
 	if r.V != Version {
 		return Row{}, fmt.Errorf("row: unsupported version %d", r.V)
@@ -88,6 +91,57 @@ func ParseRow(b []byte) (Row, error) {
 		return Row{}, errors.New("row: missing kind, task_id, index or data")
 	}
 	return r, nil
+}
+
+// parseRowFast reads a canonical row member by member in the one order its
+// canonical form allows. It accepts exactly what decodeExact accepts for a
+// Row; anything else (including every error) goes the general way.
+func parseRowFast(b []byte) (Row, bool) {
+	var r Row
+	s := scanner{b: b}
+	lit := func(l string) bool {
+		if len(b)-s.i < len(l) || string(b[s.i:s.i+len(l)]) != l {
+			return false
+		}
+		s.i += len(l)
+		return true
+	}
+	str := func(dst *string) bool {
+		start := s.i
+		if s.str() != nil {
+			return false
+		}
+		v, err := unquote(b[start:s.i])
+		*dst = v
+		return err == nil
+	}
+	num := func(dst *int64) bool {
+		start := s.i
+		if start >= len(b) || (b[start] != '-' && (b[start] < '0' || b[start] > '9')) || s.num() != nil {
+			return false
+		}
+		n, err := strconv.ParseInt(string(b[start:s.i]), 10, 64)
+		*dst = n
+		return err == nil
+	}
+	var prev string
+	var v int64
+	ok := lit(`{"actor":`) && str(&r.Actor) && lit(`,"data":`)
+	if !ok {
+		return r, false
+	}
+	start := s.i
+	if s.value(1) != nil {
+		return r, false
+	}
+	r.Data = append(json.RawMessage(nil), b[start:s.i]...)
+	ok = lit(`,"index":`) && num(&r.Index) && lit(`,"kind":`) && str(&r.Kind) && lit(`,"prev":`) && str(&prev) &&
+		lit(`,"task_id":`) && str(&r.TaskID) && lit(`,"v":`) && num(&v) && lit(`}`) && s.i == len(b)
+	if !ok || v != int64(int(v)) {
+		return r, false
+	}
+	r.Prev, r.V = Hash(prev), int(v)
+	return r, true
 }
 
 // ArtifactPosted is the data of an artifact_posted journal row.
