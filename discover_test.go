@@ -12,17 +12,7 @@ import (
 // gives what `git rev-parse` says, for every layout bernstein meets.
 func TestDiscoverAgreesWithGit(t *testing.T) {
 	root := t.TempDir()
-	run := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	run := func(dir string, args ...string) string { return gitIn(t, dir, args...) }
 	run(root, "init", "-q", "plain")
 	os.MkdirAll(filepath.Join(root, "plain", "a", "b"), 0o755)
 	run(filepath.Join(root, "plain"), "commit", "-q", "--allow-empty", "-m", "c")
@@ -67,17 +57,7 @@ func TestDiscoverAgreesWithGit(t *testing.T) {
 // TestHeadOfWorktree: HEAD is the worktree's own, with and without git.
 func TestHeadOfWorktree(t *testing.T) {
 	root := t.TempDir()
-	git := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := func(dir string, args ...string) string { return gitIn(t, dir, args...) }
 	main := filepath.Join(root, "main")
 	git(root, "init", "-q", main)
 	git(main, "commit", "-q", "--allow-empty", "-m", "on main")
@@ -108,4 +88,17 @@ func TestHeadOfWorktree(t *testing.T) {
 	if got, ok := s.resolvePlainCommit("HEAD"); !ok || got != git(wt, "rev-parse", "HEAD") {
 		t.Fatalf("detached HEAD resolved to %s", got)
 	}
+}
+
+// gitIn runs git in dir with a fixed identity and returns its trimmed output.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
