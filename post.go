@@ -116,6 +116,21 @@ type postedDetails struct {
 // input is refused before anything is written; a post without the claim is
 // refused and the refusal is recorded in the audit mirror.
 func (s *Store) Post(req PostRequest) (*PostResult, error) {
+	return s.postAs(req, true)
+}
+
+// PostAsCaller is Post for a caller whose identity a transport established
+// (the MCP server's agent, or the agent a bearer claim token stands for)
+// rather than flags a user typed. Such a caller may hold no claim token for
+// the task at all: an empty ClaimToken is then not bad input but a post
+// without the claim, refused as Post refuses one (unclaimed_task or
+// claim_scope_violation) and recorded in the audit mirror with the caller
+// and the reason. Nothing else is written.
+func (s *Store) PostAsCaller(req PostRequest) (*PostResult, error) {
+	return s.postAs(req, false)
+}
+
+func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
 	if err := validateTask(req.Task); err != nil {
 		return nil, err
 	}
@@ -125,13 +140,14 @@ func (s *Store) Post(req PostRequest) (*PostResult, error) {
 	if err := ValidateAgent(req.Agent); err != nil {
 		return nil, err
 	}
-	if req.ClaimToken == "" {
+	if needToken && req.ClaimToken == "" {
 		return nil, &artifact.InputError{Field: "claim_token", Msg: "is empty: pass --claim-token or set BERNSTEIN_CLAIM_TOKEN"}
 	}
 	payload, err := req.Payload.Canonical()
 	if err != nil {
 		return nil, err
 	}
+	// An empty token's hash matches no claim: every claim token is random.
 	res, err := s.submit(func(t *tx) (any, error) { return t.post(req, payload) })
 	if err != nil {
 		return nil, err
