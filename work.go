@@ -105,7 +105,7 @@ func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
 	}
 	if ledger.Terminal(lc.ledger.Phase) {
-		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, lc.ledger.Phase)}
+		return nil, endedError(task, lc.ledger.Phase)
 	}
 	index, prev, err := t.nextJournalRow(task)
 	if err != nil {
@@ -211,15 +211,28 @@ func (s *Store) CaptureDiff(task, base, head, actor string) (*WorkResult, error)
 		added += a
 		removed += r
 	}
+	return s.outputRow(task, record.KindDiffCaptured, who, "diff", "patch", patch, func(out record.Output) any {
+		return record.DiffCaptured{Base: b, Head: h, Patch: out, Files: files, Added: added, Removed: removed}
+	})
+}
+
+// outputRow records a work row whose output (a patch, a command's output)
+// is stored in the journal tree at outputs/<index>-<name>.<ext>; data builds
+// the row's data around the stored output's description.
+func (s *Store) outputRow(task, kind, who, name, ext string, output []byte, data func(record.Output) any) (*WorkResult, error) {
 	return s.submitWork(func(t *tx) (*WorkResult, error) {
 		index, _, err := t.nextJournalRow(task)
 		if err != nil {
 			return nil, err
 		}
-		out, stored := newOutput(outputPath(index, "diff", "patch"), patch)
-		data := record.DiffCaptured{Base: b, Head: h, Patch: out, Files: files, Added: added, Removed: removed}
-		return t.workRow(task, record.KindDiffCaptured, who, data, map[string][]byte{out.Path: stored})
+		out, stored := newOutput(outputPath(index, name, ext), output)
+		return t.workRow(task, kind, who, data(out), map[string][]byte{out.Path: stored})
 	})
+}
+
+// endedError refuses work on a task that is completed, failed or abandoned.
+func endedError(task, phase string) error {
+	return &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, phase)}
 }
 
 func (s *Store) gitOutput(args ...string) ([]byte, error) {
@@ -357,20 +370,14 @@ func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkRe
 		command = shellJoin(argv)
 	}
 	if ledger.Terminal(st.Phase) {
-		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, st.Phase)}
+		return nil, endedError(task, st.Phase)
 	}
 	run, err := s.runCommand(task, shell, argv, o)
 	if err != nil {
 		return nil, err
 	}
-	return s.submitWork(func(t *tx) (*WorkResult, error) {
-		index, _, err := t.nextJournalRow(task)
-		if err != nil {
-			return nil, err
-		}
-		out, stored := newOutput(outputPath(index, "gate-"+gate, "log"), run.output)
-		data := record.GateAttempt{Gate: gate, Command: command, ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
-		return t.workRow(task, record.KindGateAttempt, who, data, map[string][]byte{out.Path: stored})
+	return s.outputRow(task, record.KindGateAttempt, who, "gate-"+gate, "log", run.output, func(out record.Output) any {
+		return record.GateAttempt{Gate: gate, Command: command, ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
 	})
 }
 
@@ -389,7 +396,7 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 		return nil, err
 	}
 	if ledger.Terminal(st.Phase) {
-		return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, st.Phase)}
+		return nil, endedError(task, st.Phase)
 	}
 	var todo []ledger.Producer
 	if len(producers) == 0 {
@@ -411,15 +418,9 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 		if err != nil {
 			return out, err
 		}
-		res, err := s.submitWork(func(t *tx) (*WorkResult, error) {
-			index, _, err := t.nextJournalRow(task)
-			if err != nil {
-				return nil, err
-			}
-			o, stored := newOutput(outputPath(index, "evidence-"+p.Name, "log"), run.output)
-			data := record.EvidenceResult{Producer: p.Name, Kind: p.Kind, Command: p.Command, Required: p.Required,
-				ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: o}
-			return t.workRow(task, record.KindEvidenceResult, who, data, map[string][]byte{o.Path: stored})
+		res, err := s.outputRow(task, record.KindEvidenceResult, who, "evidence-"+p.Name, "log", run.output, func(out record.Output) any {
+			return record.EvidenceResult{Producer: p.Name, Kind: p.Kind, Command: p.Command, Required: p.Required,
+				ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
 		})
 		if err != nil {
 			return out, err

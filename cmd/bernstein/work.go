@@ -23,6 +23,14 @@ func printWork(io *IO, res *bernstein.WorkResult, what string) {
 	}
 }
 
+// verdict says how a gate or producer run ended.
+func verdict(passed bool, exit int64) string {
+	if passed {
+		return "passed"
+	}
+	return fmt.Sprintf("failed (exit %d)", exit)
+}
+
 func newCheckpointCmd(g *globals, io *IO) *cobra.Command {
 	var rev, actor string
 	var asJSON bool
@@ -158,11 +166,7 @@ Exit status: 0 the gate passed; 4 it failed (the attempt is recorded); 1 error
 					return err
 				}
 			} else {
-				verdict := "passed"
-				if !d.Passed {
-					verdict = fmt.Sprintf("failed (exit %d)", d.ExitCode)
-				}
-				printWork(sio, res, "gate "+d.Gate+" "+verdict)
+				printWork(sio, res, "gate "+d.Gate+" "+verdict(d.Passed, d.ExitCode))
 			}
 			if !d.Passed {
 				return exitCode(4, nil)
@@ -211,11 +215,7 @@ Exit status: 0 every producer passed; 4 some failed (results are recorded);
 			} else {
 				for _, res := range results {
 					d := res.Data.(record.EvidenceResult)
-					verdict := "passed"
-					if !d.Passed {
-						verdict = fmt.Sprintf("failed (exit %d)", d.ExitCode)
-					}
-					printWork(sio, res, "evidence "+d.Producer+" "+verdict)
+					printWork(sio, res, "evidence "+d.Producer+" "+verdict(d.Passed, d.ExitCode))
 				}
 			}
 			if failed > 0 {
