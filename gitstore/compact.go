@@ -21,7 +21,7 @@ const largePack = 256 << 20
 // Compact merges packs when there are more than maxPacks. It returns the
 // number of packs merged. Callers serialize Compact across processes.
 func (r *Repo) Compact(maxPacks int) (int, error) {
-	if err := r.rescan(); err != nil {
+	if _, err := r.rescan(); err != nil {
 		return 0, err
 	}
 	r.mu.RLock()
@@ -54,7 +54,7 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	merged, err := r.writeEntries(entries)
+	merged, err := r.writeEntries(entries, "")
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +75,8 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	if err := syncDir(filepath.Join(r.dir, "pack")); err != nil {
 		return 0, err
 	}
-	return len(merge), r.rescan()
+	_, err = r.rescan()
+	return len(merge), err
 }
 
 // collectEntries returns every object of packs once, as raw pack entries.

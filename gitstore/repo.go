@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -31,6 +32,7 @@ type Repo struct {
 	mu         sync.RWMutex
 	packs      []*packIndex
 	known      map[string]bool
+	gen        uint64 // counts changes of packs; guarded by mu
 	alternates []*Repo
 
 	cacheMu    sync.Mutex
@@ -68,7 +70,7 @@ func openDepth(dir string, depth int) (*Repo, error) {
 		return nil, fmt.Errorf("object directory %s is not a directory", dir)
 	}
 	r := &Repo{dir: dir, known: map[string]bool{}, deltaCache: map[deltaKey]cachedObject{}}
-	if err := r.rescan(); err != nil {
+	if _, err := r.rescan(); err != nil {
 		return nil, err
 	}
 	if depth < 5 {
@@ -110,13 +112,22 @@ func (r *Repo) Close() error {
 	return nil
 }
 
+// testHookListed, when set, runs in rescan between the listing of the pack
+// directory and the opening of the packs it found (tests force races there).
+var testHookListed func(r *Repo)
+
 // rescan maps packs that appeared since the last scan and retires those whose
-// files are gone.
-func (r *Repo) rescan() error {
+// files are gone. It reports unsettled when a listed pack vanished before it
+// could be opened: a repack or compaction was under way, and the listing no
+// longer shows the directory as it is.
+func (r *Repo) rescan() (unsettled bool, err error) {
 	packDir := filepath.Join(r.dir, "pack")
 	ents, err := os.ReadDir(packDir)
 	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("read %s: %w", packDir, err)
+		return false, fmt.Errorf("read %s: %w", packDir, err)
+	}
+	if testHookListed != nil {
+		testHookListed(r)
 	}
 	present := map[string]bool{}
 	var fresh []*packIndex
@@ -133,7 +144,13 @@ func (r *Repo) rescan() error {
 		}
 		p, err := openPack(base)
 		if err != nil {
-			// A pack being written or removed right now; the next scan sees it settled.
+			// Removed since the listing: what replaced it (a merged pack)
+			// may have been written after the listing, so the caller
+			// scans again. Any other failure is a pack that does not
+			// parse; it is left out, as git leaves it out.
+			if errors.Is(err, fs.ErrNotExist) {
+				unsettled = true
+			}
 			continue
 		}
 		fresh = append(fresh, p)
@@ -142,10 +159,12 @@ func (r *Repo) rescan() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	kept := r.packs[:0:0]
+	changed := false
 	for _, p := range r.packs {
 		if present[p.name] {
 			kept = append(kept, p)
 		} else {
+			changed = true
 			delete(r.known, p.name)
 			r.lastPack.CompareAndSwap(p, nil)
 			r.dropCached(p)
@@ -157,13 +176,35 @@ func (r *Repo) rescan() error {
 			p.close()
 			continue
 		}
+		changed = true
 		r.known[p.name] = true
 		kept = append(kept, p)
 	}
 	// Newest first: recent objects are the ones most often read.
 	sort.SliceStable(kept, func(i, j int) bool { return kept[i].mtime > kept[j].mtime })
 	r.packs = kept
-	return nil
+	if changed {
+		r.gen++
+	}
+	return unsettled, nil
+}
+
+// maxRescans bounds the rescans of one lookup while packs keep changing.
+const maxRescans = 10
+
+// settled rescans after a lookup that missed on the pack set of generation
+// gen. It reports whether the miss stands: the packs mapped now are those of
+// gen and the listing saw no pack vanish, so the directory held no other
+// pack at that moment. Otherwise the lookup is worth repeating.
+func (r *Repo) settled(gen uint64) (bool, error) {
+	unsettled, err := r.rescan()
+	if err != nil {
+		return false, err
+	}
+	r.mu.RLock()
+	same := r.gen == gen
+	r.mu.RUnlock()
+	return same && !unsettled, nil
 }
 
 // addPack registers a pack this process just wrote.
@@ -180,6 +221,7 @@ func (r *Repo) addPack(base string) error {
 	}
 	r.known[base] = true
 	r.packs = append([]*packIndex{p}, r.packs...)
+	r.gen++
 	return nil
 }
 
@@ -192,16 +234,26 @@ func (r *Repo) PackCount() int {
 
 // Read returns the type and bytes of object id. It does not re-hash them;
 // callers that must not trust the store use ReadVerified.
+//
+// A miss is reported only after a rescan found the packs it searched to be
+// those on disk: a concurrent repack or compaction (this process's, another
+// one's or git's) that replaces packs between a listing and the opening of
+// what it listed makes the lookup run again, up to maxRescans times.
 func (r *Repo) Read(id Oid) (ObjectType, []byte, error) {
-	for attempt := 0; attempt < 2; attempt++ {
-		t, data, err := r.readOnce(id)
+	for round := 0; ; round++ {
+		t, data, gen, err := r.readOnce(id)
 		if err == nil || !errors.Is(err, ErrMissing) {
 			return t, data, err
 		}
-		if attempt == 0 {
-			if err := r.rescan(); err != nil {
-				return 0, nil, err
-			}
+		if round == maxRescans {
+			break
+		}
+		ok, err := r.settled(gen)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ok {
+			break
 		}
 	}
 	for _, a := range r.alternates {
@@ -236,17 +288,23 @@ func (r *Repo) ReadType(id Oid, want ObjectType) ([]byte, error) {
 	return data, nil
 }
 
-// Has reports whether id is stored.
+// Has reports whether id is stored. Like Read, it answers false only after
+// a rescan that found the pack directory settled.
 func (r *Repo) Has(id Oid) bool {
-	if r.findPacked(id) != nil {
-		return true
-	}
-	if _, err := os.Stat(r.loosePath(id)); err == nil {
-		return true
-	}
-	_ = r.rescan()
-	if r.findPacked(id) != nil {
-		return true
+	for round := 0; ; round++ {
+		p, gen := r.findPacked(id)
+		if p != nil {
+			return true
+		}
+		if _, err := os.Stat(r.loosePath(id)); err == nil {
+			return true
+		}
+		if round == maxRescans {
+			break
+		}
+		if ok, err := r.settled(gen); ok || err != nil {
+			break
+		}
 	}
 	for _, a := range r.alternates {
 		if a.Has(id) {
@@ -256,21 +314,25 @@ func (r *Repo) Has(id Oid) bool {
 	return false
 }
 
-func (r *Repo) findPacked(id Oid) *packIndex {
+// findPacked returns the mapped pack holding id, or nil, and the generation
+// of the pack set it searched.
+func (r *Repo) findPacked(id Oid) (*packIndex, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, p := range r.packs {
 		if p.find(id) >= 0 {
-			return p
+			return p, r.gen
 		}
 	}
-	return nil
+	return nil, r.gen
 }
 
-func (r *Repo) readOnce(id Oid) (ObjectType, []byte, error) {
+// readOnce reads id and returns the generation of the pack set it searched.
+func (r *Repo) readOnce(id Oid) (ObjectType, []byte, uint64, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.readLocked(id)
+	t, data, err := r.readLocked(id)
+	return t, data, r.gen, err
 }
 
 // readLocked reads id from the mapped packs or as a loose object; r.mu is

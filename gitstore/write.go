@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"hash/adler32"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -82,11 +85,48 @@ func writeEntryHeader(b *bytes.Buffer, typ int, size int64) {
 	b.WriteByte(c)
 }
 
+// Temporary files of a writer carry bernstein's own prefixes, not git's
+// tmp_pack_ and tmp_idx_, so that CleanStale can tell what a killed writer
+// left from what a live git is writing. They still begin with "tmp_", which
+// `git prune` removes once they are old (at once with --prune=now).
+const (
+	tmpPrefix     = "tmp_bernstein_"
+	tmpPackPrefix = tmpPrefix + "pack_"
+	tmpIdxPrefix  = tmpPrefix + "idx_"
+	tmpKeepPrefix = tmpPrefix + "keep_"
+)
+
+// KeepPrefix begins the content of every .keep file bernstein writes;
+// CleanStale removes only keep files that begin with it.
+const KeepPrefix = "bernstein "
+
+// testHookRename, when set, runs just before each rename into the pack
+// directory, with the final path.
+var testHookRename func(to string)
+
 // WritePack stores objects as one new pack and its index, both synced to disk
 // and renamed into place (and the directory synced) before it returns. It
 // returns the pack's base path. Objects already stored are written again
 // only if listed; git tolerates duplicates across packs.
 func (r *Repo) WritePack(objects []Object) (string, error) {
+	return r.writePack(objects, "")
+}
+
+// WritePackKept is WritePack for objects that no ref reaches yet: the pack
+// is protected by a <base>.keep file holding keepMsg (which must begin with
+// KeepPrefix), so that `git repack -ad` and `git gc` neither delete nor
+// prune it. The keep file is synced and in place before the pack and its
+// index are renamed into place: there is no instant at which the pack is
+// visible without it. Once refs reach the objects, the caller removes the
+// keep with Unkeep.
+func (r *Repo) WritePackKept(objects []Object, keepMsg string) (string, error) {
+	if !strings.HasPrefix(keepMsg, KeepPrefix) {
+		return "", fmt.Errorf("keep message %q does not begin with %q", keepMsg, KeepPrefix)
+	}
+	return r.writePack(objects, keepMsg)
+}
+
+func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 	if len(objects) == 0 {
 		return "", nil
 	}
@@ -99,10 +139,84 @@ func (r *Repo) WritePack(objects []Object) (string, error) {
 		seen[o.ID] = true
 		entries = append(entries, encodeEntry(o))
 	}
-	return r.writeEntries(entries)
+	return r.writeEntries(entries, keepMsg)
 }
 
-func (r *Repo) writeEntries(entries []packEntry) (string, error) {
+// Unkeep removes the keep file of the pack at base (a path WritePackKept
+// returned); a missing keep file is not an error. Nothing is synced: a keep
+// that a crash brings back only protects the pack longer, and CleanStale
+// removes it.
+func (r *Repo) Unkeep(base string) error {
+	if base == "" {
+		return nil // WritePackKept of no objects
+	}
+	if err := os.Remove(base + ".keep"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// CleanStale removes from the pack directory what a killed bernstein writer
+// left: its temporary files and its keep files (those whose content begins
+// with KeepPrefix). git's temporary files and keep files, and keep files of
+// any other content, are left alone. The caller holds the cross-process
+// writer lock, so no live bernstein writer owns any of them. It returns the
+// paths removed.
+func (r *Repo) CleanStale() ([]string, error) {
+	packDir := filepath.Join(r.dir, "pack")
+	ents, err := os.ReadDir(packDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		n := e.Name()
+		path := filepath.Join(packDir, n)
+		switch {
+		case strings.HasPrefix(n, tmpPrefix):
+		case strings.HasSuffix(n, ".keep") && e.Type().IsRegular():
+			if ours, err := isOurKeep(path); err != nil || !ours {
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+		default:
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// isOurKeep reports whether the keep file at path was written by bernstein.
+func isOurKeep(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var b [len(KeepPrefix)]byte
+	n, err := io.ReadFull(f, b[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return false, err
+	}
+	return string(b[:n]) == KeepPrefix, nil
+}
+
+// writeEntries writes entries as one pack and its index, and a keep file
+// holding keepMsg unless it is empty, and returns the pack's base path.
+func (r *Repo) writeEntries(entries []packEntry, keepMsg string) (string, error) {
 	packDir := filepath.Join(r.dir, "pack")
 	if err := os.MkdirAll(packDir, 0o755); err != nil {
 		return "", err
@@ -131,39 +245,64 @@ func (r *Repo) writeEntries(entries []packEntry) (string, error) {
 
 	name := "pack-" + hex.EncodeToString(sum)
 	base := filepath.Join(packDir, name)
-	// The two files are written and synced side by side (the disk takes
-	// both flushes together); the pack is renamed into place before its
-	// index, which is what makes it visible.
-	var packTmp string
-	var packErr error
-	done := make(chan struct{})
-	go func() {
-		packTmp, packErr = writeTemp(packDir, "tmp_pack_", pack)
-		close(done)
-	}()
-	idxTmp, idxErr := writeTemp(packDir, "tmp_idx_", idx)
-	<-done
-	if packErr != nil || idxErr != nil {
-		os.Remove(packTmp)
-		os.Remove(idxTmp)
-		return "", errors.Join(packErr, idxErr)
+	// The files are written and synced side by side (the disk takes the
+	// flushes together), then renamed into place in the order that keeps
+	// every instant safe: the keep first, so that the pack is never
+	// visible unprotected; the pack before its index, which is what makes
+	// it visible.
+	type file struct {
+		prefix, ext string
+		data        []byte
 	}
-	if err := os.Rename(packTmp, base+".pack"); err != nil {
-		os.Remove(packTmp)
-		os.Remove(idxTmp)
+	files := []file{{tmpPackPrefix, ".pack", pack}, {tmpIdxPrefix, ".idx", idx}}
+	if keepMsg != "" {
+		files = append([]file{{tmpKeepPrefix, ".keep", []byte(keepMsg + "\n")}}, files...)
+	}
+	tmps := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files[1:] {
+		wg.Go(func() { tmps[i+1], errs[i+1] = writeTemp(packDir, f.prefix, f.data) })
+	}
+	tmps[0], errs[0] = writeTemp(packDir, files[0].prefix, files[0].data)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		removeAll(tmps...)
 		return "", err
 	}
-	if err := os.Rename(idxTmp, base+".idx"); err != nil {
-		os.Remove(idxTmp)
+	// A write that fails leaves no keep: its caller moves no ref, and the
+	// objects are git's to collect.
+	fail := func(err error) (string, error) {
+		if keepMsg != "" {
+			os.Remove(base + ".keep")
+		}
 		return "", err
+	}
+	for i, f := range files {
+		if testHookRename != nil {
+			testHookRename(base + f.ext)
+		}
+		if err := os.Rename(tmps[i], base+f.ext); err != nil {
+			removeAll(tmps[i:]...)
+			return fail(err)
+		}
 	}
 	if err := syncDir(packDir); err != nil {
-		return "", err
+		return fail(err)
 	}
 	if err := r.addPack(base); err != nil {
-		return "", err
+		return fail(err)
 	}
 	return base, nil
+}
+
+// removeAll removes the named files, ignoring empty names and errors.
+func removeAll(paths ...string) {
+	for _, p := range paths {
+		if p != "" {
+			os.Remove(p)
+		}
+	}
 }
 
 // encodeIndex builds a version 2 pack index.

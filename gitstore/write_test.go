@@ -292,6 +292,13 @@ func runChild(spec string) int {
 			return 1
 		}
 		fmt.Println(base)
+	case "writekept":
+		base, err := r.WritePackKept([]Object{blob("kept one\n"), blob("kept two\n")}, "bernstein durable")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(base)
 	case "compact":
 		n, err := r.Compact(1)
 		if err != nil {
@@ -389,9 +396,10 @@ func traceChild(t *testing.T, spec string) ([]sysEvent, string) {
 	return evs, string(out)
 }
 
-// checkDurableWrite checks the system calls that put base in place and
-// returns the index of the directory sync that made it durable.
-func checkDurableWrite(t *testing.T, evs []sysEvent, base string) int {
+// checkDurableWrite checks the system calls that put base in place (and its
+// keep file, if kept) and returns the index of the directory sync that made
+// it durable.
+func checkDurableWrite(t *testing.T, evs []sysEvent, base string, kept bool) int {
 	t.Helper()
 	find := func(call, path string, from int) int {
 		for i := from; i < len(evs); i++ {
@@ -402,13 +410,17 @@ func checkDurableWrite(t *testing.T, evs []sysEvent, base string) int {
 		return -1
 	}
 	renamed := map[string]int{}
-	for _, ext := range []string{".pack", ".idx"} {
+	exts := []string{".pack", ".idx"}
+	if kept {
+		exts = append(exts, ".keep")
+	}
+	for _, ext := range exts {
 		ri := find("rename", base+ext, 0)
 		if ri < 0 {
 			t.Fatalf("%s%s was not renamed into place: %+v", base, ext, evs)
 		}
 		tmp := evs[ri].from
-		if !strings.HasPrefix(filepath.Base(tmp), "tmp_") || filepath.Dir(tmp) != filepath.Dir(base) {
+		if !strings.HasPrefix(filepath.Base(tmp), tmpPrefix) || filepath.Dir(tmp) != filepath.Dir(base) {
 			t.Fatalf("%s%s renamed from %s", base, ext, tmp)
 		}
 		if si := find("fsync", tmp, 0); si < 0 || si > ri {
@@ -419,6 +431,12 @@ func checkDurableWrite(t *testing.T, evs []sysEvent, base string) int {
 	if renamed[".pack"] > renamed[".idx"] {
 		t.Fatal("the .idx was renamed into place before the .pack")
 	}
+	if kept && renamed[".keep"] > renamed[".pack"] {
+		t.Fatal("the .pack was renamed into place before its .keep")
+	}
+	if !kept && find("rename", base+".keep", 0) >= 0 {
+		t.Fatal("an unkept write renamed a .keep into place")
+	}
 	di := find("fsync", filepath.Dir(base), renamed[".idx"])
 	if di < 0 {
 		t.Fatalf("pack directory not synced after the renames: %+v", evs)
@@ -428,13 +446,22 @@ func checkDurableWrite(t *testing.T, evs []sysEvent, base string) int {
 
 func TestWritePackIsDurable(t *testing.T) {
 	t.Parallel()
-	dir := newBare(t)
-	evs, out := traceChild(t, "write:"+filepath.Join(dir, "objects"))
-	base := strings.TrimSpace(out)
-	checkDurableWrite(t, evs, base)
-	noTempFiles(t, dir)
-	if ids, _, _ := verifyPack(t, dir, base); len(ids) != 2 {
-		t.Fatalf("verify-pack lists %d objects", len(ids))
+	for _, mode := range []string{"write", "writekept"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			dir := newBare(t)
+			evs, out := traceChild(t, mode+":"+filepath.Join(dir, "objects"))
+			base := strings.TrimSpace(out)
+			kept := mode == "writekept"
+			checkDurableWrite(t, evs, base, kept)
+			noTempFiles(t, dir)
+			if ids, _, _ := verifyPack(t, dir, base); len(ids) != 2 {
+				t.Fatalf("verify-pack lists %d objects", len(ids))
+			}
+			if b, err := os.ReadFile(base + ".keep"); kept != (err == nil) || kept && string(b) != "bernstein durable\n" {
+				t.Fatalf("keep file: %q, %v", b, err)
+			}
+		})
 	}
 }
 
@@ -458,7 +485,7 @@ func TestCompactIsDurable(t *testing.T) {
 	if len(bases) != 1 {
 		t.Fatalf("%d packs after Compact", len(bases))
 	}
-	di := checkDurableWrite(t, evs, bases[0])
+	di := checkDurableWrite(t, evs, bases[0], false)
 	for _, b := range old {
 		ii, pi := -1, -1
 		for i, e := range evs {
