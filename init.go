@@ -210,7 +210,11 @@ func (t *tx) publishKey() (bool, error) {
 // PublishedKeys reads refs/bernstein/keys: writer -> authorized key line.
 // These keys are not trusted by themselves; see Options.AllowedSigners.
 func (s *Store) PublishedKeys() (map[string]string, error) {
-	head, err := s.refs.ReadOptional(refs.Keys)
+	return s.publishedKeys(s.refs)
+}
+
+func (s *Store) publishedKeys(view refs.Source) (map[string]string, error) {
+	head, err := view.ReadOptional(refs.Keys)
 	if err != nil || head.IsZero() {
 		return map[string]string{}, err
 	}

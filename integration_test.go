@@ -3,6 +3,7 @@ package bernstein_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,8 +50,18 @@ func TestPlainGitAgrees(t *testing.T) {
 	if record.Sum([]byte(shown)) != v2.ContentHash {
 		t.Fatalf("content hash of what git shows differs from the receipt")
 	}
-	if diff := f.git("diff", "--name-only", journal+"~1", journal); strings.TrimSpace(diff) != "artifacts/summary/v2.json" {
-		t.Fatalf("git diff of the last row shows %q", diff)
+	// Each row's commit holds exactly the row's own file: what it added.
+	if files := f.git("ls-tree", "-r", "--name-only", journal); strings.TrimSpace(files) != "artifacts/summary/v2.json" {
+		t.Fatalf("the last row's tree holds %q", files)
+	}
+	if diff := f.git("diff", "--diff-filter=A", "--name-only", journal+"~1", journal); strings.TrimSpace(diff) != "artifacts/summary/v2.json" {
+		t.Fatalf("git diff of the last row adds %q", diff)
+	}
+	// Every version sits at its own row's commit.
+	for i, path := range []string{"artifacts/summary/v1.json", "artifacts/scores/v1.json", "artifacts/preview/v1.json"} {
+		if _, err := f.gitErr("show", fmt.Sprintf("%s~%d:%s", journal, 3-i, path)); err != nil {
+			t.Fatalf("git show of %s at its row: %v", path, err)
+		}
 	}
 
 	// Every spine and audit commit verifies with the published allowed_signers.

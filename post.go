@@ -215,10 +215,9 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 	}, nil
 }
 
-// ArtifactPath is where version n of key sits in the journal tree.
-func ArtifactPath(key string, version int64) string {
-	return fmt.Sprintf("artifacts/%s/v%d.json", key, version)
-}
+// ArtifactPath is where version n of key sits in the tree of the journal
+// commit that posts it.
+func ArtifactPath(key string, version int64) string { return record.ArtifactPath(key, version) }
 
 func gitBlobID(b []byte) string {
 	return gitstore.HashObject(gitstore.TypeBlob, b).String()

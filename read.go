@@ -9,23 +9,14 @@ import (
 	"github.com/bernstein/bernstein/verify"
 )
 
-// Verifier returns a verifier over the repository as it is now: the spines
-// indexed, the pinned keys trusted, the published keys known.
-func (s *Store) Verifier() (*verify.Verifier, error) {
-	env, err := s.VerifyEnv()
-	if err != nil {
-		return nil, err
-	}
-	return verify.NewVerifier(env)
-}
-
-// VerifyEnv assembles what verification reads.
-func (s *Store) VerifyEnv() (*verify.Env, error) {
+// VerifyEnv assembles what verification reads: the refs of view (one
+// consistent snapshot), the pinned keys, the published keys.
+func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {
 	trust, err := s.Trust()
 	if err != nil {
 		return nil, err
 	}
-	published, err := s.PublishedKeys()
+	published, err := s.publishedKeys(view)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", refs.Keys, err)
 	}
@@ -37,7 +28,7 @@ func (s *Store) VerifyEnv() (*verify.Env, error) {
 		}
 		pub[w] = k
 	}
-	return &verify.Env{Objects: s.objects, Refs: s.refs, Trust: trust, Published: pub}, nil
+	return &verify.Env{Objects: s.objects, Refs: view, Trust: trust, Published: pub}, nil
 }
 
 // Artifacts verifies every artifact version of task.
@@ -45,10 +36,18 @@ func (s *Store) Artifacts(task string) (*verify.TaskReport, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	if err := s.requireTask(task); err != nil {
+	view, err := s.view(task)
+	if err != nil {
 		return nil, err
 	}
-	v, err := s.Verifier()
+	if err := requireTask(view, task); err != nil {
+		return nil, err
+	}
+	env, err := s.VerifyEnv(view)
+	if err != nil {
+		return nil, err
+	}
+	v, err := verify.NewVerifier(env)
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +55,9 @@ func (s *Store) Artifacts(task string) (*verify.TaskReport, error) {
 }
 
 // requireTask returns ErrUnknownTask unless task has a ledger or a journal.
-func (s *Store) requireTask(task string) error {
+func requireTask(view refs.Source, task string) error {
 	for _, ref := range []string{refs.Ledger(task), refs.Journal(task)} {
-		o, err := s.refs.ReadOptional(ref)
+		o, err := view.ReadOptional(ref)
 		if err != nil {
 			return err
 		}
@@ -71,7 +70,11 @@ func (s *Store) requireTask(task string) error {
 
 // Productions lists the artifact keys the local lineage spines carry.
 func (s *Store) Productions() ([]verify.Production, error) {
-	env, err := s.VerifyEnv()
+	view, err := s.refs.Snapshot(refs.SpinePrefix, refs.Keys)
+	if err != nil {
+		return nil, err
+	}
+	env, err := s.VerifyEnv(view)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +99,17 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 		if err := validateTask(o.Task); err != nil {
 			return nil, err
 		}
-		if err := s.requireTask(o.Task); err != nil {
+	}
+	view, err := s.view("")
+	if err != nil {
+		return nil, err
+	}
+	if o.Task != "" {
+		if err := requireTask(view, o.Task); err != nil {
 			return nil, err
 		}
 	}
-	env, err := s.VerifyEnv()
+	env, err := s.VerifyEnv(view)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ type journalState struct {
 	Task string
 	Rows int64
 	Head record.Hash
-	Tree gitstore.Oid
 	Keys map[string]keyState
 	// Progress is the journal half of the progress fold.
 	Progress progress.Journal
@@ -112,7 +111,6 @@ func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, e
 		if err := st.apply(row, record.Sum(cc.Record)); err != nil {
 			return nil, err
 		}
-		st.Tree = cc.Commit.Tree
 	}
 	s.stateMu.Lock()
 	s.journals[task] = journalCache{head, st}

@@ -35,6 +35,9 @@ type Options struct {
 	LockWait time.Duration
 	// Now supplies commit timestamps (display metadata only).
 	Now func() time.Time
+	// Warn receives problems that arise after a write was committed (the
+	// write stands; the next writer finishes what is left). Nil discards them.
+	Warn func(msg string)
 }
 
 // ErrNotRepository reports a directory that is not in a git repository.
@@ -169,12 +172,27 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the store's co-process and mapped packs.
+// Close waits for the store's commit loop and releases its mapped packs.
 func (s *Store) Close() error {
 	s.loops.Wait()
-	err := s.txr.Close()
-	s.objects.Close()
-	return err
+	return s.objects.Close()
+}
+
+// warn reports a problem that does not undo a committed write.
+func (s *Store) warn(format string, args ...any) {
+	if s.opts.Warn != nil {
+		s.opts.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// view takes one consistent snapshot of the refs a read needs: those of one
+// task with every spine and audit mirror and the keys, or (task "") every
+// bernstein ref.
+func (s *Store) view(task string) (*refs.Snapshot, error) {
+	if task == "" {
+		return s.refs.Snapshot(refs.Prefix)
+	}
+	return s.refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys)
 }
 
 // GitDir returns the repository's (common) git directory.

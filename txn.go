@@ -152,6 +152,10 @@ func (s *Store) runBatch(batch []*pendingOp) {
 		return
 	}
 	defer unlock()
+	if err := s.finishInterrupted(); err != nil {
+		finish(err)
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		t := &tx{s: s, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
 		for i, o := range batch {
@@ -164,20 +168,57 @@ func (s *Store) runBatch(batch []*pendingOp) {
 				}
 			}
 		}
-		err := t.commit()
-		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
+		out, err := t.commit()
+		if out == refs.NotCommitted && errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// Someone outside bernstein's writer lock moved a ref: redo the batch
 			// on the new heads.
 			continue
 		}
-		if err == nil {
+		if out != refs.NotCommitted {
 			s.remember(t)
+			if err != nil {
+				// Past the commit point the write stands: what is left is
+				// finished by the next writer, and readers already see it whole.
+				s.warn("the write is committed, but finishing it failed (the next write completes it): %v", err)
+				err = nil
+			}
 		}
 		finish(err)
 		break
 	}
 	s.maybeCompact()
 }
+
+// finishInterrupted completes or discards the transactions of writers that
+// were killed mid-commit (their intents sit in the .keep files of their
+// packs), then clears what they left in the pack directory. It runs under
+// the writer lock before every batch, so a write never builds on a
+// transaction half moved.
+func (s *Store) finishInterrupted() error {
+	pending, err := refs.PendingIntents(s.packDir())
+	if err != nil {
+		return fmt.Errorf("read interrupted writes: %w", err)
+	}
+	for _, p := range pending {
+		if _, err := s.txr.Recover(p); err != nil {
+			if !errors.Is(err, refs.ErrConflict) {
+				return fmt.Errorf("finish the write interrupted in %s: %w", filepath.Base(p.Keep), err)
+			}
+			// Someone else moved a ref the interrupted write meant to move:
+			// finishing it would undo their move. The rest of it stands.
+			s.warn("an interrupted write could not be finished: %v", err)
+		}
+		if err := os.Remove(p.Keep); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if _, err := s.objects.CleanStale(); err != nil {
+		s.warn("clean the pack directory: %v", err)
+	}
+	return nil
+}
+
+func (s *Store) packDir() string { return filepath.Join(s.objects.Dir(), "pack") }
 
 // lockWriters serializes bernstein writers across processes on this
 // repository. The lock dies with its process, so a killed writer never
@@ -224,8 +265,11 @@ func (t *tx) restore(sp savepoint) {
 	}
 }
 
-// commit writes the batch's objects as one pack and moves its refs at once.
-func (t *tx) commit() error {
+// commit writes the batch's objects as one kept pack whose .keep file holds
+// the transaction's intent, then moves its refs at once. The keep shields
+// the objects from git maintenance until the refs reach them; removing it
+// retires the intent.
+func (t *tx) commit() (refs.Outcome, error) {
 	var updates []refs.Update
 	for _, c := range t.chains {
 		if c.dirty && c.head != c.old {
@@ -233,19 +277,35 @@ func (t *tx) commit() error {
 		}
 	}
 	if len(updates) == 0 {
-		return nil
+		return refs.Committed, nil
 	}
-	objs := t.objects
-	if !t.s.objects.HasEmptyTree() {
-		objs = append(objs, gitstore.NewObject(gitstore.TypeTree, nil))
+	// Every pack carries the empty tree its commits may use: an object found
+	// only in some other, unreferenced pack could be pruned under us.
+	objs := append(t.objects, gitstore.NewObject(gitstore.TypeTree, nil))
+	intent := refs.Intent{Updates: updates}.Encode()
+	base, err := t.s.objects.WritePackKept(objs, intent)
+	if err != nil {
+		return refs.NotCommitted, fmt.Errorf("write objects: %w", err)
 	}
-	if _, err := t.s.objects.WritePack(objs); err != nil {
-		return fmt.Errorf("write objects: %w", err)
+	if err := refs.FaultPoint("packed"); err != nil {
+		return refs.NotCommitted, err
 	}
-	if err := t.s.txr.Apply(updates); err != nil {
-		return err
+	out, err := t.s.txr.Apply(updates)
+	if errors.Is(err, refs.ErrFault) {
+		return out, err
 	}
-	return nil
+	switch out {
+	case refs.NotCommitted:
+		// Nothing moved: the pack is garbage for git's gc.
+		t.s.objects.Unkeep(base)
+		return out, err
+	case refs.CommittedPending:
+		return out, err
+	}
+	if err := t.s.objects.Unkeep(base); err != nil {
+		return refs.CommittedPending, err
+	}
+	return refs.Committed, nil
 }
 
 // remember caches the states of the chains a committed batch moved.
@@ -325,7 +385,7 @@ func (t *tx) journalChain(task string) (*chainState, error) {
 			return err
 		}
 		c.journal = st
-		c.next, c.last, c.tree = st.Rows, string(st.Head), st.Tree
+		c.next, c.last = st.Rows, string(st.Head)
 		return nil
 	})
 	if err == nil && c.journal == nil {
@@ -410,39 +470,6 @@ func (t *tx) readTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
 	return t.s.readTree(id)
 }
 
-// setPath returns a tree like root with blob at path (slash separated).
-func (t *tx) setPath(root gitstore.Oid, path string, blob gitstore.Oid) (gitstore.Oid, error) {
-	parts := strings.Split(path, "/")
-	var es []gitstore.TreeEntry
-	if !root.IsZero() {
-		var err error
-		if es, err = t.readTree(root); err != nil {
-			return gitstore.ZeroOid, err
-		}
-	}
-	out := make([]gitstore.TreeEntry, 0, len(es)+1)
-	var sub gitstore.Oid
-	for _, e := range es {
-		if e.Name == parts[0] {
-			if len(parts) > 1 && e.IsTree() {
-				sub = e.ID
-			}
-			continue
-		}
-		out = append(out, e)
-	}
-	if len(parts) == 1 {
-		out = append(out, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: parts[0], ID: blob})
-	} else {
-		id, err := t.setPath(sub, strings.Join(parts[1:], "/"), blob)
-		if err != nil {
-			return gitstore.ZeroOid, err
-		}
-		out = append(out, gitstore.TreeEntry{Mode: gitstore.ModeTree, Name: parts[0], ID: id})
-	}
-	return t.addTree(out), nil
-}
-
 // addBlob stores a blob and returns its id.
 func (t *tx) addBlob(data []byte) gitstore.Oid {
 	o := gitstore.NewObject(gitstore.TypeBlob, data)
@@ -486,21 +513,25 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	return row, c, nil
 }
 
-// appendJournal appends a row to a task's journal; files are blobs added to
-// the journal tree at the given paths.
+// appendJournal appends a row to a task's journal. The row's commit tree
+// holds the row's own files (artifact versions, command outputs, patches) and
+// nothing else: a post costs the same whatever the journal holds already, and
+// `git show <row commit>:<path>` shows each file.
 func (t *tx) appendJournal(task string, row record.Row, summary string, files map[string][]byte) (*chainState, error) {
 	c, err := t.journalChain(task)
 	if err != nil {
 		return nil, err
 	}
 	t.own(c)
-	tree := c.tree
+	blobs := make(map[string]gitstore.Oid, len(files))
 	for path, data := range files {
-		blob := t.addBlob(data)
-		if tree, err = t.setPath(tree, path, blob); err != nil {
-			return nil, err
-		}
+		blobs[path] = t.addBlob(data)
 	}
+	tree, trees, err := gitstore.TreeOf(blobs)
+	if err != nil {
+		return nil, err
+	}
+	t.objects = append(t.objects, trees...)
 	b := row.Bytes()
 	if err := c.journal.apply(row, record.Sum(b)); err != nil {
 		return nil, err
@@ -508,7 +539,6 @@ func (t *tx) appendJournal(task string, row record.Row, summary string, files ma
 	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), false); err != nil {
 		return nil, err
 	}
-	c.journal.Tree = tree
 	c.next, c.last = row.Index+1, string(record.Sum(b))
 	return c, nil
 }

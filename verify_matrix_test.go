@@ -570,12 +570,10 @@ func (r *mxRepo) rewriteJournal(task string, edit func([]mxRow) []mxRow) []recor
 	return r.writeJournal(task, edit(r.journal(task)))
 }
 
-// setFrom applies a tree edit to the rows from index i on: journal trees
-// carry the previous tree forward, so a consistent forger edits them all.
-func (r *mxRepo) setFrom(rows []mxRow, i int, set map[string]gitstore.Oid, remove ...string) {
-	for ; i < len(rows); i++ {
-		rows[i].Tree = r.editTree(rows[i].Tree, set, remove...)
-	}
+// setRow applies a tree edit to row i: a journal commit's tree holds only
+// its own row's files, so a consistent forger edits that tree alone.
+func (r *mxRepo) setRow(rows []mxRow, i int, set map[string]gitstore.Oid, remove ...string) {
+	rows[i].Tree = r.editTree(rows[i].Tree, set, remove...)
 }
 
 func (r *mxRepo) journalTasks() []string {
@@ -1019,7 +1017,7 @@ func TestVerifyMatrix(t *testing.T) {
 			a := rows[3].art(t)
 			a.Key = "previex"
 			rows[3].setArt(a)
-			r.setFrom(rows, 3, map[string]gitstore.Oid{"artifacts/previex/v1.json": mustOid(t, a.Blob)}, "artifacts/preview/v1.json")
+			r.setRow(rows, 3, map[string]gitstore.Oid{"artifacts/previex/v1.json": mustOid(t, a.Blob)}, "artifacts/preview/v1.json")
 			return rows
 		})
 		d, code := r.verify()
@@ -1037,7 +1035,7 @@ func TestVerifyMatrix(t *testing.T) {
 			a := rows[4].art(t)
 			a.Version = 4
 			rows[4].setArt(a)
-			r.setFrom(rows, 4, map[string]gitstore.Oid{"artifacts/summary/v4.json": mustOid(t, a.Blob)}, "artifacts/summary/v3.json")
+			r.setRow(rows, 4, map[string]gitstore.Oid{"artifacts/summary/v4.json": mustOid(t, a.Blob)}, "artifacts/summary/v3.json")
 			return rows
 		})
 		d, code := r.verify()
@@ -1059,7 +1057,7 @@ func TestVerifyMatrix(t *testing.T) {
 			a := rows[2].art(t)
 			a.ContentHash, a.Blob, a.Size = record.Sum(body), blob.String(), int64(len(body))
 			rows[2].setArt(a)
-			r.setFrom(rows, 2, map[string]gitstore.Oid{"artifacts/summary/v2.json": blob})
+			r.setRow(rows, 2, map[string]gitstore.Oid{"artifacts/summary/v2.json": blob})
 			return rows
 		})
 		d, code := r.verify()
@@ -1107,8 +1105,7 @@ func TestVerifyMatrix(t *testing.T) {
 			return rows[:5]
 		})
 		r.rewriteJournal(mxB, func(rows []mxRow) []mxRow {
-			moved.Row.TaskID = mxB
-			moved.Tree = r.editTree(rows[3].Tree, map[string]gitstore.Oid{"artifacts/scores/v2.json": mustOid(t, scores2.Blob)})
+			moved.Row.TaskID = mxB // its tree, holding only its own file, moves along
 			return append(rows, moved)
 		})
 		d, code := r.verify()
@@ -1129,7 +1126,7 @@ func TestVerifyMatrix(t *testing.T) {
 	run("3-delete-middle-row", func(t *testing.T, r *mxRepo) {
 		r.rewriteJournal(mxA, func(rows []mxRow) []mxRow {
 			rows = append(rows[:2:2], rows[3:]...)
-			r.setFrom(rows, 2, nil, "artifacts/summary/v2.json")
+			r.setRow(rows, 2, nil, "artifacts/summary/v2.json")
 			return rows
 		})
 		d, code := r.verify()
@@ -1199,7 +1196,7 @@ func TestVerifyMatrix(t *testing.T) {
 			}
 			last.it.Summary = "artifact_posted forged v1"
 			last.Row = row
-			last.Tree = r.editTree(last.Tree, map[string]gitstore.Oid{"artifacts/forged/v1.json": blob})
+			last.Tree = r.editTree(gitstore.EmptyTree, map[string]gitstore.Oid{"artifacts/forged/v1.json": blob})
 			return append(rows, last)
 		})
 		d, code := r.verify()
@@ -1280,7 +1277,7 @@ func TestVerifyMatrix(t *testing.T) {
 			a := rows[2].art(t)
 			a.ContentHash, a.Blob, a.Size = record.Sum(body), blob.String(), int64(len(body))
 			rows[2].setArt(a)
-			r.setFrom(rows, 2, map[string]gitstore.Oid{"artifacts/summary/v2.json": blob})
+			r.setRow(rows, 2, map[string]gitstore.Oid{"artifacts/summary/v2.json": blob})
 			return rows
 		})
 		m := r.resignSpine(mxAttacker(t), a2.Seq, func(e *record.SpineArtifactEntry) {
@@ -1477,9 +1474,9 @@ func TestVerifyMatrix(t *testing.T) {
 
 	// Beyond the issue's list: what plain git shows at the journal head, and
 	// partial rollbacks that only the audit mirror or the ledger remember.
-	run("12-head-tree-swapped", func(t *testing.T, r *mxRepo) {
-		// The head commit's tree (not its row) swaps an earlier version's
-		// file: `git show J:artifacts/summary/v1.json` prints the forgery.
+	run("12-row-tree-extra-file", func(t *testing.T, r *mxRepo) {
+		// The head commit's tree (not its row) gains an earlier version's
+		// path: `git show J:artifacts/summary/v1.json` prints the forgery.
 		_, blob := r.payload("forged v1, shown by git show at the journal head")
 		r.rewriteJournal(mxA, func(rows []mxRow) []mxRow {
 			rows[5].Tree = r.editTree(rows[5].Tree, map[string]gitstore.Oid{"artifacts/summary/v1.json": blob})
@@ -1492,8 +1489,8 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wVer(mxA, "summary", 1, 0, "journal_tree").saying("journal head's tree"))
-		checkVersions(t, d, tp.expect().set(mxA, 0, "tampered"))
+		expectFailures(t, d, wVer(mxA, "scores", 2, 5, "journal_tree").saying("not exactly its own artifacts/scores/v2.json"))
+		checkVersions(t, d, tp.expect().set(mxA, 5, "tampered"))
 	})
 
 	run("13-rollback-seal", func(t *testing.T, r *mxRepo) {

@@ -457,32 +457,36 @@ func (s *Store) ledgerState(task string) (*ledger.State, error) {
 	return s.ledgerStateAt(task, head)
 }
 
-// journalState reads the current journal fold of task (empty if none).
-func (s *Store) journalState(task string) (*journalState, gitstore.Oid, error) {
-	head, err := s.refs.ReadOptional(refs.Journal(task))
-	if err != nil {
-		return nil, head, err
-	}
-	if head.IsZero() {
-		return newJournalState(task), head, nil
-	}
-	st, err := s.journalStateAt(task, head)
-	return st, head, err
-}
-
-// current reads task's ledger and journal folds as they are now and projects
-// its progress vector from them.
+// current reads task's ledger and journal folds from one consistent view of
+// its refs and projects its progress vector from them.
 func (s *Store) current(task string) (*ledger.State, *journalState, progress.Wire, error) {
 	if err := validateTask(task); err != nil {
 		return nil, nil, progress.Wire{}, err
 	}
-	l, err := s.ledgerState(task)
+	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task))
 	if err != nil {
 		return nil, nil, progress.Wire{}, err
 	}
-	j, _, err := s.journalState(task)
+	lh, err := view.ReadOptional(refs.Ledger(task))
 	if err != nil {
 		return nil, nil, progress.Wire{}, err
+	}
+	if lh.IsZero() {
+		return nil, nil, progress.Wire{}, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+	}
+	l, err := s.ledgerStateAt(task, lh)
+	if err != nil {
+		return nil, nil, progress.Wire{}, err
+	}
+	jh, err := view.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return nil, nil, progress.Wire{}, err
+	}
+	j := newJournalState(task)
+	if !jh.IsZero() {
+		if j, err = s.journalStateAt(task, jh); err != nil {
+			return nil, nil, progress.Wire{}, err
+		}
 	}
 	return l, j, progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows), nil
 }

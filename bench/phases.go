@@ -42,7 +42,6 @@ func (b *bench) measurePhases(n, size int) (phaseCosts, error) {
 	}
 	defer repo.Close()
 	tx := &refs.Transactor{GitDir: gitDir}
-	defer tx.Close()
 
 	refJ, refS, refA := refs.Journal(benchTask), refs.Spine(benchWriter), refs.Audit(benchWriter)
 	oldA, err := (refs.Reader{Dir: gitDir}).ReadOptional(refA) // Init wrote the first audit entry
@@ -108,15 +107,12 @@ func (b *bench) measurePhases(n, size int) (phaseCosts, error) {
 		}
 		packs = append(packs, time.Since(t0))
 		t0 = time.Now()
-		err = tx.Apply([]refs.Update{{Ref: refJ, Old: headJ, New: newJ}, {Ref: refS, Old: headS, New: newS}, {Ref: refA, Old: headA, New: newA}})
+		_, err = tx.Apply([]refs.Update{{Ref: refJ, Old: headJ, New: newJ}, {Ref: refS, Old: headS, New: newS}, {Ref: refA, Old: headA, New: newA}})
 		moves = append(moves, time.Since(t0))
 		if err != nil {
 			return phaseCosts{}, fmt.Errorf("move refs: %w", err)
 		}
 		headJ, headS, headA = newJ, newS, newA
-	}
-	if err := tx.Close(); err != nil {
-		return phaseCosts{}, err
 	}
 	if err := checkCounts(dir, map[string]int{refJ: n, refS: n}); err != nil {
 		return phaseCosts{}, err

@@ -253,7 +253,7 @@ func runPost(b *bench) error {
 			pack, move, sign := time.Duration(median(pk)), time.Duration(median(rf)), time.Duration(median(sg))
 			b.printf("    the write path's steps timed alone (library packages, objects shaped like a post, %d iterations):\n", *flagPhaseIters)
 			b.printf("    %-66s %9s\n", "  gitstore.WritePack: 7 objects -> .pack+.idx, fsynced, renamed, dir", ms(pack))
-			b.printf("    %-66s %9s\n", "  refs.Transactor.Apply: 3 refs (git update-ref), 3 dir fsyncs", ms(move))
+			b.printf("    %-66s %9s\n", "  refs.Transactor.Apply: 3 refs (lock files, renames), 3 dir fsyncs", ms(move))
 			b.printf("    %-66s %9s\n", "  2 SSH commit signatures (spine, audit)", ms(sign))
 			b.printf("    %-66s %9s\n", "  rest (wall minus the above: records, JSON, heads, compaction)", ms(wall-pack-move-sign))
 		}

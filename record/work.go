@@ -1,5 +1,7 @@
 package record
 
+import "strconv"
+
 // The data of the journal rows that real work produces, run on the
 // orchestrator side. None carries a timestamp or a duration: rows are hashed.
 
@@ -48,4 +50,10 @@ type Output struct {
 	Hash      Hash   `json:"hash"`
 	Size      int64  `json:"size"`
 	Truncated bool   `json:"truncated"`
+}
+
+// ArtifactPath is where version n of key sits in the tree of the journal
+// commit that posts it: `git show <commit>:artifacts/<key>/v<n>.json`.
+func ArtifactPath(key string, version int64) string {
+	return "artifacts/" + key + "/v" + strconv.FormatInt(version, 10) + ".json"
 }

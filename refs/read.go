@@ -25,20 +25,9 @@ type Reader struct {
 
 // Read returns the object id ref points at.
 func (r Reader) Read(ref string) (gitstore.Oid, error) {
-	b, err := os.ReadFile(filepath.Join(r.Dir, filepath.FromSlash(ref)))
-	if err == nil {
-		s := strings.TrimSpace(string(b))
-		if strings.HasPrefix(s, "ref: ") {
-			return gitstore.ZeroOid, fmt.Errorf("%s is a symbolic ref", ref)
-		}
-		o, err := gitstore.ParseOid(s)
-		if err != nil {
-			return o, fmt.Errorf("ref %s: %w", ref, err)
-		}
-		return o, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscallEISDIR) {
-		return gitstore.ZeroOid, err
+	o, err := r.readLoose(ref)
+	if err != errNoLoose {
+		return o, err
 	}
 	packed, err := r.packed()
 	if err != nil {
@@ -48,6 +37,29 @@ func (r Reader) Read(ref string) (gitstore.Oid, error) {
 		return o, nil
 	}
 	return gitstore.ZeroOid, ErrNotFound
+}
+
+// errNoLoose reports that a ref has no loose file (it may be packed).
+var errNoLoose = errors.New("no loose ref")
+
+// readLoose reads ref's loose file.
+func (r Reader) readLoose(ref string) (gitstore.Oid, error) {
+	b, err := os.ReadFile(filepath.Join(r.Dir, filepath.FromSlash(ref)))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallEISDIR) {
+			return gitstore.ZeroOid, errNoLoose
+		}
+		return gitstore.ZeroOid, err
+	}
+	s := strings.TrimSpace(string(b))
+	if strings.HasPrefix(s, "ref: ") {
+		return gitstore.ZeroOid, fmt.Errorf("%s is a symbolic ref", ref)
+	}
+	o, err := gitstore.ParseOid(s)
+	if err != nil {
+		return o, fmt.Errorf("ref %s: %w", ref, err)
+	}
+	return o, nil
 }
 
 // ReadOptional is Read with a missing ref reported as the zero id.
@@ -89,23 +101,38 @@ func (r Reader) packed() (map[string]gitstore.Oid, error) {
 }
 
 // List returns every ref under prefix (which ends in '/') with its value,
-// loose refs overriding packed ones, sorted by name.
+// loose refs overriding packed ones, sorted by name. As git does, it reads
+// the loose refs before packed-refs: `git pack-refs` writes packed-refs
+// before it prunes the loose files, so no ref slips between the two reads.
 func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
+	out := map[string]gitstore.Oid{}
+	if err := r.walkLoose(prefix, func(name string, o gitstore.Oid) { out[name] = o }); err != nil {
+		return nil, nil, err
+	}
 	packed, err := r.packed()
 	if err != nil {
 		return nil, nil, err
 	}
-	out := map[string]gitstore.Oid{}
 	for name, o := range packed {
-		if strings.HasPrefix(name, prefix) {
+		if _, loose := out[name]; !loose && strings.HasPrefix(name, prefix) {
 			out[name] = o
 		}
 	}
+	names := make([]string, 0, len(out))
+	for n := range out {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return out, names, nil
+}
+
+// walkLoose calls fn for every loose ref under prefix.
+func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid)) error {
 	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+				return nil // removed meanwhile (git pack-refs prunes empty directories)
 			}
 			return err
 		}
@@ -117,27 +144,145 @@ func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
 			return err
 		}
 		name := filepath.ToSlash(rel)
-		b, err := os.ReadFile(path)
+		o, err := r.readLoose(name)
+		if err == errNoLoose {
+			return nil // deleted meanwhile: packed-refs, read before, holds it
+		}
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // deleted meanwhile
-			}
 			return err
 		}
-		o, err := gitstore.ParseOid(strings.TrimSpace(string(b)))
-		if err != nil {
-			return fmt.Errorf("ref %s: %w", name, err)
-		}
-		out[name] = o
+		fn(name, o)
 		return nil
 	})
+}
+
+// Source is what a reader of refs needs: one ref, or every ref under a
+// prefix. Reader reads the files as they are now; a Snapshot answers from one
+// consistent view.
+type Source interface {
+	ReadOptional(ref string) (gitstore.Oid, error)
+	List(prefix string) (map[string]gitstore.Oid, []string, error)
+}
+
+// Snapshot is the refs of a scope as they stood at one instant: read while
+// writers were held off their renames, with any transaction a killed writer
+// committed but did not finish taken as finished. A reader that works from
+// one Snapshot never sees a post half moved.
+type Snapshot struct {
+	vals  map[string]gitstore.Oid
+	names []string // sorted
+	scope []string
+}
+
+// Snapshot reads the refs scope names: a name ending in '/' is a prefix
+// (every ref under it), any other is one ref.
+func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
+	unlock := shareWithReaders(r.Dir)
+	defer unlock()
+	s := &Snapshot{vals: map[string]gitstore.Oid{}, scope: scope}
+	// Loose refs first, then packed-refs (see List).
+	loose := map[string]bool{}
+	for _, sc := range scope {
+		if !strings.HasSuffix(sc, "/") {
+			o, err := r.readLoose(sc)
+			if err == errNoLoose {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			s.vals[sc], loose[sc] = o, true
+			continue
+		}
+		err := r.walkLoose(sc, func(name string, o gitstore.Oid) { s.vals[name], loose[name] = o, true })
+		if err != nil {
+			return nil, err
+		}
+	}
+	packed, err := r.packed()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	names := make([]string, 0, len(out))
-	for n := range out {
-		names = append(names, n)
+	for name, o := range packed {
+		if !loose[name] && s.covers(name) {
+			s.vals[name] = o
+		}
 	}
-	sort.Strings(names)
+	read := func(ref string) (gitstore.Oid, error) {
+		o, err := r.readLoose(ref)
+		if err == errNoLoose {
+			return r.ReadOptional(ref)
+		}
+		return o, err
+	}
+	// A transaction a killed writer committed reads as finished: every ref
+	// still at its old value takes the new one, as Recover will make it.
+	pending, err := PendingIntents(filepath.Join(r.Dir, "objects", "pack"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pending {
+		cur := func(ref string) (gitstore.Oid, error) {
+			if s.covers(ref) {
+				return s.vals[ref], nil
+			}
+			return read(ref)
+		}
+		ok, err := p.Intent.committed(cur)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		for _, u := range p.Intent.Updates {
+			if s.covers(u.Ref) && s.vals[u.Ref] == u.Old {
+				s.vals[u.Ref] = u.New
+			}
+		}
+	}
+	for name, o := range s.vals {
+		if o.IsZero() {
+			delete(s.vals, name)
+			continue
+		}
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+func (s *Snapshot) covers(ref string) bool {
+	for _, sc := range s.scope {
+		if sc == ref || strings.HasSuffix(sc, "/") && strings.HasPrefix(ref, sc) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNotInSnapshot reports a read outside the scope a snapshot was taken of.
+var ErrNotInSnapshot = errors.New("ref was not read in this snapshot")
+
+// ReadOptional returns ref's value in the snapshot, zero when it did not exist.
+func (s *Snapshot) ReadOptional(ref string) (gitstore.Oid, error) {
+	if !s.covers(ref) {
+		return gitstore.ZeroOid, fmt.Errorf("%w: %s", ErrNotInSnapshot, ref)
+	}
+	return s.vals[ref], nil
+}
+
+// List returns every ref under prefix in the snapshot, sorted by name.
+func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error) {
+	if !s.covers(prefix) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotInSnapshot, prefix)
+	}
+	out := map[string]gitstore.Oid{}
+	var names []string
+	i := sort.SearchStrings(s.names, prefix)
+	for ; i < len(s.names) && strings.HasPrefix(s.names[i], prefix); i++ {
+		out[s.names[i]] = s.vals[s.names[i]]
+		names = append(names, s.names[i])
+	}
 	return out, names, nil
 }

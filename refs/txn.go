@@ -1,16 +1,13 @@
 package refs
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -25,116 +22,252 @@ var (
 	ErrConflict = errors.New("ref changed concurrently")
 	// ErrLocked: another process holds a ref's lock file beyond the wait.
 	ErrLocked = errors.New("ref locked by another process")
+	// ErrFault is what FaultHook returns to stop a transaction where it is,
+	// as a crash would: nothing is cleaned up.
+	ErrFault = errors.New("injected fault")
 )
 
-// Update moves Ref from Old to New. A zero Old means the ref must not exist;
-// a zero New deletes it.
+// FaultHook, when set (by tests), is called at each step of Apply and
+// Recover; a non-nil return stops the transaction right there, leaving the
+// files as a killed process would. The steps are "locked", "checked",
+// "synced", "renamed <i>" (after the i-th rename, 0-based) and "dirs synced";
+// the store adds "packed" (the kept pack written, no lock taken yet).
+var FaultHook func(step string) error
+
+// FaultPoint runs FaultHook at step (steps of other layers use it too).
+func FaultPoint(step string) error {
+	if FaultHook == nil {
+		return nil
+	}
+	return FaultHook(step)
+}
+
+// Update moves Ref from Old to New. A zero Old means the ref must not exist.
 type Update struct {
 	Ref string
 	Old gitstore.Oid
 	New gitstore.Oid
 }
 
-// Transactor applies atomic multi-ref updates through a long-lived
-// `git update-ref --stdin` co-process, so every update takes git's own lock
-// files, checks old values under those locks, and commits all refs or none.
+// Transactor moves several refs at once with git's own lock-file protocol:
+// an exclusive <ref>.lock per ref holding the new value, old values checked
+// under the locks against loose and packed refs, the locks synced, renamed
+// in a fixed order while readers are held off, and the ref directories
+// synced. The first rename is the commit point. Before it nothing is
+// visible and every lock is removed on failure; after it the transaction
+// is committed, and what a crash leaves undone is finished by Recover from
+// the transaction's intent.
 type Transactor struct {
-	GitDir   string        // the repository's git directory
-	LockWait time.Duration // how long to wait for a ref lock held by someone else
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	stderr *bytes.Buffer
-	done   chan struct{}
+	GitDir   string        // the common git directory
+	LockWait time.Duration // how long to wait for a ref lock held by someone else (default 5s)
 }
 
-func (t *Transactor) start() error {
-	wait := t.LockWait
-	if wait == 0 {
-		wait = 5 * time.Second
+func (t *Transactor) wait() time.Duration {
+	if t.LockWait > 0 {
+		return t.LockWait
 	}
-	cmd := exec.Command("git",
-		"-c", "core.fsync=reference",
-		"-c", "core.fsyncMethod=fsync",
-		"-c", "core.warnAmbiguousRefs=false",
-		"-c", fmt.Sprintf("core.filesRefLockTimeout=%d", wait.Milliseconds()),
-		"update-ref", "--stdin")
-	cmd.Env = append(os.Environ(), "GIT_DIR="+t.GitDir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	// Its own process group: a signal aimed at our group (Ctrl-C) must not
-	// kill git between renaming one ref and the next.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start git update-ref: %w", err)
-	}
-	t.cmd, t.stdin, t.stdout, t.stderr = cmd, stdin, bufio.NewReader(stdout), &stderr
-	t.done = make(chan struct{})
-	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(cmd, t.done)
-	return nil
+	return 5 * time.Second
 }
 
-// Apply commits updates atomically. On ErrConflict or ErrLocked nothing moved.
-func (t *Transactor) Apply(updates []Update) error {
+// Outcome says how far a transaction got.
+type Outcome int
+
+const (
+	// NotCommitted: no ref moved; every lock taken was removed.
+	NotCommitted Outcome = iota
+	// Committed: every ref moved and the moves are durable.
+	Committed
+	// CommittedPending: the transaction is committed (at least one ref moved)
+	// but not every rename or sync completed; the intent must stay so that
+	// Recover finishes it. Readers already see it whole.
+	CommittedPending
+)
+
+// refLock is one ref's lock file while a transaction holds it.
+type refLock struct {
+	u    Update
+	path string // the ref file
+	lock string // path + ".lock"
+	f    *os.File
+	dirs []string // directories created for it, outermost first
+}
+
+// Apply moves every ref of updates or none. The caller holds the store's
+// writer lock and has made the transaction's intent durable.
+func (t *Transactor) Apply(updates []Update) (Outcome, error) {
 	if len(updates) == 0 {
-		return nil
+		return Committed, nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cmd == nil {
-		if err := t.start(); err != nil {
-			return err
+	us := append([]Update(nil), updates...)
+	Order(us)
+	locks := make([]*refLock, 0, len(us))
+	release := func() {
+		for _, l := range locks {
+			l.abandon()
 		}
 	}
-	var b strings.Builder
-	b.WriteString("start\n")
-	for _, u := range updates {
-		old := u.Old.String()
-		fmt.Fprintf(&b, "update %s %s %s\n", u.Ref, u.New.String(), old)
+	for _, u := range us {
+		l, err := t.lock(u)
+		if err != nil {
+			release()
+			return NotCommitted, err
+		}
+		locks = append(locks, l)
 	}
-	b.WriteString("prepare\n")
-	if _, err := io.WriteString(t.stdin, b.String()); err != nil {
-		return t.fail("send transaction", err)
+	if err := FaultPoint("locked"); err != nil {
+		return NotCommitted, err
 	}
-	if err := t.expect("start: ok"); err != nil {
-		return err
+	for _, l := range locks {
+		cur, err := t.current(l.u.Ref)
+		if err != nil {
+			release()
+			return NotCommitted, err
+		}
+		if cur != l.u.Old {
+			release()
+			return NotCommitted, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
+		}
 	}
-	if err := t.expect("prepare: ok"); err != nil {
-		return err
+	if err := FaultPoint("checked"); err != nil {
+		return NotCommitted, err
 	}
-	if _, err := io.WriteString(t.stdin, "commit\n"); err != nil {
-		return t.fail("send commit", err)
+	if err := syncLocks(locks); err != nil {
+		release()
+		return NotCommitted, err
 	}
-	if err := t.expect("commit: ok"); err != nil {
-		return err
+	if err := FaultPoint("synced"); err != nil {
+		return NotCommitted, err
 	}
-	// git syncs each ref's lock file before renaming it; syncing the parent
-	// directories (all at once) makes the renames themselves durable. A new
-	// ref may have created directories: their parents are synced too.
-	dirs := map[string]bool{}
-	refsDir := filepath.Join(t.GitDir, "refs")
-	for _, u := range updates {
-		d := filepath.Dir(filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)))
-		dirs[d] = true
-		if u.Old.IsZero() {
-			for p := filepath.Dir(d); len(p) >= len(refsDir); p = filepath.Dir(p) {
-				dirs[p] = true
+	return t.rename(locks)
+}
+
+// rename is the commit phase: the locks become the refs, in order, while
+// readers wait, and then the directories are synced.
+func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
+	unblock := t.excludeReaders()
+	for i, l := range locks {
+		if err := os.Rename(l.lock, l.path); err != nil {
+			unblock()
+			if i == 0 {
+				for _, l := range locks {
+					l.abandon()
+				}
+				return NotCommitted, fmt.Errorf("move %s: %w", l.u.Ref, err)
 			}
+			return CommittedPending, fmt.Errorf("move %s: %w", l.u.Ref, err)
+		}
+		if err := FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
+			unblock()
+			return CommittedPending, err
 		}
 	}
+	unblock()
+	if err := syncRefDirs(locks); err != nil {
+		return CommittedPending, err
+	}
+	if err := FaultPoint("dirs synced"); err != nil {
+		return CommittedPending, err
+	}
+	return Committed, nil
+}
+
+// lock creates u's lock file, waiting while someone else holds it.
+func (t *Transactor) lock(u Update) (*refLock, error) {
+	if err := checkRefName(u.Ref); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(t.GitDir, filepath.FromSlash(u.Ref))
+	l := &refLock{u: u, path: path, lock: path + ".lock"}
+	deadline := time.Now().Add(t.wait())
+	backoff := time.Millisecond
+	for {
+		f, err := os.OpenFile(l.lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			l.f = f
+			if _, err := f.WriteString(u.New.String() + "\n"); err != nil {
+				l.abandon()
+				return nil, fmt.Errorf("write %s: %w", l.lock, err)
+			}
+			return l, nil
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			made, err := mkdirs(filepath.Dir(path), t.GitDir)
+			if err != nil {
+				return nil, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+			}
+			l.dirs = append(l.dirs, made...)
+			continue
+		case !errors.Is(err, fs.ErrExist):
+			return nil, fmt.Errorf("lock %s: %w", u.Ref, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: %s exists; if no git or bernstein process is running, remove it", ErrLocked, l.lock)
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 50*time.Millisecond)
+	}
+}
+
+// abandon closes and removes a lock that did not become the ref.
+func (l *refLock) abandon() {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	os.Remove(l.lock)
+}
+
+// syncLocks flushes every lock file's content, side by side.
+func syncLocks(locks []*refLock) error {
+	errs := make(chan error, len(locks))
+	for _, l := range locks {
+		go func(l *refLock) {
+			err := l.f.Sync()
+			if cerr := l.f.Close(); err == nil {
+				err = cerr
+			}
+			l.f = nil
+			if err != nil {
+				err = fmt.Errorf("sync %s: %w", l.lock, err)
+			}
+			errs <- err
+		}(l)
+	}
+	var first error
+	for range locks {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// syncRefDirs makes the renames durable: every ref's directory, and the
+// parents of directories this transaction created, synced side by side. A
+// directory that is gone was emptied by `git pack-refs`, whose packed-refs
+// now holds the ref.
+func syncRefDirs(locks []*refLock) error {
+	dirs := map[string]bool{}
+	for _, l := range locks {
+		dirs[filepath.Dir(l.path)] = true
+		for _, d := range l.dirs {
+			dirs[filepath.Dir(d)] = true
+		}
+	}
+	return syncDirs(dirs)
+}
+
+func syncDirs(dirs map[string]bool) error {
 	errs := make(chan error, len(dirs))
 	for d := range dirs {
-		go func(d string) { errs <- gitstore.SyncDir(d) }(d)
+		go func(d string) {
+			err := gitstore.SyncDir(d)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+			errs <- err
+		}(d)
 	}
 	var first error
 	for range dirs {
@@ -145,53 +278,242 @@ func (t *Transactor) Apply(updates []Update) error {
 	return first
 }
 
-func (t *Transactor) expect(want string) error {
-	line, err := t.stdout.ReadString('\n')
+// mkdirs creates dir and its missing parents below root, returning those it
+// created, outermost first.
+func mkdirs(dir, root string) ([]string, error) {
+	var missing []string
+	for d := dir; len(d) > len(root); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for i, j := 0, len(missing)-1; i < j; i, j = i+1, j-1 {
+		missing[i], missing[j] = missing[j], missing[i]
+	}
+	return missing, nil
+}
+
+// current reads ref's value as git would: the loose file, else packed-refs.
+func (t *Transactor) current(ref string) (gitstore.Oid, error) {
+	return Reader{Dir: t.GitDir}.ReadOptional(ref)
+}
+
+func checkRefName(ref string) error {
+	if !strings.HasPrefix(ref, Prefix) || strings.Contains(ref, "..") || strings.HasSuffix(ref, ".lock") || strings.HasSuffix(ref, "/") {
+		return fmt.Errorf("refusing to write ref %q outside %s", ref, Prefix)
+	}
+	return nil
+}
+
+func short(o gitstore.Oid) string {
+	if o.IsZero() {
+		return "nothing"
+	}
+	return o.String()[:12]
+}
+
+// readersLockPath is the file readers lock shared while they read refs and
+// writers lock exclusively while they rename them: a reader never sees a
+// transaction half renamed. Locks on the file do not queue, so a stream of
+// overlapping readers could keep a writer out for good; a writer therefore
+// first takes the turnstile beside it, which a new reader passes through
+// (takes and drops) before it locks, so readers that come after a waiting
+// writer wait for it.
+func readersLockPath(gitDir string) string {
+	return filepath.Join(gitDir, "bernstein", "refs.lock")
+}
+
+func turnstilePath(gitDir string) string {
+	return filepath.Join(gitDir, "bernstein", "refs.turnstile")
+}
+
+// excludeReaders takes the readers' lock exclusively, behind the turnstile.
+// Without the files (a repository this process cannot write to) it returns
+// at once.
+func (t *Transactor) excludeReaders() func() {
+	gate := flockPath(turnstilePath(t.GitDir), syscall.LOCK_EX)
+	unlock := flockPath(readersLockPath(t.GitDir), syscall.LOCK_EX)
+	return func() {
+		unlock()
+		gate()
+	}
+}
+
+// shareWithReaders takes the readers' lock shared, after passing the
+// turnstile.
+func shareWithReaders(gitDir string) func() {
+	flockPath(turnstilePath(gitDir), syscall.LOCK_SH)()
+	return flockPath(readersLockPath(gitDir), syscall.LOCK_SH)
+}
+
+// flockPath locks path (creating it when it can) and returns the unlock.
+func flockPath(path string, how int) func() {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		}
+	}
 	if err != nil {
-		return t.fail(want, err)
+		if f, err = os.Open(path); err != nil {
+			return func() {}
+		}
 	}
-	if strings.TrimSpace(line) != want {
-		return t.fail(want, fmt.Errorf("unexpected reply %q", strings.TrimSpace(line)))
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			break
+		}
 	}
-	return nil
+	return func() { f.Close() }
 }
 
-// fail tears the co-process down and classifies what git said.
-func (t *Transactor) fail(step string, cause error) error {
-	t.stdin.Close()
-	<-t.done
-	msg := strings.TrimSpace(t.stderr.String())
-	t.cmd = nil
-	low := strings.ToLower(msg)
-	switch {
-	case strings.Contains(low, "file exists") || strings.Contains(low, "unable to create") && strings.Contains(low, ".lock"):
-		return fmt.Errorf("%w: %s", ErrLocked, firstLine(msg))
-	case strings.Contains(low, "but expected") || strings.Contains(low, "reference already exists") ||
-		strings.Contains(low, "unable to resolve reference") || strings.Contains(low, "is at "):
-		return fmt.Errorf("%w: %s", ErrConflict, firstLine(msg))
-	case msg != "":
-		return fmt.Errorf("git update-ref: %s", firstLine(msg))
-	}
-	return fmt.Errorf("git update-ref (%s): %w", step, cause)
+// Pending is an intent found in a kept pack's .keep file.
+type Pending struct {
+	Keep   string // the .keep file
+	Intent Intent
 }
 
-func firstLine(s string) string {
-	s = strings.TrimPrefix(s, "fatal: ")
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+// PendingIntents lists the intents the .keep files of packDir hold. Keep
+// files of git's or a user's are not intents and are skipped; an intent
+// that does not parse is an error naming its file.
+func PendingIntents(packDir string) ([]Pending, error) {
+	ents, err := os.ReadDir(packDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	return s
+	if err != nil {
+		return nil, err
+	}
+	var out []Pending
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, "pack-") || !strings.HasSuffix(n, ".keep") {
+			continue
+		}
+		path := filepath.Join(packDir, n)
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // finished meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		in, ok, err := ParseIntent(data)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, Pending{Keep: path, Intent: in})
+	}
+	return out, nil
 }
 
-// Close ends the co-process.
-func (t *Transactor) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cmd == nil {
-		return nil
+// Recover finishes or discards the transaction p describes, which a killed
+// writer left. The caller holds the store's writer lock, so no writer of
+// bernstein's is live; a lock file holding the intent's new value for its
+// ref (or a prefix of it, cut short by the crash) is that dead writer's.
+// Locks of anyone else are respected. It reports whether the transaction
+// took effect. On success the caller removes the intent; so it may when
+// the only error is ErrConflict (someone else moved one of the refs since,
+// and finishing would undo their move: everything else was finished).
+func (t *Transactor) Recover(p Pending) (bool, error) {
+	committed, err := p.Intent.committed(t.current)
+	if err != nil {
+		return false, err
 	}
-	t.stdin.Close()
-	<-t.done
-	t.cmd = nil
-	return nil
+	us := append([]Update(nil), p.Intent.Updates...)
+	Order(us)
+	if !committed {
+		for _, u := range us {
+			t.removeDeadLock(u)
+		}
+		return false, nil
+	}
+	var locks []*refLock
+	var errs []error
+	for _, u := range us {
+		cur, err := t.current(u.Ref)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch cur {
+		case u.New:
+			t.removeDeadLock(u)
+			continue
+		case u.Old:
+		default:
+			t.removeDeadLock(u)
+			errs = append(errs, fmt.Errorf("%w: interrupted transaction cannot move %s: it is at %s, neither %s nor %s", ErrConflict, u.Ref, short(cur), short(u.Old), short(u.New)))
+			continue
+		}
+		t.removeDeadLock(u)
+		l, err := t.lock(u)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if cur, err := t.current(u.Ref); err != nil || cur != u.Old {
+			l.abandon()
+			errs = append(errs, fmt.Errorf("%w: %s moved while an interrupted transaction was finished", ErrConflict, u.Ref))
+			continue
+		}
+		locks = append(locks, l)
+	}
+	if len(locks) > 0 {
+		if err := syncLocks(locks); err != nil {
+			for _, l := range locks {
+				l.abandon()
+			}
+			return true, err
+		}
+		if out, err := t.rename(locks); out != Committed {
+			return true, err
+		}
+	} else if err := syncRefDirs(refLocksOf(t.GitDir, us)); err != nil {
+		return true, err
+	}
+	// Conflicts last: a caller that sees only ErrConflict knows everything
+	// else was finished.
+	var conflicts, others []error
+	for _, err := range errs {
+		if errors.Is(err, ErrConflict) {
+			conflicts = append(conflicts, err)
+		} else {
+			others = append(others, err)
+		}
+	}
+	if len(others) > 0 {
+		return true, errors.Join(others...)
+	}
+	return true, errors.Join(conflicts...)
+}
+
+func refLocksOf(gitDir string, us []Update) []*refLock {
+	out := make([]*refLock, len(us))
+	for i, u := range us {
+		path := filepath.Join(gitDir, filepath.FromSlash(u.Ref))
+		out[i] = &refLock{u: u, path: path, lock: path + ".lock"}
+	}
+	return out
+}
+
+// removeDeadLock removes u's lock file when it is a dead writer's: its
+// content is the intent's new value, or a prefix of it.
+func (t *Transactor) removeDeadLock(u Update) {
+	lock := filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)) + ".lock"
+	data, err := os.ReadFile(lock)
+	if err != nil {
+		return
+	}
+	if bytes.HasPrefix([]byte(u.New.String()+"\n"), data) {
+		os.Remove(lock)
+	}
 }

@@ -67,7 +67,7 @@ type SpineRecord struct {
 // Env is what verification reads: the objects, the refs, and the keys.
 type Env struct {
 	Objects *gitstore.Repo
-	Refs    refs.Reader
+	Refs    refs.Source // one consistent view of the refs
 	Trust   *keys.TrustSet
 	// Published are the keys refs/bernstein/keys publishes, by writer. They
 	// are not trusted; they only tell "unverifiable" from "tampered".

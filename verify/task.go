@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
@@ -102,6 +103,22 @@ func (r *TaskReport) Reason() string {
 	return ""
 }
 
+// Content returns the payload of ver that a surface may render, or nil and
+// why it is withheld: the version does not verify, or the journal it sits in
+// is broken or rolled back behind its spine, so that what it calls the latest
+// version may not be.
+func (r *TaskReport) Content(ver *Version) ([]byte, string) {
+	switch {
+	case ver.State == Tampered:
+		return nil, ver.Reason
+	case r.ChainBroken:
+		return nil, r.ChainReason
+	case ver.Payload == nil:
+		return nil, "content unavailable"
+	}
+	return ver.Payload, ""
+}
+
 // Latest returns the latest version of key, or nil.
 func (r *TaskReport) Latest(key string) *Version {
 	var out *Version
@@ -166,7 +183,6 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		spine   record.Hash
 	}
 	keys := map[string]latest{}
-	var outputs []heldOutput
 	prev := record.Hash("")
 	brokenAt := int64(-1)
 	breakChain := func(i int64, reason string) {
@@ -199,10 +215,13 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		prev = record.Sum(cc.Record)
 		rep.RowList = append(rep.RowList, row)
 		rep.RowHashes = append(rep.RowHashes, prev)
+		treeErr := checkRowTree(row, cc.Commit.Tree)
 		if row.Kind != record.KindArtifactPosted {
-			if path, id := v.checkOutput(rep, row, cc.Commit.Tree); path != "" {
-				outputs = append(outputs, heldOutput{row, path, id})
+			if treeErr != nil {
+				rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(idx), Check: "journal_tree",
+					Reason: fmt.Sprintf("%s row at journal index %d: %v", row.Kind, idx, treeErr)})
 			}
+			v.checkOutput(rep, row)
 			continue
 		}
 		var a record.ArtifactPosted
@@ -216,7 +235,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 			Actor: row.Actor, Blob: a.Blob, Size: a.Size, Commit: cc.ID, State: Verified,
 		}
 		want := keys[a.Key]
-		v.checkVersion(rep, &ver, &row, cc, want.version, want.spine)
+		v.checkVersion(rep, &ver, &row, treeErr, want.version, want.spine)
 		keys[a.Key] = latest{a.Version, a.SpineEntryHash}
 		if brokenAt >= 0 && ver.State != Tampered {
 			ver.State, ver.Reason = Tampered, rep.ChainReason
@@ -226,9 +245,6 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 	}
 	rep.Rows = int64(len(commits))
 	rep.Head = prev
-	if n := len(commits); n > 0 && commits[n-1].Err == nil {
-		v.checkHeadTree(rep, commits[n-1].Commit.Tree, outputs)
-	}
 	v.checkSpineCoverage(rep)
 	rep.JournalIdentity, rep.IdentityReason = v.identity(rep)
 	return rep, nil
@@ -236,7 +252,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 
 // checkVersion applies every per-version check; the first failure makes the
 // version tampered and withholds its content.
-func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, cc chain.Commit, prevVersion int64, prevSpine record.Hash) {
+func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, treeErr error, prevVersion int64, prevSpine record.Hash) {
 	where := fmt.Sprintf("%s v%d at journal index %d", ver.Key, ver.Version, ver.JournalIndex)
 	if ver.Version != prevVersion+1 {
 		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: follows version %d", where, prevVersion))
@@ -282,13 +298,9 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		v.fail(rep, ver, "payload", fmt.Sprintf("%s: payload is a %s, the row says %s", where, p.Type, ver.Type))
 		return
 	}
-	// What plain git shows at artifacts/<key>/v<N>.json must be the same blob.
-	if got, err := v.treePath(cc.Commit.Tree, fmt.Sprintf("artifacts/%s/v%d.json", ver.Key, ver.Version)); err != nil || got != blobID {
-		reason := "holds another blob"
-		if err != nil {
-			reason = err.Error()
-		}
-		v.fail(rep, ver, "journal_tree", fmt.Sprintf("%s: journal tree entry artifacts/%s/v%d.json %s", where, ver.Key, ver.Version, reason))
+	// What plain git shows at the row's commit must be exactly this version.
+	if treeErr != nil {
+		v.fail(rep, ver, "journal_tree", fmt.Sprintf("%s: %v", where, treeErr))
 		return
 	}
 	// The spine entry must seal exactly this row.
@@ -339,40 +351,55 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	ver.Payload = data
 }
 
-// heldOutput is a work row's stored output that checked at its own row.
-type heldOutput struct {
-	row  record.Row
-	path string
-	id   gitstore.Oid
+// rowFiles is what a journal row's commit tree holds: the artifact version
+// it posts, or the output it stored.
+func rowFiles(row record.Row) (map[string]gitstore.Oid, error) {
+	files := map[string]gitstore.Oid{}
+	add := func(path, blob string) error {
+		id, err := gitstore.ParseOid(blob)
+		if err != nil {
+			return fmt.Errorf("bad blob id for %s", path)
+		}
+		files[path] = id
+		return nil
+	}
+	if row.Kind == record.KindArtifactPosted {
+		var a record.ArtifactPosted
+		if err := row.DecodeData(&a); err != nil {
+			return nil, err
+		}
+		return files, add(record.ArtifactPath(a.Key, a.Version), a.Blob)
+	}
+	if o := rowOutput(row); o != nil {
+		return files, add(o.Path, o.Blob)
+	}
+	return files, nil
 }
 
-// checkHeadTree checks that the journal head's tree still holds every
-// version's blob and every output at its path: journal trees carry earlier
-// rows' files forward, and the head is what plain git shows
-// (`git show J:artifacts/<key>/v<N>.json`), so a later tree that swaps an
-// earlier file is tampering even when every row's own tree is intact.
-func (v *Verifier) checkHeadTree(rep *TaskReport, head gitstore.Oid, outputs []heldOutput) {
-	for i := range rep.Versions {
-		ver := &rep.Versions[i]
-		if ver.State == Tampered {
-			continue
-		}
-		path := fmt.Sprintf("artifacts/%s/v%d.json", ver.Key, ver.Version)
-		if got, err := v.treePath(head, path); err != nil || got.String() != ver.Blob {
-			reason := "holds another blob"
-			if err != nil {
-				reason = err.Error()
-			}
-			v.fail(rep, ver, "journal_tree", fmt.Sprintf("%s v%d at journal index %d: the journal head's tree entry %s %s", ver.Key, ver.Version, ver.JournalIndex, path, reason))
-			ver.Payload = nil
-		}
+// checkRowTree checks that a row's commit tree is exactly the tree of the
+// row's own files, so `git show <commit>:<path>` shows what the row says and
+// nothing else rides along.
+func checkRowTree(row record.Row, tree gitstore.Oid) error {
+	files, err := rowFiles(row)
+	if err != nil {
+		return err
 	}
-	for _, o := range outputs {
-		if got, err := v.treePath(head, o.path); err != nil || got != o.id {
-			rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(o.row.Index), Check: "output",
-				Reason: fmt.Sprintf("%s row at journal index %d: output %s is not what the journal head's tree holds at that path", o.row.Kind, o.row.Index, o.path)})
-		}
+	want, _, err := gitstore.TreeOf(files)
+	if err != nil {
+		return err
 	}
+	if want != tree {
+		names := make([]string, 0, len(files))
+		for p := range files {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return fmt.Errorf("the row's commit tree is not empty, though the row stores no file")
+		}
+		return fmt.Errorf("the row's commit tree is not exactly its own %s", strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // checkSpineCoverage reports spine entries of the task whose rows the

@@ -54,6 +54,7 @@ func exitCode(code int, err error) error { return &exitError{code: code, err: er
 type globals struct {
 	repo           string
 	allowedSigners string
+	warn           io.Writer // where warnings after a committed write go
 }
 
 func (g *globals) options() bernstein.Options {
@@ -61,7 +62,12 @@ func (g *globals) options() bernstein.Options {
 	if as == "" {
 		as = os.Getenv("BERNSTEIN_ALLOWED_SIGNERS")
 	}
-	return bernstein.Options{Repo: g.repo, AllowedSigners: as}
+	o := bernstein.Options{Repo: g.repo, AllowedSigners: as}
+	if g.warn != nil {
+		w := g.warn
+		o.Warn = func(msg string) { fmt.Fprintln(w, "warning: "+msg) }
+	}
+	return o
 }
 
 func (g *globals) open() (*bernstein.Store, error) {
@@ -71,7 +77,7 @@ func (g *globals) open() (*bernstein.Store, error) {
 const version = "0.1.0"
 
 func newRootCmd(io *IO) *cobra.Command {
-	g := &globals{}
+	g := &globals{warn: io.Err}
 	root := &cobra.Command{
 		Use:   "bernstein",
 		Short: "Keep the work of agent tasks in a git repository",
