@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bernstein/bernstein"
@@ -38,30 +39,51 @@ func TestMain(m *testing.M) {
 }
 
 // posterMain posts BERNSTEIN_TEST_POSTS reports (or forever when 0) and prints
-// "ok <version>" after each acknowledged post.
+// "ok <version> <task> <key> <spine entry hash>" after each acknowledged
+// post. BERNSTEIN_TEST_TASK and BERNSTEIN_CLAIM_TOKEN may list several tasks
+// and their tokens (comma separated), BERNSTEIN_TEST_KEY several keys, and
+// BERNSTEIN_TEST_GOROUTINES posters run side by side, poster i on task i and
+// key i (modulo the lists).
 func posterMain() int {
-	n := 0
+	n, workers := 0, 1
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
+	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_GOROUTINES"), &workers)
 	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer s.Close()
-	key := os.Getenv("BERNSTEIN_TEST_KEY")
-	for i := 0; n == 0 || i < n; i++ {
-		res, err := s.Post(bernstein.PostRequest{
-			Task: os.Getenv("BERNSTEIN_TEST_TASK"), Key: key,
-			Agent: os.Getenv("BERNSTEIN_AGENT"), ClaimToken: os.Getenv("BERNSTEIN_CLAIM_TOKEN"),
-			Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("post %d of pid %d", i, os.Getpid())},
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Fprintf(os.Stdout, "ok %d\n", res.Version)
+	tasks := strings.Split(os.Getenv("BERNSTEIN_TEST_TASK"), ",")
+	tokens := strings.Split(os.Getenv("BERNSTEIN_CLAIM_TOKEN"), ",")
+	keys := strings.Split(os.Getenv("BERNSTEIN_TEST_KEY"), ",")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	code := 0
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			task, tok, key := tasks[w%len(tasks)], tokens[w%len(tokens)], keys[w%len(keys)]
+			for i := 0; n == 0 || i < n; i++ {
+				res, err := s.Post(bernstein.PostRequest{
+					Task: task, Key: key, Agent: os.Getenv("BERNSTEIN_AGENT"), ClaimToken: tok,
+					Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("post %d of poster %d of pid %d", i, w, os.Getpid())},
+				})
+				mu.Lock()
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					code = 1
+					mu.Unlock()
+					return
+				}
+				fmt.Fprintf(os.Stdout, "ok %d %s %s %s\n", res.Version, res.Task, res.Key, res.SpineEntryHash)
+				mu.Unlock()
+			}
+		}(w)
 	}
-	return 0
+	wg.Wait()
+	return code
 }
 
 // fixture is an initialised repository with a writer identity.

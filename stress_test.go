@@ -151,6 +151,19 @@ func TestConcurrentGoroutines(t *testing.T) {
 	f.fsck()
 }
 
+// testSeed returns BERNSTEIN_TEST_SEED, else a seed from the clock, and
+// logs it so a failing run can be replayed.
+func testSeed(t *testing.T) int64 {
+	seed := time.Now().UnixNano()
+	if v := os.Getenv("BERNSTEIN_TEST_SEED"); v != "" {
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("BERNSTEIN_TEST_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("seed %d (replay with BERNSTEIN_TEST_SEED=%d)", seed, seed)
+	return seed
+}
+
 func exitStderr(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -169,7 +182,7 @@ func TestKilledPosters(t *testing.T) {
 	f := newFixture(t)
 	s := f.open()
 	tok := f.claimed(s, "K-1", "agent")
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	rng := rand.New(rand.NewSource(testSeed(t)))
 	acked := map[int]bool{}
 	kills := 0
 	for kills < 60 {

@@ -347,6 +347,7 @@ type showJSON struct {
 	Task            string        `json:"task"`
 	JournalIdentity string        `json:"journal_identity"`
 	Payload         any           `json:"payload"`
+	Withheld        string        `json:"content_withheld"`
 	History         []listVersion `json:"history"`
 }
 
@@ -361,8 +362,9 @@ re-checking it: the blob is re-hashed against the journal row, the row against
 its spine entry, the spine entry's signature against the writer's key. A
 tampered version is reported with the reason and its content is withheld.
 
-Exit status: 0 rendered; 1 unknown task, key or version; 2 tampered (content
-withheld).`,
+Exit status: 0 rendered; 1 unknown task, key or version; 2 content withheld:
+the version is tampered, or the task's journal is broken or rolled back behind
+its spine (so its latest version may not be the latest).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task, key := args[0], args[1]
@@ -397,15 +399,16 @@ withheld).`,
 				}
 			}
 			var payload *artifact.Payload
-			if v.State != verify.Tampered && v.Payload != nil {
-				p, err := artifact.Parse(v.Payload)
+			content, withheld := rep.Content(v)
+			if content != nil {
+				p, err := artifact.Parse(content)
 				if err != nil {
 					return err
 				}
 				payload = &p
 			}
 			if asJSON {
-				doc := showJSON{listVersion: toListVersion(*v), Task: task, JournalIdentity: rep.JournalIdentity, History: history}
+				doc := showJSON{listVersion: toListVersion(*v), Task: task, JournalIdentity: rep.JournalIdentity, Withheld: withheld, History: history}
 				if payload != nil {
 					doc.Payload = payload
 				}
@@ -413,10 +416,14 @@ withheld).`,
 					return err
 				}
 			} else {
-				renderShow(io, task, v, payload, history)
+				renderShow(io, task, v, payload, withheld, history)
 			}
-			if v.State == verify.Tampered {
-				return exitCode(2, fmt.Errorf("%s v%d of task %s is tampered: %s", v.Key, v.Version, task, v.Reason))
+			if payload == nil {
+				what := "withheld"
+				if v.State == verify.Tampered {
+					what = "tampered"
+				}
+				return exitCode(2, fmt.Errorf("%s v%d of task %s is %s: %s", v.Key, v.Version, task, what, withheld))
 			}
 			return nil
 		},
@@ -426,7 +433,7 @@ withheld).`,
 	return cmd
 }
 
-func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, history []listVersion) {
+func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, withheld string, history []listVersion) {
 	w := io.Out
 	typ := v.Type
 	if v.LinkKind != "" {
@@ -445,7 +452,7 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, his
 	fmt.Fprintln(w)
 	switch {
 	case p == nil:
-		fmt.Fprintln(w, "(content withheld: this version does not verify)")
+		fmt.Fprintf(w, "(content withheld: %s)\n", withheld)
 	case p.Type == artifact.TypeReport:
 		fmt.Fprint(w, p.Body)
 		if len(p.Body) > 0 && p.Body[len(p.Body)-1] != '\n' {
