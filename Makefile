@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build run test bench deps vet clean
+.PHONY: all build run test chaos bench deps vet clean
 
 all: build
 
@@ -19,6 +19,12 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	GO="$(GO)" scripts/test-e2e.sh
+
+# A long chaos run: posters in several processes, readers, git maintenance
+# and SIGKILLs for BERNSTEIN_CHAOS_SECONDS (default ten minutes); `make test`
+# runs the same harness for 20 seconds.
+chaos: deps
+	BERNSTEIN_CHAOS_SECONDS=$${BERNSTEIN_CHAOS_SECONDS:-600} $(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v .
 
 bench: build
 	$(GO) run ./bench

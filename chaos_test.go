@@ -359,6 +359,11 @@ func leftovers(f *fixture) []string {
 		if strings.HasPrefix(e.Name(), "tmp_bernstein") {
 			out = append(out, p)
 		}
+		if base, ok := strings.CutSuffix(p, ".pack"); ok {
+			if _, err := os.Stat(base + ".idx"); err != nil {
+				out = append(out, p+" (no index)")
+			}
+		}
 		if strings.HasSuffix(e.Name(), ".keep") {
 			if b, _ := os.ReadFile(p); strings.HasPrefix(string(b), "bernstein ") {
 				out = append(out, p)

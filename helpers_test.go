@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/gitstore"
 )
 
 // cliBin is the bernstein binary built once for the tests that run the CLI.
@@ -45,6 +47,17 @@ func TestMain(m *testing.M) {
 // BERNSTEIN_TEST_GOROUTINES posters run side by side, poster i on task i and
 // key i (modulo the lists).
 func posterMain() int {
+	// BERNSTEIN_TEST_CRASH names a step of the write path at which the
+	// poster kills itself, as a power cut or the OOM killer would stop it.
+	if step := os.Getenv("BERNSTEIN_TEST_CRASH"); step != "" {
+		gitstore.FaultHook = func(s string) error {
+			if s == step {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return nil
+		}
+	}
 	n, workers := 0, 1
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_GOROUTINES"), &workers)

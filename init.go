@@ -25,6 +25,9 @@ type InitResult struct {
 	RepoCreated     bool   `json:"repo_created"`
 	IdentityCreated bool   `json:"identity_created"`
 	KeyPublished    bool   `json:"key_published"`
+	// FsyncConfigured is set when init added `core.fsync` to the
+	// repository's config (it never overrides a value that is there).
+	FsyncConfigured bool `json:"fsync_configured"`
 }
 
 // KeyRecord is the published record of a writer's public key.
@@ -61,6 +64,9 @@ func Init(o Options, writer string) (*InitResult, error) {
 	if err := s.checkHomeOutside(); err != nil {
 		return nil, err
 	}
+	if res.FsyncConfigured, err = s.configureFsync(); err != nil {
+		return nil, err
+	}
 	id, made, err := keys.Create(s.home, writer)
 	if err != nil {
 		return nil, err
@@ -91,6 +97,26 @@ func ensureRepo(dir string) (bool, error) {
 	cmd := exec.Command("git", "init", "-q", dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return false, fmt.Errorf("git init %s: %s", dir, strings.TrimSpace(string(out)))
+	}
+	return true, nil
+}
+
+// fsyncComponents is what git syncs in a bernstein repository: its default
+// (packs and their metadata) plus references. Without "reference", a `git
+// pack-refs` or `git gc` that moves bernstein's refs into packed-refs does
+// not sync that file, and a power cut could then lose a ref that a post had
+// already made durable.
+const fsyncComponents = "pack,derived-metadata,reference"
+
+// configureFsync sets core.fsync in the repository's own config unless it
+// is set already (anywhere git reads it). It reports whether it set it.
+func (s *Store) configureFsync() (bool, error) {
+	if err := exec.Command("git", "--git-dir", s.gitDir, "config", "core.fsync").Run(); err == nil {
+		return false, nil
+	}
+	out, err := exec.Command("git", "--git-dir", s.gitDir, "config", "--local", "core.fsync", fsyncComponents).CombinedOutput()
+	if err != nil {
+		return false, fmt.Errorf("git config core.fsync: %s", strings.TrimSpace(string(out)))
 	}
 	return true, nil
 }

@@ -129,8 +129,12 @@ func TestInitIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.IdentityCreated || res.KeyPublished || res.RepoCreated || res.Writer != "test-writer" {
+	if res.IdentityCreated || res.KeyPublished || res.RepoCreated || res.FsyncConfigured || res.Writer != "test-writer" {
 		t.Fatalf("second init did something: %+v", res)
+	}
+	// The first init made git sync references (packed-refs included).
+	if got := strings.TrimSpace(f.git("config", "--local", "core.fsync")); got != "pack,derived-metadata,reference" {
+		t.Fatalf("core.fsync is %q", got)
 	}
 	if after := f.refsSnapshot(); after != before {
 		t.Fatalf("refs changed:\n%s\n%s", before, after)
@@ -148,6 +152,11 @@ func TestInitIsIdempotent(t *testing.T) {
 	pem, _ := os.ReadFile(filepath.Join(f.home, "signing.pem"))
 	if out, _ := f.gitErr("grep", "-r", "PRIVATE KEY", "refs/bernstein/keys"); strings.Contains(out, "PRIVATE") || bytes.Contains([]byte(f.git("show", "refs/bernstein/keys:test-writer.pub")), pem[:20]) {
 		t.Fatalf("private key material published")
+	}
+	// A value the user chose is kept.
+	f.git("config", "--local", "core.fsync", "all")
+	if res, err := bernstein.Init(f.opts, ""); err != nil || res.FsyncConfigured || strings.TrimSpace(f.git("config", "core.fsync")) != "all" {
+		t.Fatalf("init changed the user's core.fsync: %+v %v", res, err)
 	}
 	// A different writer for the same home is refused.
 	if _, err := bernstein.Init(f.opts, "another"); err == nil {

@@ -200,7 +200,16 @@ func (s *Store) finishInterrupted() error {
 		return fmt.Errorf("read interrupted writes: %w", err)
 	}
 	for _, p := range pending {
-		if _, err := s.txr.Recover(p); err != nil {
+		committed, err := s.txr.Recover(p)
+		if !committed {
+			// A pack cut off before its index was renamed in is invisible to
+			// git and to us: nothing can rely on it, so it goes too.
+			base := strings.TrimSuffix(p.Keep, ".keep")
+			if _, err := os.Stat(base + ".idx"); os.IsNotExist(err) {
+				os.Remove(base + ".pack")
+			}
+		}
+		if err != nil {
 			if !errors.Is(err, refs.ErrConflict) {
 				return fmt.Errorf("finish the write interrupted in %s: %w", filepath.Base(p.Keep), err)
 			}

@@ -104,6 +104,21 @@ const KeepPrefix = "bernstein "
 // directory, with the final path.
 var testHookRename func(to string)
 
+// FaultHook, when set (by tests), is called at each step of a write that a
+// crash could interrupt; a non-nil return stops the write right there,
+// leaving the files as a killed process would. Pack writes call it with
+// "pack temps synced", "pack .keep renamed", "pack .pack renamed", "pack
+// .idx renamed" and "pack dir synced"; the ref layer adds its own steps.
+var FaultHook func(step string) error
+
+// FaultPoint runs FaultHook at step.
+func FaultPoint(step string) error {
+	if FaultHook == nil {
+		return nil
+	}
+	return FaultHook(step)
+}
+
 // WritePack stores objects as one new pack and its index, both synced to disk
 // and renamed into place (and the directory synced) before it returns. It
 // returns the pack's base path. Objects already stored are written again
@@ -270,6 +285,9 @@ func (r *Repo) writeEntries(entries []packEntry, keepMsg string) (string, error)
 		removeAll(tmps...)
 		return "", err
 	}
+	if err := FaultPoint("pack temps synced"); err != nil {
+		return "", err
+	}
 	// A write that fails leaves no keep: its caller moves no ref, and the
 	// objects are git's to collect.
 	fail := func(err error) (string, error) {
@@ -286,9 +304,15 @@ func (r *Repo) writeEntries(entries []packEntry, keepMsg string) (string, error)
 			removeAll(tmps[i:]...)
 			return fail(err)
 		}
+		if err := FaultPoint("pack " + f.ext + " renamed"); err != nil {
+			return "", err
+		}
 	}
 	if err := syncDir(packDir); err != nil {
 		return fail(err)
+	}
+	if err := FaultPoint("pack dir synced"); err != nil {
+		return "", err
 	}
 	if err := r.addPack(base); err != nil {
 		return fail(err)

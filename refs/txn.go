@@ -22,25 +22,17 @@ var (
 	ErrConflict = errors.New("ref changed concurrently")
 	// ErrLocked: another process holds a ref's lock file beyond the wait.
 	ErrLocked = errors.New("ref locked by another process")
-	// ErrFault is what FaultHook returns to stop a transaction where it is,
+	// ErrFault is what a fault hook returns to stop a transaction where it is,
 	// as a crash would: nothing is cleaned up.
 	ErrFault = errors.New("injected fault")
 )
 
-// FaultHook, when set (by tests), is called at each step of Apply and
-// Recover; a non-nil return stops the transaction right there, leaving the
-// files as a killed process would. The steps are "locked", "checked",
-// "synced", "renamed <i>" (after the i-th rename, 0-based) and "dirs synced";
-// the store adds "packed" (the kept pack written, no lock taken yet).
-var FaultHook func(step string) error
-
-// FaultPoint runs FaultHook at step (steps of other layers use it too).
-func FaultPoint(step string) error {
-	if FaultHook == nil {
-		return nil
-	}
-	return FaultHook(step)
-}
+// FaultPoint runs gitstore.FaultHook (set by tests) at step. The steps of a
+// transaction are "locked", "checked", "synced", "renamed <i>" (after the
+// i-th rename, 0-based) and "dirs synced"; the store adds "packed" (the kept
+// pack written, no lock taken yet). A non-nil return stops the transaction
+// right there, leaving the files as a killed process would.
+func FaultPoint(step string) error { return gitstore.FaultPoint(step) }
 
 // Update moves Ref from Old to New. A zero Old means the ref must not exist.
 type Update struct {

@@ -219,7 +219,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 	dir, c := newRepo(t, 64)
 	git(t, dir, "update-ref", refJ, c[0].String())
 	tx := &Transactor{GitDir: dir, LockWait: 10 * time.Second}
-	FaultHook = func(step string) error {
+	gitstore.FaultHook = func(step string) error {
 		if step == "checked" {
 			cmd := exec.Command("git", "-C", dir, "update-ref", refJ, c[5].String())
 			if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), ".lock") {
@@ -229,7 +229,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 		return nil
 	}
 	out, err := tx.Apply([]Update{{refJ, c[0], c[1]}})
-	FaultHook = nil
+	gitstore.FaultHook = nil
 	if out != Committed || err != nil || rev(t, dir, refJ) != c[1].String() {
 		t.Fatalf("apply: %v %v", out, err)
 	}
@@ -390,14 +390,14 @@ func TestInterruptedTransactionRecovers(t *testing.T) {
 			if err := os.WriteFile(keep, []byte(Intent{Updates: us}.Encode()), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			FaultHook = func(s string) error {
+			gitstore.FaultHook = func(s string) error {
 				if s == step {
 					return ErrFault
 				}
 				return nil
 			}
 			out, err := (&Transactor{GitDir: dir}).Apply(us)
-			FaultHook = nil
+			gitstore.FaultHook = nil
 			if !errors.Is(err, ErrFault) || (out != NotCommitted) == (step == "locked" || step == "checked" || step == "synced") {
 				t.Fatalf("apply stopped at %s: %v %v", step, out, err)
 			}

@@ -242,11 +242,14 @@ type listVersion struct {
 	Reason          string `json:"reason"`
 	Actor           string `json:"actor"`
 	Writer          string `json:"writer"`
+	// Commit is the journal commit of the version's row: `git show
+	// <commit>:artifacts/<key>/v<version>.json` shows the payload.
+	Commit string `json:"commit"`
 }
 
 func toListVersion(v verify.Version) listVersion {
 	return listVersion{v.Key, v.Version, v.Type, v.LinkKind, string(v.ContentHash), string(v.SpineEntryHash),
-		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer}
+		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer, v.Commit.String()}
 }
 
 func newArtifactListCmd(g *globals, io *IO) *cobra.Command {
@@ -449,6 +452,7 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 	if v.PrevVersionHash != "" {
 		fmt.Fprintf(w, "prev:    %s\n", v.PrevVersionHash)
 	}
+	fmt.Fprintf(w, "git:     git show %s:%s\n", v.Commit, bernstein.ArtifactPath(v.Key, v.Version))
 	fmt.Fprintln(w)
 	switch {
 	case p == nil:

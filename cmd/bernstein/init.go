@@ -20,7 +20,12 @@ Creates the writer identity (an ed25519 signing key and an HMAC key, mode 0600)
 under BERNSTEIN_HOME (default $XDG_STATE_HOME/bernstein), outside the
 repository, and publishes the public key in refs/bernstein/keys together with a
 git allowed_signers file. Pointed at an empty or missing folder, it runs
-'git init' there first. Running it again changes nothing.`,
+'git init' there first. Unless core.fsync is already configured, it sets it
+to "pack,derived-metadata,reference" in the repository's config, so that git's
+own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
+changes nothing.
+
+Exit status: 0 set up (or already set up); 1 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := bernstein.Init(g.options(), writer)
@@ -39,6 +44,9 @@ git allowed_signers file. Pointed at an empty or missing folder, it runs
 			}
 			fmt.Fprintf(io.Out, "writer:     %s (%s in %s)\n", res.Writer, id, res.Home)
 			fmt.Fprintf(io.Out, "public key: %s\n", res.PublicKey)
+			if res.FsyncConfigured {
+				fmt.Fprintf(io.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
+			}
 			if res.KeyPublished {
 				fmt.Fprintf(io.Out, "published:  refs/bernstein/keys (allowed_signers updated)\n")
 			} else {
