@@ -1493,6 +1493,32 @@ func TestVerifyMatrix(t *testing.T) {
 		checkVersions(t, d, tp.expect().set(mxA, 5, "tampered"))
 	})
 
+	run("12-work-row-tree-extra-file", func(t *testing.T, r *mxRepo) {
+		// A gate row's commit, re-made with a tree that also holds a file
+		// the row does not store: the row and its chain are untouched.
+		s := r.open()
+		res, err := s.RunGate(mxB, "lint", []string{"sh", "-c", "echo lint ok"}, bernstein.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if d, code := r.verify(); code != 0 {
+			t.Fatalf("after a gate run: exit %d\n%s", code, d.dump())
+		}
+		_, blob := r.payload("riding along")
+		r.rewriteJournal(mxB, func(rows []mxRow) []mxRow {
+			last := &rows[len(rows)-1]
+			last.Tree = r.editTree(last.Tree, map[string]gitstore.Oid{"artifacts/summary/v9.json": blob})
+			return rows
+		})
+		d, code := r.verify()
+		if code != 1 {
+			t.Fatalf("exit %d", code)
+		}
+		expectFailures(t, d, wTask(mxB, res.JournalIndex, "journal_tree").saying("not exactly its own outputs/"))
+		checkVersions(t, d, tp.expect())
+	})
+
 	run("13-rollback-seal", func(t *testing.T, r *mxRepo) {
 		// The spine's last entry (MX-3's seal) dropped: the ledger still
 		// says completed, so the journal is not "still open".

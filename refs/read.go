@@ -174,6 +174,10 @@ type Snapshot struct {
 	scope []string
 }
 
+// testHookBetweenReads, when set, runs between a snapshot's reads of loose
+// refs and of packed-refs.
+var testHookBetweenReads func()
+
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
 // (every ref under it), any other is one ref.
 func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
@@ -198,6 +202,9 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if testHookBetweenReads != nil {
+		testHookBetweenReads()
 	}
 	packed, err := r.packed()
 	if err != nil {

@@ -509,3 +509,110 @@ func TestApplyIsDurable(t *testing.T) {
 		}
 	}
 }
+
+// A `git pack-refs --all --prune` between a snapshot's two reads (loose
+// refs, then packed-refs) moves nothing out of its sight: packed-refs, read
+// second, already holds what the pruned loose files held. Read the other way
+// round, the snapshot would take packed-refs' stale values for current.
+func TestSnapshotPackRefsBetweenReads(t *testing.T) {
+	dir, c := newRepo(t, 2)
+	git(t, dir, "update-ref", refJ, c[0].String())
+	git(t, dir, "pack-refs", "--all", "--prune") // packed-refs: c[0]
+	git(t, dir, "update-ref", refJ, c[1].String()) // loose: c[1]
+	testHookBetweenReads = func() { git(t, dir, "pack-refs", "--all", "--prune") }
+	defer func() { testHookBetweenReads = nil }()
+	snap, err := Reader{Dir: dir}.Snapshot(JournalPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := snap.ReadOptional(refJ); got != c[1] {
+		t.Fatalf("snapshot reads %s as %s, want %s", refJ, got, c[1])
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(refJ))); err == nil {
+		t.Fatal("pack-refs did not prune the loose ref between the reads")
+	}
+}
+
+// Snapshots taken while `git pack-refs --all --prune` moves refs from loose
+// files into packed-refs (and transactions move them back out) never miss a
+// ref or mix two transactions: loose files are read before packed-refs, as
+// git reads them, so a ref pruned meanwhile is found packed.
+func TestSnapshotUnderPackRefs(t *testing.T) {
+	dir, _ := newRepo(t, 0)
+	const n = 40
+	var names []string
+	for i := 0; i < n; i++ {
+		names = append(names, fmt.Sprintf("%sT-%02d", JournalPrefix, i))
+	}
+	tx := &Transactor{GitDir: dir, LockWait: 10 * time.Second}
+	move := func(old, nw gitstore.Oid) {
+		var us []Update
+		for _, name := range names {
+			us = append(us, Update{name, old, nw})
+		}
+		for {
+			out, err := tx.Apply(us)
+			if out == Committed && err == nil {
+				return
+			}
+			if !errors.Is(err, ErrLocked) {
+				t.Errorf("move: %v %v", out, err)
+				return
+			}
+		}
+	}
+	vals := []gitstore.Oid{gitstore.HashObject(gitstore.TypeBlob, []byte("a")), gitstore.HashObject(gitstore.TypeBlob, []byte("b"))}
+	move(gitstore.ZeroOid, vals[0])
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			exec.Command("git", "-C", dir, "pack-refs", "--all", "--prune").Run()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			move(vals[i%2], vals[(i+1)%2])
+		}
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	lists := 0
+	for time.Now().Before(deadline) && !t.Failed() {
+		snap, err := Reader{Dir: dir}.Snapshot(JournalPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, got, _ := snap.List(JournalPrefix)
+		bad := ""
+		if len(got) != n {
+			bad = fmt.Sprintf("%d refs, want %d", len(got), n)
+		}
+		for _, name := range names {
+			if bad == "" && m[name] != m[names[0]] {
+				bad = fmt.Sprintf("%s at %s, %s at %s", names[0], m[names[0]], name, m[name])
+			}
+		}
+		if bad != "" {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("snapshot %d: %s", lists, bad)
+		}
+		lists++
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d snapshots", lists)
+}
