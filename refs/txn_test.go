@@ -517,7 +517,7 @@ func TestApplyIsDurable(t *testing.T) {
 func TestSnapshotPackRefsBetweenReads(t *testing.T) {
 	dir, c := newRepo(t, 2)
 	git(t, dir, "update-ref", refJ, c[0].String())
-	git(t, dir, "pack-refs", "--all", "--prune") // packed-refs: c[0]
+	git(t, dir, "pack-refs", "--all", "--prune")   // packed-refs: c[0]
 	git(t, dir, "update-ref", refJ, c[1].String()) // loose: c[1]
 	testHookBetweenReads = func() { git(t, dir, "pack-refs", "--all", "--prune") }
 	defer func() { testHookBetweenReads = nil }()
