@@ -39,8 +39,10 @@ run "$bin" task complete DEMO-1
 run "$bin" audit verify
 step "git -C $BERNSTEIN_REPO log --oneline refs/bernstein/journal/DEMO-1"
 git -C "$BERNSTEIN_REPO" log --oneline refs/bernstein/journal/DEMO-1
-step "git -C $BERNSTEIN_REPO show refs/bernstein/journal/DEMO-1:artifacts/summary/v2.json"
-git -C "$BERNSTEIN_REPO" show refs/bernstein/journal/DEMO-1:artifacts/summary/v2.json; echo
+# Each journal commit holds its own row's files: summary v2 sits at the commit
+# of its row (journal index 3 of 6, so two commits below the head).
+step "git -C $BERNSTEIN_REPO show refs/bernstein/journal/DEMO-1~2:artifacts/summary/v2.json"
+git -C "$BERNSTEIN_REPO" show refs/bernstein/journal/DEMO-1~2:artifacts/summary/v2.json; echo
 step "git fsck --strict"
 git -C "$BERNSTEIN_REPO" fsck --strict --no-dangling 2>&1 | grep -v 'unborn branch' || true
 printf '\nThe demo repository is %s (keys in %s).\n' "$BERNSTEIN_REPO" "$BERNSTEIN_HOME"
