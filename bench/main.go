@@ -38,6 +38,7 @@ var sections = []section{
 	{"post", "artifact posts per second: disk floor, library API (sequential and concurrent), CLI, git plumbing baseline", runPost},
 	{"verify", "audit verify of a whole repository (1,000 and 10,000 posts) against git fsck --full: time and peak memory", runVerify},
 	{"fold", "progress fold of a long journal: cold (fresh process, no cache) against git log over the same ref; warm after new rows", runFold},
+	{"history", "cost against history length: CLI reads at 1,000 and 4,000 versions of one key, bytes a post adds, MCP server RSS over 3,000 posts", runHistory},
 }
 
 var (
