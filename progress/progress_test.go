@@ -2,13 +2,32 @@ package progress
 
 import (
 	"bytes"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 )
+
+var seedFlag = flag.Int64("progress.seed", 0, "seed of the property tests (0: from the clock)")
+
+// seed returns the property tests' seed and prints it, so a failure can be
+// replayed with -progress.seed.
+func seed(t *testing.T) int64 {
+	t.Helper()
+	s := *seedFlag
+	if s == 0 {
+		s = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (replay with -progress.seed=%d)", s, s)
+	return s
+}
 
 // chainRows re-indexes and re-chains rows as a journal would hold them.
 func chainRows(t testing.TB, task string, rows []record.Row) []record.Row {
@@ -31,6 +50,8 @@ func row(t testing.TB, kind string, data any) record.Row {
 	return r
 }
 
+// ledgerRows builds a ledger. task.created declares two evidence producers
+// (tests, lint) and two gates (build = make, vet = go vet ./...).
 func ledgerRows(t testing.TB, kinds ...string) []record.Row {
 	var rows []record.Row
 	for _, k := range kinds {
@@ -40,13 +61,18 @@ func ledgerRows(t testing.TB, kinds ...string) []record.Row {
 			data = ledger.Created{Title: "golden", Evidence: []ledger.Producer{
 				{Name: "tests", Kind: "command", Command: "go test ./...", Required: true},
 				{Name: "lint", Kind: "command", Command: "go vet ./...", Required: true},
-			}, Gates: []ledger.Gate{{Name: "build", Command: "make"}}}
+			}, Gates: []ledger.Gate{{Name: "build", Command: "make"}, {Name: "vet", Command: "go vet ./..."}}}
 		case record.KindTaskClaimed:
 			data = ledger.Claimed{Agent: "agent-1", ClaimID: "claim-0001", TokenSHA256: record.Sum([]byte("token"))}
 		}
 		rows = append(rows, row(t, k, data))
 	}
 	return chainRows(t, "T-1", rows)
+}
+
+// working is the ledger of a claimed and started task.
+func working(t testing.TB) []record.Row {
+	return ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted)
 }
 
 func output(path string) record.Output {
@@ -57,6 +83,41 @@ func artifactRow(t testing.TB, key string, v int64) record.Row {
 	return row(t, record.KindArtifactPosted, record.ArtifactPosted{Key: key, ArtifactType: "report", Version: v,
 		ContentHash: record.Sum([]byte(key)), Blob: "0123456789012345678901234567890123456789", Size: 10})
 }
+
+// Commits used by the scripts.
+const (
+	commitA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	commitB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	commitC = "cccccccccccccccccccccccccccccccccccccccc"
+	commitD = "dddddddddddddddddddddddddddddddddddddddd"
+)
+
+func checkpoint(t testing.TB, commit string) record.Row {
+	return row(t, record.KindCheckpoint, record.Checkpoint{Commit: commit})
+}
+
+// diff is a diff_captured row whose stored patch is patch.
+func diff(t testing.TB, base, head, patch string, files int64) record.Row {
+	out := record.Output{Path: "outputs/000000-diff.patch", Blob: "0123456789012345678901234567890123456789",
+		Hash: record.Sum([]byte(patch)), Size: int64(len(patch))}
+	return row(t, record.KindDiffCaptured, record.DiffCaptured{Base: base, Head: head, Patch: out, Files: files, Added: files})
+}
+
+func gate(t testing.TB, name, command string, exit int64, passed bool) record.Row {
+	return row(t, record.KindGateAttempt, record.GateAttempt{Gate: name, Command: command, ExitCode: exit, Passed: passed,
+		Output: output("outputs/000000-gate-" + name + ".log")})
+}
+
+func evidence(t testing.TB, producer string, exit int64, passed bool) record.Row {
+	return row(t, record.KindEvidenceResult, record.EvidenceResult{Producer: producer, Kind: "command", Command: "go test ./...",
+		Required: true, ExitCode: exit, Passed: passed, Output: output("outputs/000000-evidence-" + producer + ".log")})
+}
+
+const (
+	patch1 = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+	patch2 = "diff --git a/y b/y\nnew file mode 100644\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+y\n"
+	patch3 = "diff --git a/x b/x\nold mode 100644\nnew mode 100755\n"
+)
 
 func workRows(t testing.TB) []record.Row {
 	return []record.Row{
@@ -70,28 +131,44 @@ func workRows(t testing.TB) []record.Row {
 	}
 }
 
+func fold(t testing.TB, journal, led []record.Row) Vector {
+	t.Helper()
+	v, err := FoldProgress("T-1", chainRows(t, "T-1", journal), led)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // TestGoldenVector pins the canonical bytes and hash of a fixed sequence.
 func TestGoldenVector(t *testing.T) {
 	journal := chainRows(t, "T-1", workRows(t))
-	led := ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted)
+	led := working(t)
 	v, err := FoldProgress("T-1", journal, led)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":1,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
 	if got := string(v.Bytes()); got != want {
 		t.Fatalf("canonical bytes\n got %s\nwant %s", got, want)
 	}
-	const wantHash = "4f6fcc87c587f03b23670de8be192c1bece19cd68783a4ac45d602a0a397730f"
+	// printf '%s' "$want" | sha256sum
+	const wantHash = "09c7116a3f36aa380bd7c5006da60d5bbfa2c098122e11212e3bb153a8519321"
 	if v.Hash() != wantHash {
 		t.Fatalf("vector_hash %s, want %s", v.Hash(), wantHash)
 	}
-	if v.EarnedSteps() != 2+1+2+1 {
-		t.Fatalf("earned steps %d", v.EarnedSteps())
+	// 2 checkpoints + 1 diff + 1 declared gate passed + 1 producer passed;
+	// the failed gate attempt earns nothing.
+	if v.EarnedSteps() != 5 {
+		t.Fatalf("earned steps %d, want 5", v.EarnedSteps())
 	}
 	w := v.ToWire(journal[len(journal)-1].Hash(), int64(len(journal)), led[len(led)-1].Hash(), int64(len(led)))
-	if w.PhaseOrdinal != 2 || w.VectorHash != wantHash || w.JournalRows != 7 || w.LedgerRows != 3 {
+	if w.PhaseOrdinal != 2 || w.VectorHash != wantHash || w.JournalRows != 7 || w.LedgerRows != 3 || w.EarnedSteps != 5 {
 		t.Fatalf("wire: %+v", w)
+	}
+	const wantString = "2 checkpoints, 1 diffs, 1 gates passed (2 attempts), 1/2 evidence passed, phase started"
+	if v.String() != wantString {
+		t.Fatalf("String() = %q, want %q", v.String(), wantString)
 	}
 	// A terminal ledger changes the phase, the terminal flag and the hash.
 	done := ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted, record.KindTaskCompleted)
@@ -99,17 +176,372 @@ func TestGoldenVector(t *testing.T) {
 	if !v2.Terminal || v2.LedgerPhase != "completed" || v2.Hash() == v.Hash() {
 		t.Fatalf("terminal vector: %+v", v2)
 	}
+	// The same session recorded twice earns nothing more: only the attempts
+	// of the repeated gate runs show.
+	twice := fold(t, append(workRows(t), workRows(t)...), led)
+	const wantTwice = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	if got := string(twice.Bytes()); got != wantTwice || twice.EarnedSteps() != 5 {
+		t.Fatalf("the session twice\n got %s (earned %d)\nwant %s (earned 5)", got, twice.EarnedSteps(), wantTwice)
+	}
+}
+
+// TestScripts: scripted journals against vectors written by hand, with the
+// earned steps after every row.
+func TestScripts(t *testing.T) {
+	cases := []struct {
+		name   string
+		rows   func(t testing.TB) []record.Row
+		earned []int64 // earned_steps after each row
+		want   string  // canonical bytes after the last row
+	}{
+		{
+			name: "five times the same checkpoint, then two distinct",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{checkpoint(t, commitA), checkpoint(t, commitA), checkpoint(t, commitA), checkpoint(t, commitA),
+					checkpoint(t, commitA), checkpoint(t, commitB), checkpoint(t, commitC)}
+			},
+			earned: []int64{1, 1, 1, 1, 1, 2, 3},
+			want:   `{"checkpoints":3,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "one commit however spelt; a checkpoint naming no commit",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{checkpoint(t, commitA), checkpoint(t, strings.ToUpper(commitA)), checkpoint(t, ""), checkpoint(t, "AbCdEf0123"), checkpoint(t, "abcdef0123")}
+			},
+			earned: []int64{1, 1, 1, 2, 2},
+			want:   `{"checkpoints":2,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "empty diff, same diff twice, a new diff",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					diff(t, commitA, commitA, "", 0),      // base and head with the same tree
+					diff(t, commitA, commitB, patch1, 1),  // new
+					diff(t, commitC, commitD, patch1, 1),  // the same patch between other commits
+					diff(t, commitA, commitB, patch1, 1),  // the same row again
+					diff(t, commitB, commitC, patch2, 1),  // new
+					diff(t, commitB, commitB, "", 3),      // claims files, stored nothing
+					diff(t, commitC, commitD, patch3, 1),  // mode change only: a real patch
+					diff(t, commitB, commitC, patch2, 99), // same patch, other counts
+					row(t, record.KindDiffCaptured, record.DiffCaptured{Base: commitA, Head: commitD, Files: 1,
+						Patch: record.Output{Path: "outputs/000009-diff.patch", Size: 12}}), // a size but no hash: nothing to tell it by
+				}
+			},
+			earned: []int64{0, 1, 1, 1, 2, 2, 3, 3, 3},
+			want:   `{"checkpoints":0,"diffs_captured":3,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "declared gate fails, passes, passes again; ad-hoc gate passes",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					gate(t, "build", "make", 2, false),
+					gate(t, "build", "make", 0, true),
+					gate(t, "build", "make", 0, true),
+					gate(t, "smoke", "true", 0, true),                  // not declared
+					gate(t, "build", "true", 0, true),                  // declared name, another command: ad hoc
+					gate(t, "build", "make", 1, false),                 // a later failure takes nothing back
+					gate(t, "vet", "go vet ./...", 0, true),            // the second declared gate
+					gate(t, "vet", "go vet ./...", 0, true),            // again
+					gate(t, "tests", "go test ./...", 0, true),         // an evidence producer's name is not a gate
+					gate(t, "lint", "go vet ./... && golint", 0, true), // nor is an undeclared name
+				}
+			},
+			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 2, 2},
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":10,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "a declared gate's name with another command is an ad-hoc gate",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					gate(t, "build", "true", 0, true),    // gate run T build -- true
+					gate(t, "build", "make -k", 0, true), // close, but not the declared command
+					gate(t, "vet", "true", 0, true),
+					gate(t, "build", "make", 0, true), // the declared command
+				}
+			},
+			earned: []int64{0, 0, 0, 1},
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "timeout exit 137 with passed=true forged",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					gate(t, "build", "make", 137, true),  // forged: killed, claims passed
+					gate(t, "build", "make", 137, false), // the honest timeout
+					gate(t, "vet", "go vet ./...", -1, true),
+					evidence(t, "tests", 137, true),
+					evidence(t, "lint", 1, true),
+					gate(t, "build", "make", 0, false), // exit 0 but not passed: not a pass either
+					gate(t, "build", "make", 0, true),  // the real pass
+				}
+			},
+			earned: []int64{0, 0, 0, 0, 0, 0, 1},
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":5,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "evidence pass, fail, pass",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					evidence(t, "tests", 0, true),
+					evidence(t, "tests", 1, false),
+					evidence(t, "tests", 0, true),
+					evidence(t, "tests", 0, true), // the same result again adds nothing
+					evidence(t, "lint", 2, false),
+					evidence(t, "undeclared", 0, true),
+					evidence(t, "lint", 0, true),
+					evidence(t, "lint", 0, true),
+				}
+			},
+			earned: []int64{1, 0, 1, 1, 1, 1, 2, 2},
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":2,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "a session of every kind, repeated work among it",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					checkpoint(t, commitA),
+					artifactRow(t, "notes", 1),
+					diff(t, commitA, commitB, patch1, 1),
+					checkpoint(t, commitB),
+					checkpoint(t, commitB),
+					gate(t, "build", "make", 137, false),
+					gate(t, "build", "make", 0, true),
+					diff(t, commitA, commitB, patch1, 1),
+					evidence(t, "tests", 0, true),
+					artifactRow(t, "notes", 2),
+					gate(t, "adhoc", "true", 0, true),
+					evidence(t, "tests", 0, true),
+					checkpoint(t, commitA),
+				}
+			},
+			earned: []int64{1, 1, 2, 3, 3, 3, 4, 4, 5, 5, 5, 5, 5},
+			want:   `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":3,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+		},
+	}
+	led := working(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rows := c.rows(t)
+			if len(c.earned) != len(rows) {
+				t.Fatalf("script has %d rows, %d expected earned steps", len(rows), len(c.earned))
+			}
+			for n := 1; n <= len(rows); n++ {
+				v := fold(t, rows[:n], led)
+				if v.EarnedSteps() != c.earned[n-1] {
+					t.Errorf("after row %d (%s %s): earned %d, want %d (%s)", n-1, rows[n-1].Kind, rows[n-1].Data, v.EarnedSteps(), c.earned[n-1], v.Bytes())
+				}
+			}
+			if got := string(fold(t, rows, led).Bytes()); got != c.want {
+				t.Errorf("canonical bytes\n got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestNoLedgerNothingDeclared: without a ledger no gate and no producer is
+// declared, so passes earn nothing; checkpoints and diffs still count.
+func TestNoLedgerNothingDeclared(t *testing.T) {
+	v := fold(t, []record.Row{gate(t, "build", "make", 0, true), evidence(t, "tests", 0, true), checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1)}, nil)
+	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":0,"evidence_passed":0,"gate_attempts":1,"gates_passed":0,"ledger_attempts":0,"ledger_phase":"","schema_version":2,"task_id":"T-1","terminal":false}`
+	if got := string(v.Bytes()); got != want || v.EarnedSteps() != 2 {
+		t.Fatalf("got %s (earned %d)\nwant %s (earned 2)", got, v.EarnedSteps(), want)
+	}
+}
+
+// TestGateDeclaredTwiceCountsOnce: a gate name declared twice is one gate.
+func TestGateDeclaredTwiceCountsOnce(t *testing.T) {
+	led := chainRows(t, "T-1", []record.Row{row(t, record.KindTaskCreated, ledger.Created{Title: "dup",
+		Gates: []ledger.Gate{{Name: "build", Command: "make"}, {Name: "build", Command: "make"}, {Name: "build", Command: "make all"}}})})
+	v := fold(t, []record.Row{gate(t, "build", "make", 0, true), gate(t, "build", "make all", 0, true)}, led)
+	const want = `{"checkpoints":0,"diffs_captured":0,"evidence_declared":0,"evidence_passed":0,"gate_attempts":2,"gates_passed":1,"ledger_attempts":0,"ledger_phase":"created","schema_version":2,"task_id":"T-1","terminal":false}`
+	if got := string(v.Bytes()); got != want || v.EarnedSteps() != 1 {
+		t.Fatalf("got %s (earned %d)\nwant %s (earned 1)", got, v.EarnedSteps(), want)
+	}
+}
+
+// pool is the work the property tests draw from: repeated commits and
+// patches, declared, ad-hoc and forged gate attempts, evidence of declared
+// and undeclared producers, artifacts and rows of unknown kinds.
+func pool(t testing.TB) []record.Row {
+	return []record.Row{
+		checkpoint(t, commitA), checkpoint(t, commitB), checkpoint(t, commitC), checkpoint(t, strings.ToUpper(commitD)), checkpoint(t, ""),
+		diff(t, commitA, commitB, patch1, 1), diff(t, commitB, commitC, patch2, 1), diff(t, commitC, commitD, patch3, 1),
+		diff(t, commitA, commitA, "", 0), diff(t, commitD, commitC, patch1, 1),
+		gate(t, "build", "make", 0, true), gate(t, "build", "make", 2, false), gate(t, "build", "make", 137, true),
+		gate(t, "vet", "go vet ./...", 0, true), gate(t, "smoke", "true", 0, true), gate(t, "build", "true", 0, true),
+		evidence(t, "tests", 0, true), evidence(t, "tests", 1, false), evidence(t, "lint", 0, true), evidence(t, "lint", 137, true),
+		evidence(t, "undeclared", 0, true),
+		artifactRow(t, "k", 1), row(t, "future_kind", map[string]any{"percent": 99}),
+	}
+}
+
+func randomJournal(t testing.TB, rng *rand.Rand, maxLen int) []record.Row {
+	p := pool(t)
+	rows := make([]record.Row, rng.Intn(maxLen+1))
+	for i := range rows {
+		rows[i] = p[rng.Intn(len(p))]
+	}
+	return rows
+}
+
+func isWork(kind string) bool {
+	switch kind {
+	case record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult:
+		return true
+	}
+	return false
+}
+
+func producerOf(t testing.TB, r record.Row) string {
+	var e record.EvidenceResult
+	if err := json.Unmarshal(r.Data, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Producer
+}
+
+func insertAt(rows []record.Row, at int, r record.Row) []record.Row {
+	out := append([]record.Row{}, rows[:at]...)
+	out = append(out, r)
+	return append(out, rows[at:]...)
+}
+
+func deleteAt(rows []record.Row, at int) []record.Row {
+	return append(append([]record.Row{}, rows[:at]...), rows[at+1:]...)
+}
+
+// TestRepeatingWorkNeverEarns: a copy of any work row inserted anywhere
+// after it raises no field but gate_attempts (an attempt is an attempt) and
+// never earned_steps. An evidence result is the one row whose position
+// matters (a producer counts by its latest result): its copy gives exactly
+// what moving the row there gives, and nothing at all when no other result
+// of that producer lies between.
+func TestRepeatingWorkNeverEarns(t *testing.T) {
+	rng := rand.New(rand.NewSource(seed(t)))
+	led := working(t)
+	tried := map[string]int{}
+	for trial := 0; trial < 3000; trial++ {
+		rows := randomJournal(t, rng, 30)
+		var work []int
+		for i, r := range rows {
+			if isWork(r.Kind) {
+				work = append(work, i)
+			}
+		}
+		if len(work) == 0 {
+			continue
+		}
+		i := work[rng.Intn(len(work))]
+		at := i + 1 + rng.Intn(len(rows)-i) // in [i+1, len]
+		with := insertAt(rows, at, rows[i])
+		before, after := fold(t, rows, led), fold(t, with, led)
+		kind := rows[i].Kind
+		tried[kind]++
+		if kind == record.KindEvidenceResult {
+			if moved := fold(t, deleteAt(with, i), led); after != moved {
+				t.Fatalf("trial %d: a copy of evidence row %d at %d gives %s, moving it there %s", trial, i, at, after.Bytes(), moved.Bytes())
+			}
+			between := false
+			for _, r := range rows[i+1 : at] {
+				between = between || r.Kind == record.KindEvidenceResult && producerOf(t, r) == producerOf(t, rows[i])
+			}
+			if !between && after != before {
+				t.Fatalf("trial %d: a copy of evidence row %d at %d moved the vector\n%s\n%s", trial, i, at, before.Bytes(), after.Bytes())
+			}
+			continue
+		}
+		want := before
+		if kind == record.KindGateAttempt {
+			want.GateAttempts++
+		}
+		if after != want || after.EarnedSteps() != before.EarnedSteps() {
+			t.Fatalf("trial %d: a copy of %s row %d (%s) at %d\n got %s (earned %d)\nwant %s (earned %d)", trial, kind, i, rows[i].Data, at,
+				after.Bytes(), after.EarnedSteps(), want.Bytes(), before.EarnedSteps())
+		}
+	}
+	// Many copies at once: non-evidence rows anywhere later, evidence
+	// results right after their original.
+	for trial := 0; trial < 1000; trial++ {
+		rows := randomJournal(t, rng, 30)
+		before := fold(t, rows, led)
+		with := append([]record.Row{}, rows...)
+		attempts := int64(0)
+		for n := rng.Intn(20); n > 0; n-- {
+			i := rng.Intn(len(with) + 1)
+			if i == len(with) || !isWork(with[i].Kind) {
+				continue
+			}
+			at := i + 1
+			if with[i].Kind != record.KindEvidenceResult {
+				at += rng.Intn(len(with) - i)
+			}
+			if with[i].Kind == record.KindGateAttempt {
+				attempts++
+			}
+			with = insertAt(with, at, with[i])
+		}
+		after := fold(t, with, led)
+		want := before
+		want.GateAttempts += attempts
+		if after != want || after.EarnedSteps() != before.EarnedSteps() {
+			t.Fatalf("trial %d: %d copies\n got %s\nwant %s", trial, len(with)-len(rows), after.Bytes(), want.Bytes())
+		}
+	}
+	for _, k := range []string{record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult} {
+		if tried[k] < 100 {
+			t.Fatalf("only %d copies of %s rows tried", tried[k], k)
+		}
+	}
+}
+
+// TestCommutingRowsCommute: checkpoints, diffs and gate attempts commute
+// with everything, and results of different producers with each other; any
+// reordering that keeps each producer's results in order keeps the vector.
+func TestCommutingRowsCommute(t *testing.T) {
+	rng := rand.New(rand.NewSource(seed(t)))
+	led := working(t)
+	for trial := 0; trial < 1000; trial++ {
+		rows := randomJournal(t, rng, 40)
+		perm := append([]record.Row{}, rows...)
+		rng.Shuffle(len(perm), func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
+		// Put each producer's results back in their order, in the slots
+		// the shuffle gave that producer.
+		inOrder := map[string][]record.Row{}
+		for _, r := range rows {
+			if r.Kind == record.KindEvidenceResult {
+				p := producerOf(t, r)
+				inOrder[p] = append(inOrder[p], r)
+			}
+		}
+		for i, r := range perm {
+			if r.Kind == record.KindEvidenceResult {
+				p := producerOf(t, r)
+				perm[i], inOrder[p] = inOrder[p][0], inOrder[p][1:]
+			}
+		}
+		a, b := fold(t, rows, led), fold(t, perm, led)
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Fatalf("trial %d: a reordering moved the vector\n%s\n%s", trial, a.Bytes(), b.Bytes())
+		}
+	}
+	// By hand: distinct checkpoints and distinct diffs in either order.
+	fwd := []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), checkpoint(t, commitB), diff(t, commitB, commitC, patch2, 1)}
+	rev := []record.Row{diff(t, commitB, commitC, patch2, 1), checkpoint(t, commitB), diff(t, commitA, commitB, patch1, 1), checkpoint(t, commitA)}
+	const want = `{"checkpoints":2,"diffs_captured":2,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	if a, b := string(fold(t, fwd, led).Bytes()), string(fold(t, rev, led).Bytes()); a != want || b != want {
+		t.Fatalf("distinct checkpoints and diffs\n fwd %s\n rev %s\nwant %s", a, b, want)
+	}
 }
 
 // TestArtifactsNeverMoveIt: any interleaving of artifact posts (and of rows of
 // unknown kinds, and extra wall-clock fields) leaves the bytes unchanged.
 func TestArtifactsNeverMoveIt(t *testing.T) {
-	led := ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted)
+	led := working(t)
 	base, err := FoldProgress("T-1", chainRows(t, "T-1", workRows(t)), led)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewSource(1))
+	rng := rand.New(rand.NewSource(seed(t)))
 	for trial := 0; trial < 300; trial++ {
 		rows := workRows(t)
 		n := rng.Intn(60)
@@ -136,65 +568,75 @@ func TestArtifactsNeverMoveIt(t *testing.T) {
 		}
 	}
 	// A wall-clock field inside a work row's data does not move it either.
-	withClock := row(t, record.KindGateAttempt, map[string]any{"gate": "build", "passed": true, "finished_at": "2026-11-30T10:00:00Z", "duration_ms": 1234})
-	plain := row(t, record.KindGateAttempt, map[string]any{"gate": "build", "passed": true})
+	withClock := row(t, record.KindGateAttempt, map[string]any{"gate": "build", "command": "make", "passed": true, "finished_at": "2026-11-30T10:00:00Z", "duration_ms": 1234})
+	plain := row(t, record.KindGateAttempt, map[string]any{"gate": "build", "command": "make", "passed": true})
 	a, _ := FoldProgress("T-1", chainRows(t, "T-1", []record.Row{withClock}), led)
 	b, _ := FoldProgress("T-1", chainRows(t, "T-1", []record.Row{plain}), led)
-	if !bytes.Equal(a.Bytes(), b.Bytes()) {
-		t.Fatalf("a wall-clock field moved the vector")
+	if !bytes.Equal(a.Bytes(), b.Bytes()) || a.GatesPassed != 1 {
+		t.Fatalf("a wall-clock field moved the vector: %s vs %s", a.Bytes(), b.Bytes())
 	}
 }
 
-// TestCheckpointsAdvanceStrictly: each checkpoint moves the vector forward.
+// TestFiftyReportsMoveNothing: fifty reports after the work, and every
+// prefix of them, leave the bytes and the earned steps where they were.
+func TestFiftyReportsMoveNothing(t *testing.T) {
+	led := working(t)
+	rows := workRows(t)
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	for i := 0; i <= 50; i++ {
+		if i > 0 {
+			rows = append(rows, artifactRow(t, fmt.Sprintf("report-%d", i%5), int64((i-1)/5+1)))
+		}
+		v := fold(t, rows, led)
+		if string(v.Bytes()) != want || v.EarnedSteps() != 5 {
+			t.Fatalf("after %d reports: %s (earned %d)", i, v.Bytes(), v.EarnedSteps())
+		}
+	}
+}
+
+// TestCheckpointsAdvanceStrictly: each checkpoint of a new commit moves the
+// vector forward; checkpointing one already seen does not.
 func TestCheckpointsAdvanceStrictly(t *testing.T) {
-	led := ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted)
+	led := working(t)
 	var rows []record.Row
 	prev, _ := FoldProgress("T-1", nil, led)
 	seen := map[string]bool{prev.Hash(): true}
 	for n := 1; n <= 50; n++ {
-		rows = append(rows, row(t, record.KindCheckpoint, record.Checkpoint{Commit: fmt.Sprintf("%040d", n)}))
+		rows = append(rows, checkpoint(t, fmt.Sprintf("%040d", n)))
 		v, err := FoldProgress("T-1", chainRows(t, "T-1", rows), led)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Checkpoints != int64(n) || v.EarnedSteps() <= prev.EarnedSteps() {
+		if v.Checkpoints != int64(n) || v.EarnedSteps() != int64(n) {
 			t.Fatalf("after %d checkpoints: %+v (before %+v)", n, v, prev)
 		}
 		if seen[v.Hash()] {
 			t.Fatalf("checkpoint %d repeated an earlier vector hash", n)
 		}
 		seen[v.Hash()] = true
+		// The commit of an earlier checkpoint again: nothing moves.
+		again, _ := FoldProgress("T-1", chainRows(t, "T-1", append(rows, checkpoint(t, fmt.Sprintf("%040d", 1+n/2)))), led)
+		if again != v {
+			t.Fatalf("a repeated checkpoint after %d moved the vector: %+v", n, again)
+		}
 		prev = v
 	}
 }
 
 // TestFoldDeterministic: random row sequences fold to the same bytes every
-// time, and folding incrementally (split anywhere, cloned) equals folding at
-// once.
+// time, and folding incrementally (split anywhere, cloned, or through the
+// JSON form a cache stores) equals folding at once.
 func TestFoldDeterministic(t *testing.T) {
-	rng := rand.New(rand.NewSource(7))
-	kinds := []string{record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult, record.KindArtifactPosted, "future_kind"}
+	rng := rand.New(rand.NewSource(seed(t)))
 	led := ledgerRows(t, record.KindTaskCreated, record.KindTaskClaimed, record.KindTaskStarted, record.KindTaskSuspended)
-	for trial := 0; trial < 200; trial++ {
-		var rows []record.Row
-		for i := rng.Intn(80); i > 0; i-- {
-			k := kinds[rng.Intn(len(kinds))]
-			var data any
-			switch k {
-			case record.KindCheckpoint:
-				data = record.Checkpoint{Commit: fmt.Sprintf("%040x", rng.Int63())}
-			case record.KindGateAttempt:
-				data = record.GateAttempt{Gate: "g", Passed: rng.Intn(2) == 0}
-			case record.KindEvidenceResult:
-				data = record.EvidenceResult{Producer: []string{"tests", "lint", "undeclared"}[rng.Intn(3)], Passed: rng.Intn(2) == 0}
-			case record.KindArtifactPosted:
-				data = record.ArtifactPosted{Key: "k"}
-			default:
-				data = map[string]any{"n": rng.Intn(100)}
-			}
-			rows = append(rows, row(t, k, data))
+	var l ledger.State
+	for _, r := range led {
+		if err := l.Apply(r); err != nil {
+			t.Fatal(err)
 		}
-		rows = chainRows(t, "T-1", rows)
+	}
+	for trial := 0; trial < 300; trial++ {
+		rows := chainRows(t, "T-1", randomJournal(t, rng, 80))
 		a, err := FoldProgress("T-1", rows, led)
 		if err != nil {
 			t.Fatal(err)
@@ -203,27 +645,192 @@ func TestFoldDeterministic(t *testing.T) {
 		if !bytes.Equal(a.Bytes(), b.Bytes()) {
 			t.Fatalf("two folds of the same rows differ")
 		}
-		split := 0
-		if len(rows) > 0 {
-			split = rng.Intn(len(rows) + 1)
-		}
+		split := rng.Intn(len(rows) + 1)
 		var j Journal
 		for _, r := range rows[:split] {
-			j.Apply(r)
+			if err := j.Apply(r); err != nil {
+				t.Fatal(err)
+			}
 		}
 		cached := j.Clone()
+		b1, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromDisk Journal
+		if err := json.Unmarshal(b1, &fromDisk); err != nil {
+			t.Fatalf("the journal's JSON does not read back: %v\n%s", err, b1)
+		}
 		for _, r := range rows[split:] {
 			cached.Apply(r)
-		}
-		var l ledger.State
-		for _, r := range led {
-			l.Apply(r)
+			fromDisk.Apply(r)
 		}
 		if inc := Project("T-1", cached, &l); !bytes.Equal(inc.Bytes(), a.Bytes()) {
 			t.Fatalf("incremental fold differs from a fold at once")
 		}
-		if a.EvidencePassed > a.EvidenceDeclared {
-			t.Fatalf("an undeclared producer counted: %+v", a)
+		if inc := Project("T-1", fromDisk, &l); !bytes.Equal(inc.Bytes(), a.Bytes()) {
+			t.Fatalf("a fold extended from its JSON differs from a fold at once:\n%s\n%s", inc.Bytes(), a.Bytes())
+		}
+		// Folding the rest into the clone left the original as it was.
+		if b2, _ := json.Marshal(j); !bytes.Equal(b1, b2) {
+			t.Fatalf("folding into a clone changed the original:\n%s\n%s", b1, b2)
+		}
+		if a.EvidencePassed > a.EvidenceDeclared || a.GatesPassed > 2 {
+			t.Fatalf("an undeclared producer or gate counted: %+v", a)
+		}
+	}
+}
+
+// TestCloneIsDeep: every set of a clone is its own, down to the commands of
+// a gate.
+func TestCloneIsDeep(t *testing.T) {
+	var j Journal
+	for _, r := range []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), gate(t, "build", "true", 0, true), evidence(t, "tests", 0, true)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig, _ := json.Marshal(j)
+	c := j.Clone()
+	for _, r := range []record.Row{checkpoint(t, commitB), diff(t, commitB, commitC, patch2, 1), gate(t, "build", "make", 0, true),
+		gate(t, "vet", "go vet ./...", 0, true), evidence(t, "tests", 1, false), evidence(t, "lint", 0, true)} {
+		if err := c.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := json.Marshal(j); !bytes.Equal(got, orig) {
+		t.Fatalf("the original changed with its clone:\n%s\n%s", orig, got)
+	}
+	led := working(t)
+	var l ledger.State
+	for _, r := range led {
+		l.Apply(r)
+	}
+	// The original: one checkpoint, one diff, build passed only with an
+	// undeclared command, tests passed.
+	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":1,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	if got := string(Project("T-1", j, &l).Bytes()); got != want {
+		t.Fatalf("original after the clone moved on\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestJournalJSON: the journal's JSON carries its schema; a journal from
+// another schema (a version-1 cache counted rows) is refused, so a cache
+// holding one is folded again instead of extended.
+func TestJournalJSON(t *testing.T) {
+	var j Journal
+	for _, r := range []record.Row{checkpoint(t, commitA), checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1),
+		gate(t, "build", "make", 0, true), gate(t, "build", "make", 0, true), evidence(t, "tests", 0, true)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"schema":2,"commits":{"` + commitA + `":true},"patches":{"` + string(record.Sum([]byte(patch1))) + `":true},"gate_attempts":2,"gate_passes":{"build":{"make":true}},"evidence":{"tests":true}}`
+	if string(b) != want {
+		t.Fatalf("journal JSON\n got %s\nwant %s", b, want)
+	}
+	var back Journal
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, j) {
+		t.Fatalf("read back %+v (%v), want %+v", back, err, j)
+	}
+	if b, _ := json.Marshal(Journal{}); string(b) != `{"schema":2,"gate_attempts":0}` {
+		t.Fatalf("empty journal JSON %s", b)
+	}
+	for _, stale := range []string{
+		`{"Checkpoints":999,"DiffsCaptured":5,"GateAttempts":3,"GatesPassed":3,"Evidence":{"tests":true}}`,
+		`{"Checkpoints":999}`,
+		`{}`,
+		`{"schema":1,"commits":{"` + commitA + `":true}}`,
+		`{"schema":3}`,
+		`{"schema":"2"}`,
+		`[]`,
+	} {
+		var s Journal
+		if err := json.Unmarshal([]byte(stale), &s); err == nil {
+			t.Errorf("%s read as a schema-2 journal: %+v", stale, s)
+		}
+		// Inside a cache file the whole file is refused.
+		var file struct {
+			Head  string
+			State struct{ Progress Journal }
+		}
+		if err := json.Unmarshal([]byte(`{"Head":"x","State":{"Progress":`+stale+`}}`), &file); err == nil {
+			t.Errorf("a cache holding %s was read", stale)
+		}
+	}
+}
+
+// TestRepeatsDoNotGrow: folding the same rows a thousand times holds what
+// folding them once holds.
+func TestRepeatsDoNotGrow(t *testing.T) {
+	rows := []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), gate(t, "build", "make", 0, true),
+		gate(t, "smoke", "true", 0, true), evidence(t, "tests", 0, true)}
+	var once, many Journal
+	for _, r := range rows {
+		once.Apply(r)
+	}
+	for i := 0; i < 1000; i++ {
+		for _, r := range rows {
+			many.Apply(r)
+		}
+	}
+	if len(many.Commits) != 1 || len(many.Patches) != 1 || len(many.GatePasses) != 2 || len(many.GatePasses["build"]) != 1 || len(many.Evidence) != 1 {
+		t.Fatalf("a thousand repeats grew the fold: %+v", many)
+	}
+	if many.GateAttempts != 2000 {
+		t.Fatalf("gate attempts %d, want 2000", many.GateAttempts)
+	}
+	many.GateAttempts = once.GateAttempts
+	if !reflect.DeepEqual(many, once) {
+		t.Fatalf("a thousand repeats differ from one:\n%+v\n%+v", many, once)
+	}
+}
+
+// TestMalformedRows: data that does not decode is an error, never a panic,
+// and leaves the fold as it was.
+func TestMalformedRows(t *testing.T) {
+	cases := []struct{ kind, data string }{
+		{record.KindCheckpoint, `"x"`},
+		{record.KindCheckpoint, `{"commit":5}`},
+		{record.KindCheckpoint, `{"commit":["a"]}`},
+		{record.KindCheckpoint, ``},
+		{record.KindDiffCaptured, `{"patch":"x"}`},
+		{record.KindDiffCaptured, `{"patch":{"size":"1","hash":"sha256:00"}}`},
+		{record.KindDiffCaptured, `{"patch":{"size":1,"hash":7}}`},
+		{record.KindDiffCaptured, `[1]`},
+		{record.KindGateAttempt, `{"gate":"build","passed":"true"}`},
+		{record.KindGateAttempt, `{"gate":"build","passed":true,"exit_code":"0"}`},
+		{record.KindGateAttempt, `{"gate":"build","passed":true,"exit_code":0.5}`},
+		{record.KindGateAttempt, `{"gate":"build","command":{},"passed":true}`},
+		{record.KindGateAttempt, `{`},
+		{record.KindEvidenceResult, `{"producer":1}`},
+		{record.KindEvidenceResult, `{"producer":"tests","passed":true,"exit_code":1e30}`},
+		{record.KindEvidenceResult, `null1`},
+	}
+	for _, c := range cases {
+		var j Journal
+		for _, r := range workRows(t) {
+			j.Apply(r)
+		}
+		before, _ := json.Marshal(j)
+		r := row(t, c.kind, map[string]any{})
+		r.Data = json.RawMessage(c.data)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s %s: panic %v", c.kind, c.data, p)
+				}
+			}()
+			if err := j.Apply(r); err == nil {
+				t.Errorf("%s %s: no error", c.kind, c.data)
+			}
+		}()
+		if after, _ := json.Marshal(j); !bytes.Equal(before, after) {
+			t.Errorf("%s %s: a refused row changed the fold\n%s\n%s", c.kind, c.data, before, after)
 		}
 	}
 }
@@ -256,5 +863,49 @@ func BenchmarkFold(b *testing.B) {
 		for _, r := range rows {
 			j.Apply(r)
 		}
+	}
+}
+
+// TestDocWorkedExample is the worked example of docs/cli.md, row by row.
+func TestDocWorkedExample(t *testing.T) {
+	led := chainRows(t, "T-1", []record.Row{
+		row(t, record.KindTaskCreated, ledger.Created{Title: "example",
+			Evidence: []ledger.Producer{{Name: "tests", Kind: "command", Command: "go test ./...", Required: true}},
+			Gates:    []ledger.Gate{{Name: "build", Command: "make"}, {Name: "vet", Command: "go vet ./..."}}}),
+		row(t, record.KindTaskClaimed, ledger.Claimed{Agent: "agent-1", ClaimID: "claim-0001", TokenSHA256: record.Sum([]byte("token"))}),
+		row(t, record.KindTaskStarted, ledger.Transition{}),
+	})
+	c1, c2 := commitA, commitB
+	steps := []struct {
+		r      record.Row
+		earned int64
+	}{
+		{checkpoint(t, c1), 1},
+		{checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1},
+		{diff(t, c1, c1, "", 0), 1},
+		{checkpoint(t, c2), 2},
+		{diff(t, c1, c2, patch1, 1), 3},
+		{diff(t, c1, c2, patch1, 1), 3},
+		{gate(t, "build", "make", 2, false), 3},
+		{gate(t, "build", "make", 137, false), 3},
+		{gate(t, "build", "make", 0, true), 4},
+		{gate(t, "build", "make", 0, true), 4},
+		{gate(t, "smoke", "true", 0, true), 4},
+		{gate(t, "vet", "true", 0, true), 4},
+		{evidence(t, "tests", 0, true), 5},
+		{evidence(t, "tests", 0, true), 5},
+		{evidence(t, "tests", 1, false), 4},
+		{gate(t, "vet", "go vet ./...", 0, true), 5},
+	}
+	var rows []record.Row
+	for i, s := range steps {
+		rows = append(rows, s.r)
+		if v := fold(t, rows, led); v.EarnedSteps() != s.earned {
+			t.Errorf("step %d: earned %d, want %d (%s)", i, v.EarnedSteps(), s.earned, v.Bytes())
+		}
+	}
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":1,"evidence_passed":0,"gate_attempts":7,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	if got := string(fold(t, rows, led).Bytes()); got != want {
+		t.Fatalf("canonical bytes\n got %s\nwant %s", got, want)
 	}
 }
