@@ -1,10 +1,15 @@
 package gitstore
 
 import (
+	"bytes"
+	"cmp"
+	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 )
 
@@ -14,6 +19,10 @@ import (
 // together (the geometric progression `git repack --geometric=2` keeps).
 // Entries are copied byte for byte, deltas resolved, nothing reachable or not
 // is dropped, and the merged pack is durable before the old ones go.
+//
+// The merged pack streams to its temporary file as it is made, so that the
+// memory a compaction takes is bounded by its largest object and a few dozen
+// bytes per object, however large the packs it merges.
 
 // largePack is the size beyond which a pack is left to git's own maintenance.
 const largePack = 256 << 20
@@ -24,37 +33,21 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	if _, err := r.rescan(); err != nil {
 		return 0, err
 	}
+	// The inputs are read under the read lock, from their choice to the
+	// last entry copied: no rescan unmaps them meanwhile, even if a
+	// concurrent git deletes them.
 	r.mu.RLock()
-	var cands []*packIndex
-	for _, p := range r.packs {
-		if p.size >= largePack {
-			continue
-		}
-		if _, err := os.Stat(p.name + ".keep"); err == nil {
-			continue
-		}
-		cands = append(cands, p)
+	merge := r.pickMerge(maxPacks)
+	var pw *packWriter
+	var err error
+	if merge != nil {
+		pw, err = r.streamMerge(merge)
 	}
-	total := len(r.packs)
 	r.mu.RUnlock()
-	if total <= maxPacks || len(cands) < 2 {
-		return 0, nil
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].count < cands[j].count })
-	k, sum := 2, cands[0].count+cands[1].count
-	for k < len(cands) && cands[k].count <= 2*sum {
-		sum += cands[k].count
-		k++
-	}
-	merge := cands[:k]
-
-	r.mu.RLock()
-	entries, err := r.collectEntries(merge)
-	r.mu.RUnlock()
-	if err != nil {
+	if merge == nil || err != nil {
 		return 0, err
 	}
-	merged, err := r.writeEntries(entries, "")
+	merged, err := r.finishPack(pw, "")
 	if err != nil {
 		return 0, err
 	}
@@ -79,52 +72,172 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	return len(merge), err
 }
 
-// collectEntries returns every object of packs once, as raw pack entries.
-func (r *Repo) collectEntries(packs []*packIndex) ([]packEntry, error) {
-	seen := map[Oid]bool{}
-	var out []packEntry
-	for _, p := range packs {
-		type ent struct {
-			i   int
-			off int64
+// pickMerge returns the packs to merge, smallest first, or nil. r.mu is held
+// for reading.
+func (r *Repo) pickMerge(maxPacks int) []*packIndex {
+	var cands []*packIndex
+	for _, p := range r.packs {
+		if p.size >= largePack {
+			continue
 		}
-		ents := make([]ent, p.count)
-		for i := 0; i < p.count; i++ {
-			off, err := p.offsetAt(i)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p.name, err)
-			}
-			ents[i] = ent{i, off}
+		if _, err := os.Stat(p.name + ".keep"); err == nil {
+			continue
 		}
-		sort.Slice(ents, func(a, b int) bool { return ents[a].off < ents[b].off })
-		for n, e := range ents {
-			id := p.oidAt(e.i)
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			end := p.size - 20
-			if n+1 < len(ents) {
-				end = ents[n+1].off
-			}
-			typ, _, _, _, _, err := p.entryHeader(e.off)
-			if err != nil {
-				return nil, fmt.Errorf("%s at %d: %w", p.name, e.off, err)
-			}
-			if typ == packOfsDelta || typ == packRefDelta {
-				t, data, err := r.readPacked(p, e.off, 0)
-				if err != nil {
-					return nil, fmt.Errorf("%s at %d: %w", p.name, e.off, err)
-				}
-				out = append(out, encodeEntry(Object{Type: t, Data: data, ID: id}))
-				continue
-			}
-			raw, err := p.raw(e.off, end)
-			if err != nil {
-				return nil, fmt.Errorf("%s at %d: %w", p.name, e.off, err)
-			}
-			out = append(out, packEntry{id: id, raw: raw, crc: binary.BigEndian.Uint32(p.crcs[e.i*4:])})
+		cands = append(cands, p)
+	}
+	if len(r.packs) <= maxPacks || len(cands) < 2 {
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].count < cands[j].count })
+	k, sum := 2, cands[0].count+cands[1].count
+	for k < len(cands) && cands[k].count <= 2*sum {
+		sum += cands[k].count
+		k++
+	}
+	return cands[:k]
+}
+
+// streamMerge writes every object of packs once into a new pack: the packs
+// in turn, each in the order of its entries, an object that an earlier
+// entry already wrote skipped. Full entries are copied byte for byte in
+// bounded chunks; deltas are resolved and written as full objects. r.mu is
+// held for reading. On error nothing of the new pack is left.
+func (r *Repo) streamMerge(packs []*packIndex) (*packWriter, error) {
+	first, n, err := firstCopies(packs)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := r.createPack(n)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 64<<10)
+	for j, p := range packs {
+		if err := r.copyPack(pw, p, first[j], buf); err != nil {
+			pw.abort()
+			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
-	return out, nil
+	return pw, nil
+}
+
+// copyPack writes to pw the entries of p that first marks (a bit per index
+// position), in the order they sit in p.
+func (r *Repo) copyPack(pw *packWriter, p *packIndex, first bitset, buf []byte) error {
+	// Index positions in pack order: 4 bytes an entry, for this pack only.
+	order := make([]uint32, p.count)
+	for i := range order {
+		if _, err := p.offsetAt(i); err != nil {
+			return err
+		}
+		order[i] = uint32(i)
+	}
+	at := func(i uint32) int64 {
+		off, _ := p.offsetAt(int(i)) // checked above
+		return off
+	}
+	slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(at(a), at(b)) })
+	for n, i := range order {
+		if !first.has(int(i)) {
+			continue
+		}
+		off, end := at(i), p.size-20
+		if n+1 < len(order) {
+			end = at(order[n+1])
+		}
+		if end <= off {
+			return fmt.Errorf("entries at %d overlap", off)
+		}
+		id := p.oidAt(int(i))
+		typ, _, _, _, _, err := p.entryHeader(off)
+		if err != nil {
+			return fmt.Errorf("at %d: %w", off, err)
+		}
+		if typ == packOfsDelta || typ == packRefDelta {
+			t, data, err := r.readPacked(p, off, 0)
+			if err != nil {
+				return fmt.Errorf("at %d: %w", off, err)
+			}
+			if err := pw.object(Object{Type: t, Data: data, ID: id}); err != nil {
+				return err
+			}
+			continue
+		}
+		crc := binary.BigEndian.Uint32(p.crcs[i*4:])
+		if err := pw.copyEntry(id, io.NewSectionReader(p.data, off, end-off), end-off, crc, buf); err != nil {
+			return fmt.Errorf("at %d: %w", off, err)
+		}
+	}
+	return nil
+}
+
+// bitset is a set of small integers.
+type bitset []uint64
+
+func newBitset(n int) bitset    { return make(bitset, (n+63)/64) }
+func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
+
+// firstCopies marks, for each of packs, the index positions of the objects
+// it holds that no earlier pack of packs holds, and returns their number:
+// the objects of the merged pack, each once. It merges the packs' sorted
+// name tables, with a bit per object and no table of the objects.
+func firstCopies(packs []*packIndex) ([]bitset, int, error) {
+	first := make([]bitset, len(packs))
+	h := make(nameHeap, 0, len(packs))
+	for j, p := range packs {
+		first[j] = newBitset(p.count)
+		if p.count > 0 {
+			h = append(h, nameCursor{p, j, 0})
+		}
+	}
+	heap.Init(&h)
+	var last []byte
+	n := 0
+	for len(h) > 0 {
+		c := &h[0]
+		id := c.name()
+		switch d := bytes.Compare(id, last); {
+		case d > 0: // the first copy (and anything is above last == nil)
+			first[c.j].set(c.i)
+			n++
+			last = id
+		case d < 0:
+			return nil, 0, fmt.Errorf("%s.idx: names out of order", c.p.name)
+		}
+		if c.i++; c.i == c.p.count {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return first, n, nil
+}
+
+// nameCursor is a position in the name table of the j-th pack to merge.
+type nameCursor struct {
+	p    *packIndex
+	j, i int
+}
+
+func (c *nameCursor) name() []byte { return c.p.names[c.i*20 : c.i*20+20] }
+
+// nameHeap orders cursors by name, then by pack: of several copies of an
+// object, the earliest pack's comes first.
+type nameHeap []nameCursor
+
+func (h nameHeap) Len() int { return len(h) }
+func (h nameHeap) Less(a, b int) bool {
+	if d := bytes.Compare(h[a].name(), h[b].name()); d != 0 {
+		return d < 0
+	}
+	return h[a].j < h[b].j
+}
+func (h nameHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *nameHeap) Push(x any)   { *h = append(*h, x.(nameCursor)) }
+func (h *nameHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -319,6 +319,19 @@ func textBytes(seed int64, n int) []byte {
 	return b.Bytes()[:n]
 }
 
+// packEntry is an object encoded as a pack entry: its id and the entry's
+// bytes (header and zlib stream), as a pack written now holds them.
+type packEntry struct {
+	id  Oid
+	raw []byte
+}
+
+func encodeEntry(o Object) packEntry {
+	var b bytes.Buffer
+	writeObjectEntry(&b, o)
+	return packEntry{id: o.ID, raw: b.Bytes()}
+}
+
 // blob makes a blob object.
 func blob(s string) Object { return NewObject(TypeBlob, []byte(s)) }
 

@@ -1,6 +1,7 @@
 package gitstore
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"crypto/rand"
@@ -9,24 +10,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/adler32"
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 )
-
-// packEntry is one object as it sits in a pack: its id, the raw entry bytes
-// (header and compressed data) and their CRC-32.
-type packEntry struct {
-	id  Oid
-	raw []byte
-	crc uint32
-}
 
 var zlibWriters = sync.Pool{New: func() any {
 	w, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
@@ -39,50 +34,63 @@ var zlibWriters = sync.Pool{New: func() any {
 // faster than a deflated one, for a few hundred bytes more on disk.
 const compressAbove = 4096
 
-func encodeEntry(o Object) packEntry {
-	var b bytes.Buffer
-	b.Grow(len(o.Data) + 32)
-	writeEntryHeader(&b, int(o.Type), int64(len(o.Data)))
+// writeObjectEntry writes o to w as a pack entry: its header, then its data
+// as a zlib stream.
+func writeObjectEntry(w io.Writer, o Object) error {
+	if err := writeEntryHeader(w, int(o.Type), int64(len(o.Data))); err != nil {
+		return err
+	}
 	if o.Type == TypeBlob && len(o.Data) >= compressAbove {
 		zw := zlibWriters.Get().(*zlib.Writer)
-		zw.Reset(&b)
-		zw.Write(o.Data)
-		zw.Close()
-		zlibWriters.Put(zw)
-	} else {
-		writeStoredZlib(&b, o.Data)
+		defer zlibWriters.Put(zw)
+		zw.Reset(w)
+		if _, err := zw.Write(o.Data); err != nil {
+			return err
+		}
+		return zw.Close()
 	}
-	raw := b.Bytes()
-	return packEntry{id: o.ID, raw: raw, crc: crc32.ChecksumIEEE(raw)}
+	return writeStoredZlib(w, o.Data)
 }
 
 // writeStoredZlib writes data as a zlib stream of stored deflate blocks.
-func writeStoredZlib(b *bytes.Buffer, data []byte) {
+func writeStoredZlib(w io.Writer, data []byte) error {
 	var sum [4]byte
 	binary.BigEndian.PutUint32(sum[:], adler32.Checksum(data))
-	b.Write([]byte{0x78, 0x01})
+	if _, err := w.Write([]byte{0x78, 0x01}); err != nil {
+		return err
+	}
 	for first := true; first || len(data) > 0; first = false {
 		n := min(len(data), 0xffff)
 		final := byte(0)
 		if n == len(data) {
 			final = 1
 		}
-		b.Write([]byte{final, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)})
-		b.Write(data[:n])
+		if _, err := w.Write([]byte{final, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)}); err != nil {
+			return err
+		}
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
 		data = data[n:]
 	}
-	b.Write(sum[:])
+	_, err := w.Write(sum[:])
+	return err
 }
 
-func writeEntryHeader(b *bytes.Buffer, typ int, size int64) {
+func writeEntryHeader(w io.Writer, typ int, size int64) error {
+	var b [10]byte
+	n := 0
 	c := byte(typ<<4) | byte(size&15)
 	size >>= 4
 	for size > 0 {
-		b.WriteByte(c | 0x80)
+		b[n] = c | 0x80
+		n++
 		c = byte(size & 0x7f)
 		size >>= 7
 	}
-	b.WriteByte(c)
+	b[n] = c
+	_, err := w.Write(b[:n+1])
+	return err
 }
 
 // Temporary files of a writer carry bernstein's own prefixes, not git's
@@ -106,9 +114,10 @@ var testHookRename func(to string)
 
 // FaultHook, when set (by tests), is called at each step of a write that a
 // crash could interrupt; a non-nil return stops the write right there,
-// leaving the files as a killed process would. Pack writes call it with
-// "pack temps synced", "pack .keep renamed", "pack .pack renamed", "pack
-// .idx renamed" and "pack dir synced"; the ref layer adds its own steps.
+// leaving the files as a killed process would. Pack writes (WritePack,
+// WritePackKept and the merged pack of Compact) call it with "pack temps
+// synced", "pack .keep renamed", "pack .pack renamed", "pack .idx renamed"
+// and "pack dir synced"; the ref layer adds its own steps.
 var FaultHook func(step string) error
 
 // FaultPoint runs FaultHook at step.
@@ -146,15 +155,24 @@ func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 		return "", nil
 	}
 	seen := make(map[Oid]bool, len(objects))
-	entries := make([]packEntry, 0, len(objects))
+	uniq := make([]Object, 0, len(objects))
 	for _, o := range objects {
-		if seen[o.ID] {
-			continue
+		if !seen[o.ID] {
+			seen[o.ID] = true
+			uniq = append(uniq, o)
 		}
-		seen[o.ID] = true
-		entries = append(entries, encodeEntry(o))
 	}
-	return r.writeEntries(entries, keepMsg)
+	pw, err := r.createPack(len(uniq))
+	if err != nil {
+		return "", err
+	}
+	for _, o := range uniq {
+		if err := pw.object(o); err != nil {
+			pw.abort()
+			return "", err
+		}
+	}
+	return r.finishPack(pw, keepMsg)
 }
 
 // Unkeep removes the keep file of the pack at base (a path WritePackKept
@@ -229,57 +247,177 @@ func isOurKeep(path string) (bool, error) {
 	return string(b[:n]) == KeepPrefix, nil
 }
 
-// writeEntries writes entries as one pack and its index, and a keep file
-// holding keepMsg unless it is empty, and returns the pack's base path.
-func (r *Repo) writeEntries(entries []packEntry, keepMsg string) (string, error) {
-	packDir := filepath.Join(r.dir, "pack")
-	if err := os.MkdirAll(packDir, 0o755); err != nil {
-		return "", err
+// packWriter streams a pack into a temporary file of the pack directory:
+// the header, which announces the object count, then the entries in the
+// order given, each recorded (id, offset, CRC-32) for the index as it is
+// written, while a SHA-1 of the pack runs alongside. finishPack adds the
+// trailer and the index. Whatever the pack's size, a packWriter holds a
+// write buffer and 32 bytes per object, never the pack.
+type packWriter struct {
+	dir   string // the pack directory
+	tmp   string // the temporary .pack
+	f     *os.File
+	bw    *bufio.Writer
+	sum   hash.Hash
+	off   int64  // bytes written so far
+	crc   uint32 // CRC-32 of the entry being written
+	count int    // objects the header announces
+	ents  []idxEntry
+	err   error // the first write error: the pack is then abandoned
+}
+
+// idxEntry is what the index records of one entry.
+type idxEntry struct {
+	id  Oid
+	crc uint32
+	off int64
+}
+
+// createPack starts a pack of count objects in a new temporary file.
+func (r *Repo) createPack(count int) (*packWriter, error) {
+	if count < 0 || count > math.MaxUint32 {
+		return nil, fmt.Errorf("pack of %d objects", count)
 	}
-	// The pack: header, entries in the given order, SHA-1 trailer.
-	h := sha1.New()
+	dir := filepath.Join(r.dir, "pack")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, tmp, err := createTemp(dir, tmpPackPrefix)
+	if err != nil {
+		return nil, err
+	}
+	pw := &packWriter{dir: dir, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 64<<10), sum: sha1.New(),
+		count: count, ents: make([]idxEntry, 0, count)}
 	var hdr [12]byte
 	copy(hdr[:], "PACK")
 	binary.BigEndian.PutUint32(hdr[4:], 2)
-	binary.BigEndian.PutUint32(hdr[8:], uint32(len(entries)))
-	size := 12
-	for _, e := range entries {
-		size += len(e.raw)
+	binary.BigEndian.PutUint32(hdr[8:], uint32(count))
+	if _, err := pw.Write(hdr[:]); err != nil {
+		pw.abort()
+		return nil, err
 	}
-	pack := make([]byte, 0, size+20)
-	pack = append(pack, hdr[:]...)
-	offsets := make([]int64, len(entries))
-	for i, e := range entries {
-		offsets[i] = int64(len(pack))
-		pack = append(pack, e.raw...)
-	}
-	h.Write(pack)
-	sum := h.Sum(nil)
-	pack = append(pack, sum...)
-	idx := encodeIndex(entries, offsets, sum)
+	return pw, nil
+}
 
-	name := "pack-" + hex.EncodeToString(sum)
-	base := filepath.Join(packDir, name)
-	// The files are written and synced side by side (the disk takes the
-	// flushes together), then renamed into place in the order that keeps
-	// every instant safe: the keep first, so that the pack is never
-	// visible unprotected; the pack before its index, which is what makes
-	// it visible.
+// Write appends b to the pack.
+func (pw *packWriter) Write(b []byte) (int, error) {
+	if pw.err != nil {
+		return 0, pw.err
+	}
+	n, err := pw.bw.Write(b)
+	pw.sum.Write(b[:n])
+	pw.crc = crc32.Update(pw.crc, crc32.IEEETable, b[:n])
+	pw.off += int64(n)
+	if err != nil {
+		pw.err = fmt.Errorf("write %s: %w", pw.tmp, err)
+	}
+	return n, pw.err
+}
+
+// begin starts the entry of id at the current offset.
+func (pw *packWriter) begin(id Oid) error {
+	if pw.err != nil {
+		return pw.err
+	}
+	if len(pw.ents) == pw.count {
+		return fmt.Errorf("pack announced %d objects, given more", pw.count)
+	}
+	pw.ents = append(pw.ents, idxEntry{id: id, off: pw.off})
+	pw.crc = 0
+	return nil
+}
+
+// object writes o as a full entry.
+func (pw *packWriter) object(o Object) error {
+	if err := pw.begin(o.ID); err != nil {
+		return err
+	}
+	if err := writeObjectEntry(pw, o); err != nil {
+		return err
+	}
+	pw.ents[len(pw.ents)-1].crc = pw.crc
+	return nil
+}
+
+// copyEntry copies the n bytes of the entry of id from src, byte for byte,
+// through buf. crc is the CRC-32 the source's index records for them: bytes
+// that do not match it are not copied into a new pack.
+func (pw *packWriter) copyEntry(id Oid, src io.Reader, n int64, crc uint32, buf []byte) error {
+	if err := pw.begin(id); err != nil {
+		return err
+	}
+	m, err := io.CopyBuffer(pw, io.LimitReader(src, n), buf)
+	if err == nil && m != n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return err
+	}
+	if pw.crc != crc {
+		return fmt.Errorf("%w: %s: its entry does not match the CRC-32 of its index", ErrCorrupt, id)
+	}
+	pw.ents[len(pw.ents)-1].crc = crc
+	return nil
+}
+
+// abort closes and removes the temporary pack.
+func (pw *packWriter) abort() {
+	pw.f.Close()
+	os.Remove(pw.tmp)
+}
+
+// finishPack completes the pack pw wrote, with its trailer, and writes its
+// index, and a keep file holding keepMsg unless it is empty; it returns the
+// pack's base path. On error nothing of the pack is left.
+func (r *Repo) finishPack(pw *packWriter, keepMsg string) (string, error) {
+	if pw.err == nil && len(pw.ents) != pw.count {
+		pw.err = fmt.Errorf("pack announced %d objects, given %d", pw.count, len(pw.ents))
+	}
+	sum := pw.sum.Sum(nil)
+	if pw.err == nil {
+		if _, err := pw.bw.Write(sum); err != nil {
+			pw.err = err
+		} else if err := pw.bw.Flush(); err != nil {
+			pw.err = fmt.Errorf("write %s: %w", pw.tmp, err)
+		}
+	}
+	if pw.err != nil {
+		pw.abort()
+		return "", pw.err
+	}
+	ents := pw.ents
+	slices.SortFunc(ents, func(a, b idxEntry) int { return bytes.Compare(a.id[:], b.id[:]) })
+
+	packDir := pw.dir
+	base := filepath.Join(packDir, "pack-"+hex.EncodeToString(sum))
+	// The files are synced side by side (the disk takes the flushes
+	// together): the pack, already written, while the others are written.
+	// Then they are renamed into place in the order that keeps every
+	// instant safe: the keep first, so that the pack is never visible
+	// unprotected; the pack before its index, which is what makes it
+	// visible.
 	type file struct {
 		prefix, ext string
-		data        []byte
+		write       func(io.Writer) error // nil for the pack
 	}
-	files := []file{{tmpPackPrefix, ".pack", pack}, {tmpIdxPrefix, ".idx", idx}}
+	files := []file{{tmpPackPrefix, ".pack", nil}, {tmpIdxPrefix, ".idx", func(w io.Writer) error { return writeIndex(w, ents, sum) }}}
 	if keepMsg != "" {
-		files = append([]file{{tmpKeepPrefix, ".keep", []byte(keepMsg + "\n")}}, files...)
+		keep := func(w io.Writer) error {
+			_, err := io.WriteString(w, keepMsg+"\n")
+			return err
+		}
+		files = append([]file{{tmpKeepPrefix, ".keep", keep}}, files...)
 	}
 	tmps := make([]string, len(files))
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
-	for i, f := range files[1:] {
-		wg.Go(func() { tmps[i+1], errs[i+1] = writeTemp(packDir, f.prefix, f.data) })
+	for i, f := range files {
+		if f.write != nil {
+			wg.Go(func() { tmps[i], errs[i] = writeTemp(packDir, f.prefix, f.write) })
+		}
 	}
-	tmps[0], errs[0] = writeTemp(packDir, files[0].prefix, files[0].data)
+	p := len(files) - 2 // the pack
+	tmps[p], errs[p] = pw.tmp, syncClose(pw.f, pw.tmp)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		removeAll(tmps...)
@@ -329,81 +467,100 @@ func removeAll(paths ...string) {
 	}
 }
 
-// encodeIndex builds a version 2 pack index.
-func encodeIndex(entries []packEntry, offsets []int64, packSum []byte) []byte {
-	order := make([]int, len(entries))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool {
-		return bytes.Compare(entries[order[a]].id[:], entries[order[b]].id[:]) < 0
-	})
-	var b bytes.Buffer
-	b.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
-	var fan [256]uint32
-	for _, e := range entries {
-		fan[e.id[0]]++
-	}
+// writeIndex writes the version 2 index of a pack whose entries are ents,
+// sorted by id, and whose trailer is packSum.
+func writeIndex(w io.Writer, ents []idxEntry, packSum []byte) error {
+	h := sha1.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+	bw.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
 	var u [8]byte
-	var total uint32
-	for i := 0; i < 256; i++ {
-		total += fan[i]
-		binary.BigEndian.PutUint32(u[:4], total)
-		b.Write(u[:4])
-	}
-	for _, i := range order {
-		b.Write(entries[i].id[:])
-	}
-	for _, i := range order {
-		binary.BigEndian.PutUint32(u[:4], entries[i].crc)
-		b.Write(u[:4])
-	}
-	var large []int64
-	for _, i := range order {
-		off := offsets[i]
-		if off < 0x80000000 {
-			binary.BigEndian.PutUint32(u[:4], uint32(off))
-		} else {
-			binary.BigEndian.PutUint32(u[:4], 0x80000000|uint32(len(large)))
-			large = append(large, off)
+	k := 0
+	for b := 0; b < 256; b++ {
+		for k < len(ents) && int(ents[k].id[0]) == b {
+			k++
 		}
-		b.Write(u[:4])
+		binary.BigEndian.PutUint32(u[:4], uint32(k))
+		bw.Write(u[:4])
 	}
-	for _, off := range large {
-		binary.BigEndian.PutUint64(u[:], uint64(off))
-		b.Write(u[:])
+	for i, e := range ents {
+		if i > 0 && e.id == ents[i-1].id {
+			return fmt.Errorf("object %s twice in one pack", e.id)
+		}
+		bw.Write(e.id[:])
 	}
-	b.Write(packSum)
-	s := sha1.Sum(b.Bytes())
-	b.Write(s[:])
-	return b.Bytes()
+	for _, e := range ents {
+		binary.BigEndian.PutUint32(u[:4], e.crc)
+		bw.Write(u[:4])
+	}
+	// Offsets from 2 GiB on go to a table of 8-byte offsets, in id order.
+	large := uint32(0)
+	for _, e := range ents {
+		if e.off < 0x80000000 {
+			binary.BigEndian.PutUint32(u[:4], uint32(e.off))
+		} else {
+			binary.BigEndian.PutUint32(u[:4], 0x80000000|large)
+			large++
+		}
+		bw.Write(u[:4])
+	}
+	for _, e := range ents {
+		if e.off >= 0x80000000 {
+			binary.BigEndian.PutUint64(u[:], uint64(e.off))
+			bw.Write(u[:])
+		}
+	}
+	bw.Write(packSum)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(h.Sum(nil))
+	return err
 }
 
-// writeTemp writes data to a new temporary file in dir and syncs it; it
-// returns the file's path (removed again on error).
-func writeTemp(dir, prefix string, data []byte) (string, error) {
+// createTemp creates a new temporary file in dir, named prefix and random
+// hex digits.
+func createTemp(dir, prefix string) (*os.File, string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := filepath.Join(dir, prefix+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
+		return nil, "", err
+	}
+	return f, tmp, nil
+}
+
+// writeTemp writes a new temporary file in dir with write and syncs it; it
+// returns the file's path (removed again on error).
+func writeTemp(dir, prefix string, write func(io.Writer) error) (string, error) {
+	f, tmp, err := createTemp(dir, prefix)
+	if err != nil {
 		return "", err
 	}
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return "", fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return "", fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := syncClose(f, tmp); err != nil {
 		os.Remove(tmp)
 		return "", err
 	}
 	return tmp, nil
+}
+
+// syncClose syncs and closes f, the file at path.
+func syncClose(f *os.File, path string) error {
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // SyncDir makes renames and creations in dir durable.
