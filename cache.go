@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,11 +12,17 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// The journal fold (per-key versions and the journal half of the progress
-// vector) is cached on disk by journal head commit, so a process that starts
-// cold folds only the rows written since. The cache is derived data: it lives
-// under <git dir>/bernstein/cache, is never pushed, and deleting it changes
-// no output. A cache entry is used only when its head is an ancestor of the
+// The journal fold (per-key versions, the journal half of the progress
+// vector, which rows counted) is cached on disk by journal head commit, so a
+// process that starts cold folds and proves only the rows written since. The
+// cache is derived data, and it is never trusted as it is found: each file
+// carries an HMAC under a key only the local writer holds (derived from its
+// HMAC key), over the file's content and the trust it was computed under (the
+// pinned keys and the published keys' commit). A file that does not check,
+// or a process without the writer's key, folds from the chain; a poisoned
+// cache changes nothing visible. The cache lives under
+// <git dir>/bernstein/cache, is never pushed, and deleting it changes no
+// output. An entry is used only when its head is an ancestor of the
 // journal's head, which walking the chain back proves.
 
 // cacheMinRows is how many newly folded rows make writing the cache worth it.
@@ -23,21 +30,46 @@ const cacheMinRows = 32
 
 type journalCacheFile struct {
 	Head  string        `json:"head"`
+	Keys  string        `json:"keys"`
 	State *journalState `json:"state"`
 }
+
+// cacheDomain separates the cache's MACs from the audit mirror's, which are
+// made with the same writer key.
+const cacheDomain = "bernstein journal fold cache v2\n"
 
 func (s *Store) journalCachePath(task string) string {
 	return filepath.Join(s.gitDir, "bernstein", "cache", "journal", refs.EscapeTask(task)+".json")
 }
 
-// loadJournalCache returns the cached fold of task, if any.
-func (s *Store) loadJournalCache(task string) (gitstore.Oid, *journalState, bool) {
+// cacheMACInput is what a cache file's MAC covers: its content and the
+// trust it was computed under.
+func cacheMACInput(env *proofEnv, content []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(cacheDomain)
+	b.WriteString(env.Trust.Fingerprint())
+	b.WriteString("\n--\n")
+	b.Write(content)
+	return b.Bytes()
+}
+
+// loadJournalCache returns the cached fold of task, if there is one whose
+// MAC checks under env.
+func (s *Store) loadJournalCache(env *proofEnv, task string) (gitstore.Oid, *journalState, bool) {
 	b, err := os.ReadFile(s.journalCachePath(task))
 	if err != nil {
 		return gitstore.ZeroOid, nil, false
 	}
+	mac, content, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return gitstore.ZeroOid, nil, false
+	}
+	id, err := s.Identity()
+	if err != nil || !id.CheckMAC(cacheMACInput(env, content), string(mac)) {
+		return gitstore.ZeroOid, nil, false
+	}
 	var f journalCacheFile
-	if json.Unmarshal(b, &f) != nil || f.State == nil || f.State.Task != task {
+	if json.Unmarshal(content, &f) != nil || f.State == nil || f.State.Task != task || f.Keys != env.keysHead.String() {
 		return gitstore.ZeroOid, nil, false
 	}
 	head, err := gitstore.ParseOid(f.Head)
@@ -51,20 +83,26 @@ func (s *Store) loadJournalCache(task string) (gitstore.Oid, *journalState, bool
 }
 
 // saveJournalCache writes the fold at head; failures are ignored (a
-// read-only repository simply has no cache).
-func (s *Store) saveJournalCache(task string, head gitstore.Oid, st *journalState) {
-	path := s.journalCachePath(task)
-	b, err := json.Marshal(journalCacheFile{Head: head.String(), State: st})
+// read-only repository, or a process without the writer's key, simply has
+// no cache).
+func (s *Store) saveJournalCache(env *proofEnv, task string, head gitstore.Oid, st *journalState) {
+	content, err := json.Marshal(journalCacheFile{Head: head.String(), Keys: env.keysHead.String(), State: st})
 	if err != nil {
 		return
 	}
+	id, err := s.Identity()
+	if err != nil {
+		return
+	}
+	mac := id.MAC(cacheMACInput(env, content))
+	path := s.journalCachePath(task)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return
 	}
 	var r [6]byte
 	rand.Read(r[:])
 	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, append(append([]byte(mac), '\n'), content...), 0o644); err != nil {
 		return
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -14,7 +14,7 @@ func (s *Store) readChainCommit(id gitstore.Oid) (chain.Commit, error) {
 
 // walkBack reads the chain from head back to stop (see chain.WalkBack).
 func (s *Store) walkBack(head, stop gitstore.Oid) ([]chain.Commit, bool, error) {
-	return chain.WalkBack(s.objects, head, stop)
+	return chain.WalkBack(s.objects, head, stop, nil)
 }
 
 // readTree returns the entries of tree id, from the store's tree cache when

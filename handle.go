@@ -37,10 +37,12 @@ func StatusOf(phase string) string {
 // the heads it was read at, and its progress vector. It is derived from the
 // chains alone; there is nothing in it a caller can set.
 type Handle struct {
-	TaskID       string        `json:"taskId"`
-	Status       string        `json:"status"`
-	JournalHead  record.Hash   `json:"journalHead"`
-	SpineHead    record.Hash   `json:"spineHead"`
+	TaskID      string      `json:"taskId"`
+	Status      string      `json:"status"`
+	JournalHead record.Hash `json:"journalHead"`
+	SpineHead   record.Hash `json:"spineHead"`
+	// Progress carries its proof: whether every row it counts is proven,
+	// and which rows did not count.
 	Progress     progress.Wire `json:"progress"`
 	ProgressHash string        `json:"progressHash"`
 	ReceiptHash  record.Hash   `json:"receiptHash"`
@@ -59,11 +61,13 @@ type handleBody struct {
 // TaskHandle projects task's handle. SpineHead is the spine entry of the
 // latest artifact the journal holds ("" before the first).
 func (s *Store) TaskHandle(task string) (*Handle, error) {
-	l, j, w, err := s.current(task)
+	f, err := s.current(task)
 	if err != nil {
 		return nil, err
 	}
-	b := handleBody{TaskID: task, Status: StatusOf(l.Phase), JournalHead: j.Head, SpineHead: j.LastSpine, Progress: w, ProgressHash: w.VectorHash}
+	j, w := f.journal, f.wire
+	b := handleBody{TaskID: task, Status: StatusOf(f.ledger.State.Phase), JournalHead: j.Head, SpineHead: j.LastSpine,
+		Progress: w, ProgressHash: w.VectorHash}
 	receipt, _, err := record.HashOf(b)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -217,26 +218,40 @@ func TestRolledBackJournalIsNotShown(t *testing.T) {
 }
 
 // TestPostRetriesAfterPlainGitMovesARef: between a post's read of the
-// journal and its compare-and-swap, plain git moves the journal (here to an
-// equivalent commit: same row, another date). The swap fails, nothing
-// moves, and the post is redone on the new head.
+// journal and its compare-and-swap, another process (plain git, with the
+// writer's key) moves the journal to an equivalent commit: the same row,
+// signed again at another date. The swap fails, nothing moves, and the post
+// is redone on the new head.
 func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 	f := newFixture(t)
 	s := f.open()
 	tok := f.claimed(s, "G-1", "agent")
 	f.post(s, "G-1", "k", "agent", tok, report("version one"))
+	id, err := keys.Load(f.home)
+	if err != nil {
+		t.Fatal(err)
+	}
 	journal := refs.Journal("G-1")
 	var moved atomic.Int32
 	var movedTo string
 	gitstore.FaultHook = func(step string) error {
 		if step == "packed" && moved.Add(1) == 1 {
 			head := strings.TrimSpace(f.git("rev-parse", journal))
-			cmd := exec.Command("git", "-C", f.dir, "commit-tree", head+"^{tree}", "-m", strings.TrimSpace(f.git("log", "-1", "--format=%B", head)))
-			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=g", "GIT_AUTHOR_EMAIL=g@g", "GIT_COMMITTER_NAME=g", "GIT_COMMITTER_EMAIL=g@g",
-				"GIT_AUTHOR_DATE=2001-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2001-01-01T00:00:00Z")
-			out, err := cmd.Output()
+			raw := f.git("cat-file", "commit", head)
+			c, _, err := gitstore.ParseCommit([]byte(raw))
 			if err != nil {
-				t.Errorf("commit-tree: %v", err)
+				t.Errorf("parse head: %v", err)
+				return nil
+			}
+			c.Committer = gitstore.Ident("test-writer", "test-writer@bernstein", 978307200) // 2001-01-01
+			c.Signature = nil
+			if c.Signature, err = id.SignCommit(gitstore.EncodeCommit(c)); err != nil {
+				t.Errorf("sign: %v", err)
+				return nil
+			}
+			out, err := execGitStdin(f.dir, gitstore.EncodeCommit(c), "hash-object", "-w", "-t", "commit", "--stdin").Output()
+			if err != nil {
+				t.Errorf("hash-object: %v", err)
 				return nil
 			}
 			movedTo = strings.TrimSpace(string(out))

@@ -46,7 +46,7 @@ type PostResult struct {
 type RefusedError struct {
 	Task   string
 	Agent  string
-	Reason string // record.ReasonUnclaimedTask or record.ReasonClaimScopeViolation
+	Reason string // record.ReasonUnclaimedTask, ReasonClaimScopeViolation or ReasonClaimUnproven
 	Detail string
 }
 
@@ -160,7 +160,13 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if reason, detail := checkClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken); reason != "" {
+	reason, detail := checkClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken)
+	if !lc.ledgerProof.whole() {
+		f := lc.ledgerProof.Faults[0]
+		reason = record.ReasonClaimUnproven
+		detail = fmt.Sprintf("the ledger of %s holds a row no trusted writer signed at index %d (%s): no claim in it is honoured until it is repaired", req.Task, f.Index, f.Reason)
+	}
+	if reason != "" {
 		d := record.MustCanonical(refusalDetails{Reason: reason, Key: req.Key, ArtifactType: req.Payload.Type})
 		if err := t.appendAudit(record.EventArtifactRefused, req.Agent, req.Task, "bernstein://"+req.Task+"/"+req.Key, d); err != nil {
 			return nil, err

@@ -3,33 +3,9 @@ package bernstein
 import (
 	"fmt"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
-
-// VerifyEnv assembles what verification reads: the refs of view (one
-// consistent snapshot), the pinned keys, the published keys.
-func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {
-	trust, err := s.Trust()
-	if err != nil {
-		return nil, err
-	}
-	published, err := s.publishedKeys(view)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", refs.Keys, err)
-	}
-	pub := map[string]ssh.PublicKey{}
-	for w, line := range published {
-		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
-		if err != nil {
-			continue // a malformed published key is as good as none
-		}
-		pub[w] = k
-	}
-	return &verify.Env{Objects: s.objects, Refs: view, Trust: trust, Published: pub}, nil
-}
 
 // Artifacts verifies every artifact version of task.
 func (s *Store) Artifacts(task string) (*verify.TaskReport, error) {

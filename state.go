@@ -4,14 +4,86 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/verify"
 )
 
+// Folds count proven rows only. A chain is proven as a prefix: every row up
+// to the first one whose commit no trusted writer signed counts, and that
+// row and everything after it are faults, reported and never folded. The
+// write path builds only on a chain with no fault; readers show the faults.
+
+// chainProof is what a fold knows of its chain beyond the rows it counted.
+type chainProof struct {
+	// Total is the number of rows the chain holds.
+	Total int64
+	// Faults are the rows that do not count, oldest first.
+	Faults []verify.RowFault
+	// Unverifiable is set when counted rows include unverifiable ones (a
+	// reader with no trust anchor at all counts them).
+	Unverifiable bool
+}
+
+// whole reports whether every row of the chain counted.
+func (p chainProof) whole() bool { return len(p.Faults) == 0 }
+
+// state sums the proof up: verified, unverifiable or tampered.
+func (p chainProof) state() string { return verify.ProofState(p.Faults, p.Unverifiable) }
+
+// unproven is the error the write path returns for a chain it will not
+// extend.
+func (p chainProof) unproven(what, task string) error {
+	f := p.Faults[0]
+	return fmt.Errorf("%w: the %s of %s holds a row no trusted writer signed at index %d (%s): nothing is written on top of it; run 'bernstein audit verify'",
+		ErrUnproven, what, task, f.Index, f.Reason)
+}
+
+// ErrUnproven reports a chain the write path will not extend because it
+// holds rows that are not proven.
+var ErrUnproven = fmt.Errorf("unproven rows")
+
+// extend folds commits (oldest first) into p, calling apply on each row
+// that counts; a row that is not proven, or that apply refuses, becomes the
+// first fault and every row after it a fault too.
+func (p *chainProof) extend(chainName string, anchored bool, commits []chain.Commit, apply func(record.Row, record.Hash) error) {
+	for _, cc := range commits {
+		index := p.Total
+		p.Total++
+		if len(p.Faults) > 0 {
+			p.Faults = append(p.Faults, verify.FaultFrom(chainName, index, p.Faults[0].Index, cc.Proof))
+			continue
+		}
+		if !verify.RowCounts(cc.Proof.State, anchored) {
+			p.Faults = append(p.Faults, verify.Fault(chainName, index, cc.Proof, anchored))
+			continue
+		}
+		row, err := record.ParseRow(cc.Record)
+		if err == nil {
+			err = apply(row, record.Sum(cc.Record))
+		}
+		if err != nil {
+			p.Faults = append(p.Faults, verify.RowFault{Chain: chainName, Index: index, Writer: cc.Proof.Writer, State: verify.Tampered, Reason: err.Error()})
+			continue
+		}
+		if cc.Proof.State == verify.Unverifiable {
+			p.Unverifiable = true
+		}
+	}
+}
+
+// clone copies p so that extending the copy leaves p as it was.
+func (p chainProof) clone() chainProof {
+	p.Faults = append([]verify.RowFault(nil), p.Faults...)
+	return p
+}
+
 // journalState is what the write path needs of a journal: the chain's
-// position and, per key, the latest version and its spine entry hash.
+// position and, per key, the latest version and its spine entry hash, all
+// over the counted rows.
 type journalState struct {
 	Task string
 	Rows int64
@@ -21,6 +93,8 @@ type journalState struct {
 	Progress progress.Journal
 	// LastSpine is the spine entry hash of the latest artifact row.
 	LastSpine record.Hash
+	// Proof says which rows counted.
+	Proof chainProof
 }
 
 type keyState struct {
@@ -36,6 +110,7 @@ func (j *journalState) clone() *journalState {
 	c := *j
 	c.Keys = maps.Clone(j.Keys)
 	c.Progress = j.Progress.Clone()
+	c.Proof = j.Proof.clone()
 	return &c
 }
 
@@ -66,18 +141,43 @@ func (j *journalState) apply(r record.Row, hash record.Hash) error {
 	return nil
 }
 
+// ledgerFold is a ledger folded over its counted rows.
+type ledgerFold struct {
+	State *ledger.State
+	Proof chainProof
+}
+
+// exists reports whether the task's creation counted.
+func (l *ledgerFold) exists() bool { return l != nil && l.State != nil && l.State.Phase != "" }
+
+// foldCacheKey is what a cached fold depends on besides its head: the
+// published keys (they tell unverifiable from tampered).
+type foldCacheKey struct {
+	head gitstore.Oid
+	keys gitstore.Oid
+}
+
+// proveCheck returns the walk check that proves each commit under env.
+func proveCheck(env *verify.Env) func(*chain.Commit) {
+	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommit(env, cc.Commit, cc.Payload) }
+}
+
 // journalStateAt folds task's journal up to head, extending a cached fold
-// (in memory, else on disk) when head descends from it.
-func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, error) {
+// (in memory, else the authenticated one on disk) when head descends from
+// it.
+func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*journalState, error) {
 	s.stateMu.Lock()
 	cached, ok := s.journals[task]
 	s.stateMu.Unlock()
-	if ok && cached.head == head {
+	if ok && cached.key.keys != env.keysHead {
+		ok = false
+	}
+	if ok && cached.key.head == head {
 		return cached.state, nil
 	}
 	if !ok {
-		if h, st, found := s.loadJournalCache(task); found {
-			cached, ok = journalCache{h, st}, true
+		if h, st, found := s.loadJournalCache(env, task); found {
+			cached, ok = journalCache{foldCacheKey{h, env.keysHead}, st}, true
 			if h == head {
 				s.stateMu.Lock()
 				s.journals[task] = cached
@@ -88,9 +188,10 @@ func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, e
 	}
 	stop := gitstore.ZeroOid
 	if ok {
-		stop = cached.head
+		stop = cached.key.head
 	}
-	commits, met, err := s.walkBack(head, stop)
+	check := proveCheck(env.Env)
+	commits, met, err := chain.WalkBack(s.objects, head, stop, check)
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", task, err)
 	}
@@ -99,67 +200,57 @@ func (s *Store) journalStateAt(task string, head gitstore.Oid) (*journalState, e
 		st = cached.state.clone()
 	} else if ok {
 		// The cached head is not an ancestor: fold from the root.
-		if commits, _, err = s.walkBack(head, gitstore.ZeroOid); err != nil {
+		if commits, _, err = chain.WalkBack(s.objects, head, gitstore.ZeroOid, check); err != nil {
 			return nil, fmt.Errorf("journal of %s: %w", task, err)
 		}
 	}
-	for _, cc := range commits {
-		row, err := record.ParseRow(cc.Record)
-		if err != nil {
-			return nil, fmt.Errorf("journal of %s, commit %s: %w", task, cc.ID, err)
-		}
-		if err := st.apply(row, record.Sum(cc.Record)); err != nil {
-			return nil, err
-		}
-	}
+	st.Proof.extend("journal", env.Anchored(), commits, st.apply)
 	s.stateMu.Lock()
-	s.journals[task] = journalCache{head, st}
+	s.journals[task] = journalCache{foldCacheKey{head, env.keysHead}, st}
 	s.stateMu.Unlock()
 	if len(commits) >= cacheMinRows {
-		s.saveJournalCache(task, head, st)
+		s.saveJournalCache(env, task, head, st)
 	}
 	return st, nil
 }
 
 // ledgerStateAt folds task's ledger up to head.
-func (s *Store) ledgerStateAt(task string, head gitstore.Oid) (*ledger.State, error) {
+func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*ledgerFold, error) {
 	s.stateMu.Lock()
 	cached, ok := s.ledgers[task]
 	s.stateMu.Unlock()
-	if ok && cached.head == head {
-		return cached.state, nil
+	if ok && cached.key.keys != env.keysHead {
+		ok = false
+	}
+	if ok && cached.key.head == head {
+		return cached.fold, nil
 	}
 	stop := gitstore.ZeroOid
 	if ok {
-		stop = cached.head
+		stop = cached.key.head
 	}
-	commits, met, err := s.walkBack(head, stop)
+	check := proveCheck(env.Env)
+	commits, met, err := chain.WalkBack(s.objects, head, stop, check)
 	if err != nil {
 		return nil, fmt.Errorf("ledger of %s: %w", task, err)
 	}
-	st := &ledger.State{}
+	fold := &ledgerFold{State: &ledger.State{}}
 	if met && ok {
-		c := *cached.state
-		st = &c
+		st := *cached.fold.State
+		fold = &ledgerFold{State: &st, Proof: cached.fold.Proof.clone()}
 	} else if ok {
-		if commits, _, err = s.walkBack(head, gitstore.ZeroOid); err != nil {
+		if commits, _, err = chain.WalkBack(s.objects, head, gitstore.ZeroOid, check); err != nil {
 			return nil, fmt.Errorf("ledger of %s: %w", task, err)
 		}
 	}
-	for _, cc := range commits {
-		row, err := record.ParseRow(cc.Record)
-		if err != nil {
-			return nil, fmt.Errorf("ledger of %s, commit %s: %w", task, cc.ID, err)
-		}
+	fold.Proof.extend("ledger", env.Anchored(), commits, func(row record.Row, h record.Hash) error {
 		if row.TaskID != task {
-			return nil, fmt.Errorf("ledger of %s: row %d belongs to task %q", task, row.Index, row.TaskID)
+			return fmt.Errorf("ledger of %s: row %d belongs to task %q", task, row.Index, row.TaskID)
 		}
-		if err := st.ApplyHashed(row, record.Sum(cc.Record)); err != nil {
-			return nil, fmt.Errorf("ledger of %s: %w", task, err)
-		}
-	}
+		return fold.State.ApplyHashed(row, h)
+	})
 	s.stateMu.Lock()
-	s.ledgers[task] = ledgerCache{head, st}
+	s.ledgers[task] = ledgerCache{foldCacheKey{head, env.keysHead}, fold}
 	s.stateMu.Unlock()
-	return st, nil
+	return fold, nil
 }

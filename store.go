@@ -15,9 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/keys"
-	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -69,6 +70,9 @@ type Store struct {
 	stateMu  sync.Mutex
 	ledgers  map[string]ledgerCache
 	journals map[string]journalCache
+
+	pubMu sync.Mutex
+	pub   map[gitstore.Oid]map[string]ssh.PublicKey // published keys by keys commit
 	// entryHeads remembers spine and audit heads this store wrote.
 	entryHeads map[string]entryHead
 
@@ -90,12 +94,12 @@ type entryHead struct {
 }
 
 type ledgerCache struct {
-	head  gitstore.Oid
-	state *ledger.State
+	key  foldCacheKey
+	fold *ledgerFold
 }
 
 type journalCache struct {
-	head  gitstore.Oid
+	key   foldCacheKey
 	state *journalState
 }
 

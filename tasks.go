@@ -208,7 +208,8 @@ func (t *tx) sealJournal(task string, transition record.Row) error {
 	return err
 }
 
-// TaskInfo is a task as its ledger tells it.
+// TaskInfo is a task as its ledger tells it: its counted rows, and the
+// proof of the rest.
 type TaskInfo struct {
 	ID          string            `json:"id"`
 	Title       string            `json:"title"`
@@ -228,17 +229,24 @@ type TaskInfo struct {
 }
 
 // Task returns what the ledger and journal of task say now, with its
-// progress vector.
+// progress vector. Only proven rows count; Progress.Proof lists the others.
 func (s *Store) Task(task string) (*TaskInfo, error) {
-	st, js, w, err := s.current(task)
+	f, err := s.current(task)
 	if err != nil {
 		return nil, err
 	}
+	st, js := f.ledger.State, f.journal
 	info := &TaskInfo{
 		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
 		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
 		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
-		Progress: &w,
+		Progress: &f.wire,
+	}
+	if info.Evidence == nil {
+		info.Evidence = []ledger.Producer{}
+	}
+	if info.Gates == nil {
+		info.Gates = []ledger.Gate{}
 	}
 	if st.Claim != nil {
 		info.ClaimAgent, info.ClaimID = st.Claim.Agent, st.Claim.ClaimID

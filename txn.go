@@ -31,14 +31,16 @@ type chainState struct {
 	next int64  // index (rows) or seq (entries) of the next record
 	last string // hash of the last row or entry, or the last HMAC
 
-	ledger  *ledger.State
-	journal *journalState
-	owner   int // op sequence that owns the states (copy on write)
-	dirty   bool
+	ledger      *ledger.State // nil when no row of the ledger counted
+	ledgerProof chainProof
+	journal     *journalState
+	owner       int // op sequence that owns the states (copy on write)
+	dirty       bool
 }
 
 type tx struct {
 	s       *Store
+	env     *proofEnv // proves the rows the batch reads
 	id      *keys.Identity
 	now     time.Time
 	chains  map[string]*chainState
@@ -157,7 +159,12 @@ func (s *Store) runBatch(batch []*pendingOp) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		t := &tx{s: s, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
+		env, err := s.proofEnv(s.refs)
+		if err != nil {
+			finish(err)
+			return
+		}
+		t := &tx{s: s, env: env, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
 		for i, o := range batch {
 			t.op = i + 1
 			saved := t.save()
@@ -326,10 +333,10 @@ func (s *Store) remember(t *tx) {
 			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
 		}
 		if c.ledger != nil {
-			s.ledgers[c.ledger.TaskID] = ledgerCache{c.head, c.ledger}
+			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.keysHead}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
 		}
 		if c.journal != nil {
-			s.journals[c.journal.Task] = journalCache{c.head, c.journal}
+			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.keysHead}, c.journal}
 		}
 	}
 	for id, es := range t.trees {
@@ -372,15 +379,19 @@ func (t *tx) own(c *chainState) {
 	c.owner = t.op
 }
 
-// ledgerChain loads a task's ledger with its folded state.
+// ledgerChain loads a task's ledger with its folded state: the rows that
+// counted, and the proof of the rest.
 func (t *tx) ledgerChain(task string) (*chainState, error) {
 	return t.chain(refs.Ledger(task), func(c *chainState) error {
-		st, err := t.s.ledgerStateAt(task, c.head)
+		fold, err := t.s.ledgerStateAt(t.env, task, c.head)
 		if err != nil {
 			return err
 		}
-		c.ledger = st
-		c.next, c.last = st.Rows, string(st.Head)
+		if fold.exists() {
+			c.ledger = fold.State
+		}
+		c.ledgerProof = fold.Proof
+		c.next, c.last = fold.State.Rows, string(fold.State.Head)
 		c.tree = gitstore.EmptyTree
 		return nil
 	})
@@ -389,7 +400,7 @@ func (t *tx) ledgerChain(task string) (*chainState, error) {
 // journalChain loads a task's journal with its folded state.
 func (t *tx) journalChain(task string) (*chainState, error) {
 	c, err := t.chain(refs.Journal(task), func(c *chainState) error {
-		st, err := t.s.journalStateAt(task, c.head)
+		st, err := t.s.journalStateAt(t.env, task, c.head)
 		if err != nil {
 			return err
 		}
@@ -493,6 +504,9 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	if err != nil {
 		return record.Row{}, nil, err
 	}
+	if !c.ledgerProof.whole() {
+		return record.Row{}, nil, c.ledgerProof.unproven("ledger", task)
+	}
 	phase := ""
 	if c.ledger != nil {
 		phase = c.ledger.Phase
@@ -512,7 +526,8 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	if err := c.ledger.ApplyHashed(row, record.Sum(b)); err != nil {
 		return record.Row{}, nil, err
 	}
-	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), false); err != nil {
+	c.ledgerProof.Total = c.ledger.Rows
+	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), true); err != nil {
 		return record.Row{}, nil, err
 	}
 	c.next, c.last = row.Index+1, string(record.Sum(b))
@@ -545,18 +560,23 @@ func (t *tx) appendJournal(task string, row record.Row, summary string, files ma
 	if err := c.journal.apply(row, record.Sum(b)); err != nil {
 		return nil, err
 	}
-	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), false); err != nil {
+	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), true); err != nil {
 		return nil, err
 	}
+	c.journal.Proof.Total = c.journal.Rows
 	c.next, c.last = row.Index+1, string(record.Sum(b))
 	return c, nil
 }
 
 // nextJournalRow returns the index and prev hash a new row of task takes.
+// A journal with rows that are not proven takes none.
 func (t *tx) nextJournalRow(task string) (int64, record.Hash, error) {
 	c, err := t.journalChain(task)
 	if err != nil {
 		return 0, "", err
+	}
+	if !c.journal.Proof.whole() {
+		return 0, "", c.journal.Proof.unproven("journal", task)
 	}
 	return c.next, record.Hash(c.last), nil
 }

@@ -135,6 +135,10 @@ func mxBuild(t *testing.T) *mxTemplate {
 type mxRepo struct {
 	*fixture
 	tp *mxTemplate
+	// rowSigner, when set, signs every journal and ledger commit the
+	// attacker writes, and all of them are written anew: a forger who
+	// replaced the published keys re-signs the rows with its own key.
+	rowSigner *keys.Identity
 }
 
 func (tp *mxTemplate) copy(t *testing.T) *mxRepo {
@@ -288,6 +292,12 @@ func wVer(task, key string, ver, idx int64, check string) mxWant {
 }
 
 // wTask is a failure of a task's journal (no key, version, writer or seq).
+// wRowSig is the failure of a row an attacker without the key had to make
+// anew (re-chained after an edit): its commit is not signed.
+func wRowSig(task, key string, ver, idx int64) mxWant {
+	return wVer(task, key, ver, idx, "row_signature").saying("not signed")
+}
+
 func wTask(task string, idx int64, check string) mxWant {
 	return mxWant{task, "", nullN, idx, "", nullN, check, ""}
 }
@@ -552,17 +562,42 @@ func (r *mxRepo) writeJournal(task string, rows []mxRow) []record.Row {
 		row := rows[i].Row
 		row.Index, row.Prev = int64(i), prev
 		c := rows[i].it.Commit
+		orig := c
 		c.Tree, c.Parents, c.Signature = rows[i].Tree, nil, nil
 		if !parent.IsZero() {
 			c.Parents = []gitstore.Oid{parent}
 		}
 		c.Message = record.Message(rows[i].it.Summary, row.Bytes())
-		parent = r.writeCommit(c, nil)
+		if r.rowSigner == nil && !rows[i].it.ID.IsZero() && bytes.Equal(c.Message, orig.Message) && c.Tree == orig.Tree &&
+			fmt.Sprint(c.Parents) == fmt.Sprint(orig.Parents) {
+			// Unchanged: the writer's signed commit stays, as a forger
+			// without the key must leave it.
+			parent = rows[i].it.ID
+		} else {
+			parent = r.writeCommit(c, r.rowSigner)
+		}
 		prev = row.Hash()
 		out = append(out, row)
 	}
 	r.git("update-ref", refs.Journal(task), parent.String())
 	return out
+}
+
+// resignLedgers writes every ledger anew, each commit signed by signer.
+func (r *mxRepo) resignLedgers(signer *keys.Identity) {
+	r.t.Helper()
+	for _, name := range strings.Fields(r.git("for-each-ref", "--format=%(refname)", refs.LedgerPrefix)) {
+		var parent gitstore.Oid
+		for _, it := range r.items(name) {
+			c := it.Commit
+			c.Parents = nil
+			if !parent.IsZero() {
+				c.Parents = []gitstore.Oid{parent}
+			}
+			parent = r.writeCommit(c, signer)
+		}
+		r.git("update-ref", name, parent.String())
+	}
 }
 
 func (r *mxRepo) rewriteJournal(task string, edit func([]mxRow) []mxRow) []record.Row {
@@ -1024,8 +1059,10 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wVer(mxA, "previex", 1, 3, "spine_binding").saying("key"))
-		e := tp.expect()
+		// The rows after the edited one had to be re-chained, unsigned.
+		expectFailures(t, d, wVer(mxA, "previex", 1, 3, "spine_binding").saying("key"),
+			wRowSig(mxA, "summary", 3, 4), wRowSig(mxA, "scores", 2, 5))
+		e := tp.expect().set(mxA, 4, "tampered").set(mxA, 5, "tampered")
 		e[mxA][3] = mxVersionState{Key: "previex", Version: 1, JournalIndex: 3, State: "tampered"}
 		checkVersions(t, d, e)
 	})
@@ -1044,8 +1081,9 @@ func TestVerifyMatrix(t *testing.T) {
 		}
 		expectFailures(t, d,
 			wVer(mxA, "summary", 4, 4, "version_chain"),
-			wVer(mxA, "summary", 4, 4, "spine_binding").saying("version"))
-		e := tp.expect()
+			wVer(mxA, "summary", 4, 4, "spine_binding").saying("version"),
+			wRowSig(mxA, "scores", 2, 5))
+		e := tp.expect().set(mxA, 5, "tampered")
 		e[mxA][4] = mxVersionState{Key: "summary", Version: 4, JournalIndex: 4, State: "tampered"}
 		checkVersions(t, d, e)
 	})
@@ -1064,8 +1102,9 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wVer(mxA, "summary", 2, 2, "spine_binding").saying("content_hash"))
-		checkVersions(t, d, tp.expect().set(mxA, 2, "tampered"))
+		expectFailures(t, d, wVer(mxA, "summary", 2, 2, "spine_binding").saying("content_hash"),
+			wRowSig(mxA, "preview", 1, 3), wRowSig(mxA, "summary", 3, 4), wRowSig(mxA, "scores", 2, 5))
+		checkVersions(t, d, tp.expect().set(mxA, 2, "tampered").set(mxA, 3, "tampered").set(mxA, 4, "tampered").set(mxA, 5, "tampered"))
 	})
 
 	run("2-rewrite-content-hash-only", func(t *testing.T, r *mxRepo) {
@@ -1079,8 +1118,9 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wVer(mxA, "summary", 2, 2, "content_hash"))
-		checkVersions(t, d, tp.expect().set(mxA, 2, "tampered"))
+		expectFailures(t, d, wVer(mxA, "summary", 2, 2, "content_hash"),
+			wRowSig(mxA, "preview", 1, 3), wRowSig(mxA, "summary", 3, 4), wRowSig(mxA, "scores", 2, 5))
+		checkVersions(t, d, tp.expect().set(mxA, 2, "tampered").set(mxA, 3, "tampered").set(mxA, 4, "tampered").set(mxA, 5, "tampered"))
 	})
 
 	run("2-rewrite-task-id", func(t *testing.T, r *mxRepo) {
@@ -1092,7 +1132,8 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wTask(mxA, 3, "journal_chain").saying(`row belongs to task "mx:2"`))
+		expectFailures(t, d, wTask(mxA, 3, "journal_chain").saying(`row belongs to task "mx:2"`),
+			wRowSig(mxA, "preview", 1, 3), wRowSig(mxA, "summary", 3, 4), wRowSig(mxA, "scores", 2, 5))
 		// The chain cannot vouch for anything from the broken row on.
 		checkVersions(t, d, tp.expect().set(mxA, 3, "tampered").set(mxA, 4, "tampered").set(mxA, 5, "tampered"))
 	})
@@ -1404,6 +1445,8 @@ func TestVerifyMatrix(t *testing.T) {
 	run("10-keys-replaced", func(t *testing.T, r *mxRepo) {
 		pin := r.allowedSigners()
 		attacker := mxAttacker(t)
+		r.rowSigner = attacker
+		r.resignLedgers(attacker)
 		r.resignSpine(attacker, 0, nil)
 		r.rewriteAudit(mxAuditOpts{signer: attacker, resignAll: true}, nil)
 		r.replaceKeys(attacker)
@@ -1420,6 +1463,13 @@ func TestVerifyMatrix(t *testing.T) {
 		}
 		for s := 0; s < n; s++ {
 			wants = append(wants, wSeq(mxWriter, int64(s), "audit_signature").saying("not the pinned key"))
+		}
+		// Every ledger row, re-signed: MX-1 and mx:2 were created and
+		// claimed, MX-3 also started and completed.
+		for task, rows := range map[string]int{mxA: 2, mxB: 2, mxC: 4} {
+			for i := 0; i < rows; i++ {
+				wants = append(wants, wTask(task, nullN, "row_signature").saying(fmt.Sprintf("ledger of %s at index %d", task, i)))
+			}
 		}
 		// On the writer's own host its own key is trusted.
 		d, code := r.verify()
@@ -1515,7 +1565,8 @@ func TestVerifyMatrix(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d", code)
 		}
-		expectFailures(t, d, wTask(mxB, res.JournalIndex, "journal_tree").saying("not exactly its own outputs/"))
+		expectFailures(t, d, wTask(mxB, res.JournalIndex, "journal_tree").saying("not exactly its own outputs/"),
+			wTask(mxB, res.JournalIndex, "row_signature").saying("not signed"))
 		checkVersions(t, d, tp.expect())
 	})
 

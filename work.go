@@ -20,6 +20,7 @@ import (
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // The rows that move progress are produced here, by real work on the
@@ -100,6 +101,9 @@ func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte
 	lc, err := t.ledgerChain(task)
 	if err != nil {
 		return nil, err
+	}
+	if !lc.ledgerProof.whole() {
+		return nil, lc.ledgerProof.unproven("ledger", task)
 	}
 	if lc.ledger == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
@@ -445,7 +449,8 @@ func shellJoin(argv []string) string {
 	return strings.Join(q, " ")
 }
 
-// ledgerState reads the current ledger state of task.
+// ledgerState reads the current ledger state of task: the rows that count.
+// A ledger none of whose rows counts is unproven, not unknown.
 func (s *Store) ledgerState(task string) (*ledger.State, error) {
 	head, err := s.refs.ReadOptional(refs.Ledger(task))
 	if err != nil {
@@ -454,48 +459,77 @@ func (s *Store) ledgerState(task string) (*ledger.State, error) {
 	if head.IsZero() {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
 	}
-	return s.ledgerStateAt(task, head)
+	env, err := s.proofEnv(s.refs)
+	if err != nil {
+		return nil, err
+	}
+	fold, err := s.ledgerStateAt(env, task, head)
+	if err != nil {
+		return nil, err
+	}
+	if !fold.exists() {
+		return nil, fold.Proof.unproven("ledger", task)
+	}
+	return fold.State, nil
+}
+
+// taskFold is a task's ledger and journal folded from one consistent view.
+type taskFold struct {
+	ledger  *ledgerFold
+	journal *journalState
+	wire    progress.Wire
 }
 
 // current reads task's ledger and journal folds from one consistent view of
-// its refs and projects its progress vector from them.
-func (s *Store) current(task string) (*ledger.State, *journalState, progress.Wire, error) {
+// its refs and projects its progress vector from the rows that count.
+func (s *Store) current(task string) (*taskFold, error) {
 	if err := validateTask(task); err != nil {
-		return nil, nil, progress.Wire{}, err
+		return nil, err
 	}
-	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task))
+	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task), refs.Keys)
 	if err != nil {
-		return nil, nil, progress.Wire{}, err
+		return nil, err
 	}
 	lh, err := view.ReadOptional(refs.Ledger(task))
 	if err != nil {
-		return nil, nil, progress.Wire{}, err
+		return nil, err
 	}
 	if lh.IsZero() {
-		return nil, nil, progress.Wire{}, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
 	}
-	l, err := s.ledgerStateAt(task, lh)
+	env, err := s.proofEnv(view)
 	if err != nil {
-		return nil, nil, progress.Wire{}, err
+		return nil, err
+	}
+	l, err := s.ledgerStateAt(env, task, lh)
+	if err != nil {
+		return nil, err
 	}
 	jh, err := view.ReadOptional(refs.Journal(task))
 	if err != nil {
-		return nil, nil, progress.Wire{}, err
+		return nil, err
 	}
 	j := newJournalState(task)
 	if !jh.IsZero() {
-		if j, err = s.journalStateAt(task, jh); err != nil {
-			return nil, nil, progress.Wire{}, err
+		if j, err = s.journalStateAt(env, task, jh); err != nil {
+			return nil, err
 		}
 	}
-	return l, j, progress.Project(task, j.Progress, l).ToWire(j.Head, j.Rows, l.Head, l.Rows), nil
+	var st *ledger.State
+	if l.exists() {
+		st = l.State
+	}
+	faults := append(append([]verify.RowFault{}, l.Proof.Faults...), j.Proof.Faults...)
+	w := progress.Project(task, j.Progress, st).ToWire(j.Head, j.Rows, l.State.Head, l.State.Rows)
+	w.Proof = progress.Proof{State: verify.ProofState(faults, l.Proof.Unverifiable || j.Proof.Unverifiable), RowsAtFault: faults}
+	return &taskFold{ledger: l, journal: j, wire: w}, nil
 }
 
 // Progress projects task's progress vector from its journal and ledger.
 func (s *Store) Progress(task string) (*progress.Wire, error) {
-	_, _, w, err := s.current(task)
+	f, err := s.current(task)
 	if err != nil {
 		return nil, err
 	}
-	return &w, nil
+	return &f.wire, nil
 }

@@ -17,6 +17,17 @@ type Commit struct {
 	Payload []byte // the bytes a commit signature covers
 	Record  []byte
 	Err     error // set by WalkAll when the commit cannot serve as a chain link
+	// Proof is what a walk's check made of the commit's signature, before
+	// the walk let go of the signature and the signed bytes.
+	Proof Proof
+}
+
+// Proof is the verdict on a chain commit's signature: the writer it names
+// and a state with its reason (the verify package decides them).
+type Proof struct {
+	Writer string
+	State  string
+	Reason string
 }
 
 // ErrNotLinear reports a chain commit with more than one parent.
@@ -58,17 +69,22 @@ func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 // WalkBack reads the chain from head back to (not including) stop, or to the
 // root when stop is zero or never met. It returns the commits oldest first
 // and whether stop was met. Any unreadable commit is an error. The commits
-// keep their id, parents, tree and record only.
-func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid) ([]Commit, bool, error) {
+// keep their id, parents, tree, record and, when check is given, the proof
+// check made of each while its signature was at hand.
+func WalkBack(objs *gitstore.Repo, head, stop gitstore.Oid, check func(*Commit)) ([]Commit, bool, error) {
 	var out []Commit
 	for id := head; !id.IsZero(); {
 		if id == stop {
 			reverse(out)
 			return out, true, nil
 		}
-		cc, err := read(objs, id, false)
+		cc, err := read(objs, id, check != nil)
 		if err != nil {
 			return nil, false, err
+		}
+		if check != nil {
+			check(&cc)
+			cc.Payload = nil
 		}
 		// A long chain is held whole until the walk ends: keep only the
 		// record (copied out of the commit's bytes) and the links.

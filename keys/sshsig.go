@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/hiddeco/sshsig"
@@ -207,4 +208,24 @@ func (t *TrustSet) IsTrusted(writer string, key ssh.PublicKey) bool {
 		}
 	}
 	return false
+}
+
+// Anchored reports whether the set trusts any key at all.
+func (t *TrustSet) Anchored() bool { return t != nil && len(t.byWriter) > 0 }
+
+// Fingerprint identifies the trusted keys (writers and key fingerprints,
+// sorted), so that something derived under one trust set is not taken for
+// something derived under another.
+func (t *TrustSet) Fingerprint() string {
+	if t == nil {
+		return ""
+	}
+	var lines []string
+	for w, ks := range t.byWriter {
+		for _, k := range ks {
+			lines = append(lines, w+" "+ssh.FingerprintSHA256(k))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }

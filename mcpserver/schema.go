@@ -183,32 +183,54 @@ func handleInputSchema() obj {
 
 func progressSchema() obj {
 	count := func(d string) obj { return intSchema(d, 0) }
+	fault := obj{
+		"type": "object",
+		"properties": obj{
+			"chain":  obj{"type": "string", "enum": []string{"journal", "ledger"}},
+			"index":  count("The row's index in its chain."),
+			"writer": obj{"type": "string", "description": "The writer the row's commit names (\"\" when none)."},
+			"state":  obj{"type": "string", "enum": []string{"tampered", "unverifiable"}},
+			"reason": obj{"type": "string"},
+		},
+		"required":             []string{"chain", "index", "writer", "state", "reason"},
+		"additionalProperties": false,
+	}
 	return obj{
 		"type":        "object",
-		"description": "The progress vector's wire form: the canonical fields (whose RFC 8785 bytes vector_hash hashes), the derived ones, and the chain heads it was folded at.",
+		"description": "The progress vector's wire form: the canonical fields (whose RFC 8785 bytes vector_hash hashes), the derived ones, the chain heads it was folded at, and its proof. Only rows a trusted writer signed count; new work only (a commit, a patch, a declared gate's pass, a declared producer's pass count once).",
 		"properties": obj{
-			"schema_version":    obj{"type": "integer", "const": 1},
+			"schema_version":    obj{"type": "integer", "const": 2},
 			"task_id":           obj{"type": "string"},
-			"checkpoints":       count("checkpoint rows."),
-			"diffs_captured":    count("diff_captured rows."),
-			"gate_attempts":     count("gate_attempt rows."),
-			"gates_passed":      count("gate_attempt rows that passed."),
+			"checkpoints":       count("Distinct commits checkpointed."),
+			"diffs_captured":    count("Distinct non-empty patches captured."),
+			"gate_attempts":     count("gate_attempt rows, declared gates and ad-hoc ones."),
+			"gates_passed":      count("Gates declared at task.created that passed at least once."),
 			"evidence_declared": count("Evidence producers declared at task.created."),
 			"evidence_passed":   count("Declared producers whose latest result passed."),
 			"ledger_phase":      obj{"type": "string"},
 			"ledger_attempts":   count("task.started rows."),
 			"terminal":          obj{"type": "boolean"},
-			"earned_steps":      count("checkpoints + diffs_captured + gate_attempts + evidence_passed."),
+			"earned_steps":      count("checkpoints + diffs_captured + gates_passed + evidence_passed."),
 			"phase_ordinal":     obj{"type": "integer", "minimum": -1, "maximum": 4},
 			"vector_hash":       obj{"type": "string", "description": "sha256 hex of the canonical vector.", "pattern": hexPattern},
-			"journal_head":      hashSchema("Row hash of the journal head folded (\"\" before the first row).", true),
-			"journal_rows":      count("Journal rows folded."),
-			"ledger_head":       hashSchema("Row hash of the ledger head folded.", true),
-			"ledger_rows":       count("Ledger rows folded."),
+			"journal_head":      hashSchema("Row hash of the last journal row counted (\"\" before the first row).", true),
+			"journal_rows":      count("Journal rows counted."),
+			"ledger_head":       hashSchema("Row hash of the last ledger row counted.", true),
+			"ledger_rows":       count("Ledger rows counted."),
+			"proof": obj{
+				"type":        "object",
+				"description": "verified: every row counted, each signed by a trusted writer; unverifiable: this reader trusts no key, rows counted as far as their published keys check; tampered: rows_at_fault did not count.",
+				"properties": obj{
+					"state":         obj{"type": "string", "enum": []string{"verified", "unverifiable", "tampered"}},
+					"rows_at_fault": obj{"type": "array", "items": fault},
+				},
+				"required":             []string{"state", "rows_at_fault"},
+				"additionalProperties": false,
+			},
 		},
 		"required": []string{"schema_version", "task_id", "checkpoints", "diffs_captured", "gate_attempts", "gates_passed",
 			"evidence_declared", "evidence_passed", "ledger_phase", "ledger_attempts", "terminal",
-			"earned_steps", "phase_ordinal", "vector_hash", "journal_head", "journal_rows", "ledger_head", "ledger_rows"},
+			"earned_steps", "phase_ordinal", "vector_hash", "journal_head", "journal_rows", "ledger_head", "ledger_rows", "proof"},
 	}
 }
 

@@ -324,12 +324,29 @@ type Wire struct {
 	JournalRows  int64       `json:"journal_rows"`
 	LedgerHead   record.Hash `json:"ledger_head"`
 	LedgerRows   int64       `json:"ledger_rows"`
+	// Proof says whether the rows the vector counts are proven; it is not
+	// part of the canonical vector (a host's trust decides it, not the rows).
+	Proof Proof `json:"proof"`
+}
+
+// Proof qualifies a vector: it counts only rows whose commits a trusted
+// writer signed (a chain is proven as a prefix), and names the rest.
+type Proof struct {
+	// State is verified (every row counted, each signed by a trusted
+	// writer), unverifiable (this reader trusts no key at all, so rows
+	// counted as far as their published keys check) or tampered (some rows
+	// did not count: see RowsAtFault). A row signed by a writer whose key
+	// is published but not pinned does not count for a reader that trusts
+	// some key; it is listed with state unverifiable.
+	State       string            `json:"state"`
+	RowsAtFault []record.RowFault `json:"rows_at_fault"`
 }
 
 // ToWire adds the derived fields and the heads.
 func (v Vector) ToWire(journalHead record.Hash, journalRows int64, ledgerHead record.Hash, ledgerRows int64) Wire {
 	return Wire{Vector: v, EarnedSteps: v.EarnedSteps(), PhaseOrdinal: PhaseOrdinal(v.LedgerPhase), VectorHash: v.Hash(),
-		JournalHead: journalHead, JournalRows: journalRows, LedgerHead: ledgerHead, LedgerRows: ledgerRows}
+		JournalHead: journalHead, JournalRows: journalRows, LedgerHead: ledgerHead, LedgerRows: ledgerRows,
+		Proof: Proof{State: "verified", RowsAtFault: []record.RowFault{}}}
 }
 
 // String is a one-line summary for humans.

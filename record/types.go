@@ -255,6 +255,9 @@ const (
 const (
 	ReasonUnclaimedTask       = "unclaimed_task"
 	ReasonClaimScopeViolation = "claim_scope_violation"
+	// ReasonClaimUnproven: the task's ledger holds rows no trusted writer
+	// signed, so no claim in it can be honoured.
+	ReasonClaimUnproven = "claim_unproven"
 )
 
 // AuditEntry is one entry of a writer's HMAC audit mirror. HMAC is computed

@@ -57,3 +57,15 @@ type Output struct {
 func ArtifactPath(key string, version int64) string {
 	return "artifacts/" + key + "/v" + strconv.FormatInt(version, 10) + ".json"
 }
+
+// RowFault is a journal or ledger row that does not count: its commit is
+// not proven to be a trusted writer's, or it follows one that is not (a
+// chain is proven as a prefix: what follows an unproven row was built on
+// it).
+type RowFault struct {
+	Chain  string `json:"chain"` // "journal" or "ledger"
+	Index  int64  `json:"index"`
+	Writer string `json:"writer"`
+	State  string `json:"state"` // tampered or unverifiable
+	Reason string `json:"reason"`
+}

@@ -12,7 +12,7 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 run() { step "$*"; "$@"; }
 
 run "$bin" init --writer demo-writer
-run "$bin" task create DEMO-1 --title "Tune the query planner"
+run "$bin" task create DEMO-1 --title "Tune the query planner" --gate smoke="echo 'query plan ok'"
 step 'TOKEN=$(bernstein task claim DEMO-1 --agent planner-agent)'
 TOKEN=$("$bin" task claim DEMO-1 --agent planner-agent)
 export BERNSTEIN_AGENT=planner-agent BERNSTEIN_CLAIM_TOKEN="$TOKEN"
@@ -33,7 +33,7 @@ run "$bin" artifact list
 git -C "$BERNSTEIN_REPO" -c user.name=demo -c user.email=demo@example.com commit -q --allow-empty -m "planner: prefer hash joins"
 run "$bin" task start DEMO-1
 run "$bin" checkpoint DEMO-1
-run "$bin" gate run DEMO-1 smoke -- sh -c 'echo "query plan ok"'
+run "$bin" gate run DEMO-1 smoke
 run "$bin" task progress DEMO-1
 run "$bin" task complete DEMO-1
 run "$bin" audit verify

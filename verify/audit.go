@@ -210,6 +210,8 @@ func Repository(env *Env, o Options) (*Report, error) {
 		rep.Counts.Verified += c.Verified
 		rep.Counts.Tampered += c.Tampered
 		rep.Counts.Unverifiable += c.Unverifiable
+		rep.Counts.SignaturesChecked += c.SignaturesChecked
+		rep.Counts.SignaturesUnpinned += c.SignaturesUnpinned
 	}
 	rep.Counts.Tasks = len(tasks)
 	rep.Counts.Failures = len(rep.Failures)
@@ -457,6 +459,7 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 		return res, nil, c, err
 	}
 	fs := tr.Failures
+	c.SignaturesChecked, c.SignaturesUnpinned = tr.Signatures, tr.Unpinned
 	res.JournalIdentity, res.IdentityReason, res.JournalRows = tr.JournalIdentity, tr.IdentityReason, tr.Rows
 	if tr.JournalIdentity == IdentityMismatched {
 		fs = append(fs, Failure{TaskID: task, Check: "journal_seal", Reason: tr.IdentityReason})
@@ -491,8 +494,10 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 	for _, h := range tr.RowHashes {
 		journalHeld[string(h)] = true
 	}
-	lfs, rows, ledgerHeld := v.checkLedger(task, audits)
+	lfs, rows, ledgerHeld, sigs, unpinned := v.checkLedger(task, audits)
 	fs = append(fs, lfs...)
+	c.SignaturesChecked += sigs
+	c.SignaturesUnpinned += unpinned
 	// The other way round: what the audit mirrors say of this task must be
 	// in its chains.
 	fs = append(fs, checkMirrored(v.Spine, audits.byTask[task], journalHeld, ledgerHeld)...)
@@ -500,17 +505,19 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 	return res, fs, c, nil
 }
 
-// checkLedger walks a task's ledger: chain, legal transitions, audit mirror.
-// It also returns the hashes of the rows it holds.
-func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64, map[string]bool) {
+// checkLedger walks a task's ledger: chain, legal transitions, row
+// signatures, audit mirror. It also returns the hashes of the rows it holds,
+// and how many row signatures it checked and found only unpinned.
+func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64, map[string]bool, int, int) {
 	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
 	if err != nil {
-		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0, nil
+		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0, nil, 0, 0
 	}
 	held := map[string]bool{}
 	if head.IsZero() {
-		return nil, 0, held
+		return nil, 0, held, 0, 0
 	}
+	sigs, unpinned := 0, 0
 	var fs []Failure
 	var st ledger.State
 	broken := false
@@ -544,8 +551,15 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 		if !audits.has(row.Kind, h) {
 			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
 		}
+		sigs++
+		switch p := ProveCommit(v.Env, cc.Commit, cc.Payload); p.State {
+		case Tampered:
+			fail("row_signature", fmt.Sprintf("%s: %s", row.Kind, p.Reason))
+		case Unverifiable:
+			unpinned++
+		}
 	}
-	return fs, int64(len(commits)), held
+	return fs, int64(len(commits)), held, sigs, unpinned
 }
 
 // workOutput is the part of a work row's data that names a stored output.

@@ -65,6 +65,13 @@ type TaskReport struct {
 	RowList []record.Row `json:"-"`
 	// RowHashes are the rows' hashes, computed from the bytes read.
 	RowHashes []record.Hash `json:"-"`
+	// Signatures counts the row commits whose signatures were checked, and
+	// Unpinned those that check only against an unpinned published key.
+	Signatures, Unpinned int `json:"-"`
+	// Anchored is set when the reader trusts some key (its own writer's or
+	// a pinned one), so that an unverifiable version is one a writer it
+	// does not trust wrote, not merely one it cannot check.
+	Anchored bool `json:"-"`
 }
 
 // Verified reports whether every version is verified and the chain holds.
@@ -119,6 +126,29 @@ func (r *TaskReport) Content(ver *Version) ([]byte, string) {
 	return ver.Payload, ""
 }
 
+// Shown picks the version of key that show renders by default: the latest,
+// unless it is unverifiable to a reader that trusts some key (a writer it
+// has not pinned wrote it), in which case the latest verified one; newer
+// lists the versions passed over. Without any verified version it is the
+// latest.
+func (r *TaskReport) Shown(key string) (shown *Version, newer []Version) {
+	latest := r.Latest(key)
+	if latest == nil || latest.State != Unverifiable || !r.Anchored {
+		return latest, nil
+	}
+	for i := len(r.Versions) - 1; i >= 0; i-- {
+		v := &r.Versions[i]
+		if v.Key != key {
+			continue
+		}
+		if v.State == Verified {
+			return v, newer
+		}
+		newer = append(newer, *v)
+	}
+	return latest, nil
+}
+
 // Latest returns the latest version of key, or nil.
 func (r *TaskReport) Latest(key string) *Version {
 	var out *Version
@@ -169,7 +199,7 @@ func (v *Verifier) fail(rep *TaskReport, ver *Version, check, reason string) {
 
 // Task verifies every artifact version of task's journal.
 func (v *Verifier) Task(task string) (*TaskReport, error) {
-	rep := &TaskReport{Task: task, Versions: []Version{}, Failures: []Failure{}}
+	rep := &TaskReport{Task: task, Versions: []Version{}, Failures: []Failure{}, Anchored: v.Env.Anchored()}
 	head, err := v.Env.Refs.ReadOptional(refs.Journal(task))
 	if err != nil {
 		return nil, err
@@ -216,10 +246,19 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		rep.RowList = append(rep.RowList, row)
 		rep.RowHashes = append(rep.RowHashes, prev)
 		treeErr := checkRowTree(row, cc.Commit.Tree)
+		proof := ProveCommit(v.Env, cc.Commit, cc.Payload)
+		rep.Signatures++
+		if proof.State == Unverifiable {
+			rep.Unpinned++
+		}
 		if row.Kind != record.KindArtifactPosted {
 			if treeErr != nil {
 				rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(idx), Check: "journal_tree",
 					Reason: fmt.Sprintf("%s row at journal index %d: %v", row.Kind, idx, treeErr)})
+			}
+			if proof.State == Tampered {
+				rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(idx), Check: "row_signature",
+					Reason: fmt.Sprintf("%s row at journal index %d: %s", row.Kind, idx, proof.Reason)})
 			}
 			v.checkOutput(rep, row)
 			continue
@@ -235,7 +274,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 			Actor: row.Actor, Blob: a.Blob, Size: a.Size, Commit: cc.ID, State: Verified,
 		}
 		want := keys[a.Key]
-		v.checkVersion(rep, &ver, &row, treeErr, want.version, want.spine)
+		v.checkVersion(rep, &ver, &row, treeErr, proof, want.version, want.spine)
 		keys[a.Key] = latest{a.Version, a.SpineEntryHash}
 		if brokenAt >= 0 && ver.State != Tampered {
 			ver.State, ver.Reason = Tampered, rep.ChainReason
@@ -252,7 +291,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 
 // checkVersion applies every per-version check; the first failure makes the
 // version tampered and withholds its content.
-func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, treeErr error, prevVersion int64, prevSpine record.Hash) {
+func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, treeErr error, proof chain.Proof, prevVersion int64, prevSpine record.Hash) {
 	where := fmt.Sprintf("%s v%d at journal index %d", ver.Key, ver.Version, ver.JournalIndex)
 	if ver.Version != prevVersion+1 {
 		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: follows version %d", where, prevVersion))
@@ -333,6 +372,9 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	if e.Actor != row.Actor {
 		diff = append(diff, "actor")
 	}
+	if proof.Writer != "" && rec.Writer != proof.Writer {
+		diff = append(diff, "writer")
+	}
 	if len(diff) > 0 {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", ")))
 		return
@@ -347,6 +389,16 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		return
 	case sigUnpinned, sigNoKey:
 		ver.State, ver.Reason = Unverifiable, reason
+	}
+	// The row's own commit: signed by the writer that recorded it.
+	switch proof.State {
+	case Tampered:
+		v.fail(rep, ver, "row_signature", fmt.Sprintf("%s: the row's commit: %s", where, proof.Reason))
+		return
+	case Unverifiable:
+		if ver.State == Verified {
+			ver.State, ver.Reason = Unverifiable, proof.Reason
+		}
 	}
 	ver.Payload = data
 }

@@ -355,7 +355,7 @@ type showJSON struct {
 }
 
 func newArtifactShowCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON bool
+	var asJSON, strict bool
 	var version int64
 	cmd := &cobra.Command{
 		Use:   "show <task> <key>",
@@ -365,9 +365,16 @@ re-checking it: the blob is re-hashed against the journal row, the row against
 its spine entry, the spine entry's signature against the writer's key. A
 tampered version is reported with the reason and its content is withheld.
 
+Without --version it shows the latest version, except that a version written
+by a writer this host does not trust (its key is published but not pinned)
+is passed over for the latest verified one, and named. --version N shows
+version N whatever its state, saying the state. --strict shows only a
+verified version.
+
 Exit status: 0 rendered; 1 unknown task, key or version; 2 content withheld:
-the version is tampered, or the task's journal is broken or rolled back behind
-its spine (so its latest version may not be the latest).`,
+the version is tampered (or, with --strict, not verified), or the task's
+journal is broken or rolled back behind its spine (so its latest version may
+not be the latest).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task, key := args[0], args[1]
@@ -387,12 +394,13 @@ its spine (so its latest version may not be the latest).`,
 				return err
 			}
 			var v *verify.Version
+			var passedOver []verify.Version
 			if cmd.Flags().Changed("version") {
 				v = rep.Find(key, version)
 				if v == nil {
 					return exitCode(1, fmt.Errorf("task %s has no version %d of %s", task, version, key))
 				}
-			} else if v = rep.Latest(key); v == nil {
+			} else if v, passedOver = rep.Shown(key); v == nil {
 				return exitCode(1, fmt.Errorf("task %s has no artifact %s", task, key))
 			}
 			var history []listVersion
@@ -403,6 +411,13 @@ its spine (so its latest version may not be the latest).`,
 			}
 			var payload *artifact.Payload
 			content, withheld := rep.Content(v)
+			if strict && v.State != verify.Verified && content != nil {
+				content, withheld = nil, "not verified ("+v.State+": "+v.Reason+") and --strict shows only verified versions"
+			}
+			for _, p := range passedOver {
+				fmt.Fprintf(io.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
+					p.Key, p.Version, p.Reason, task, key, p.Version)
+			}
 			if content != nil {
 				p, err := artifact.Parse(content)
 				if err != nil {
@@ -432,6 +447,7 @@ its spine (so its latest version may not be the latest).`,
 		},
 	}
 	cmd.Flags().Int64Var(&version, "version", 0, "show version N instead of the latest")
+	cmd.Flags().BoolVar(&strict, "strict", false, "show only a verified version (exit 2 otherwise)")
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
 	return cmd
 }

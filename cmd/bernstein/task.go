@@ -259,6 +259,7 @@ artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
 			if p := info.Progress; p != nil {
 				fmt.Fprintf(w, "progress: %s\n", p.Vector.String())
 				fmt.Fprintf(w, "vector:   %s (%d earned steps)\n", p.VectorHash, p.EarnedSteps)
+				printProof(w, "proof:    ", p.Proof)
 			}
 			return nil
 		},

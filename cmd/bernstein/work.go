@@ -39,7 +39,10 @@ func newCheckpointCmd(g *globals, io *IO) *cobra.Command {
 		Short: "Record a checkpoint of a task at a real commit",
 		Long: `Record a checkpoint row in the task's journal. REV (default HEAD) must resolve
 to a commit of this repository; an unknown revision is refused and nothing is
-written. Exit status: 0 recorded, 1 error.`,
+written. A commit earns a step of progress once: checkpointing it again is
+recorded and earns nothing.
+
+Exit status: 0 recorded, 1 error (nothing recorded).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
@@ -74,7 +77,10 @@ func newDiffCmd(g *globals, io *IO) *cobra.Command {
 		Long: `Compute the patch from --base to --head (default HEAD) with git, store it as a
 blob in the journal tree (outputs/<index>-diff.patch, capped at 1 MiB and
 marked truncated beyond), and record a diff_captured row with the number of
-files, added and removed lines. Exit status: 0 recorded, 1 error.`,
+files, added and removed lines. A diff earns a step of progress when it is not
+empty and differs from every diff captured before.
+
+Exit status: 0 recorded, 1 error (nothing recorded).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if base == "" {
@@ -136,7 +142,10 @@ func newGateCmd(g *globals, sio *IO) *cobra.Command {
 		Long: `Run the gate's declared command (sh -c, in the work tree) or the command after
 --, and record a gate_attempt row with its exit code, pass/fail and its output
 (stored as a blob, capped at 1 MiB). The command's output is copied to stderr
-unless --quiet.
+unless --quiet. A gate declared at task creation (--gate NAME=CMD) earns a
+step of progress on its first pass; every attempt is counted. A gate run with
+-- CMD that was not declared, or with another command than the declared one,
+is recorded and earns nothing. A timed-out or killed command is a failure.
 
 Exit status: 0 the gate passed; 4 it failed (the attempt is recorded); 1 error
 (nothing recorded).`,
@@ -187,7 +196,8 @@ func newEvidenceCmd(g *globals, sio *IO) *cobra.Command {
 		Short: "Run declared evidence producers and record each result",
 		Long: `Run the task's declared evidence producers (all of them, or those named) and
 record one evidence_result row each, with exit code, pass/fail and output.
-A producer that is not declared is refused before anything runs.
+A producer that is not declared is refused before anything runs. Each
+declared producer counts once toward progress, while its latest result passes.
 
 Exit status: 0 every producer passed; 4 some failed (results are recorded);
 1 error.`,
@@ -235,11 +245,18 @@ func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
 		Use:   "progress <task>",
 		Short: "Print a task's progress vector",
 		Long: `Print the task's progress vector: a pure projection of its journal and ledger
-rows (checkpoints, diffs captured, gate attempts and passes, declared and
-passed evidence, ledger phase and attempts). It cannot be posted, only earned;
-artifacts never move it. --output-json prints the wire form, with
-earned_steps, phase_ordinal, vector_hash and the heads it was folded at.
-Exit status: 0 printed, 1 unknown task or error.`,
+rows (distinct commits checkpointed, distinct non-empty diffs captured, gate
+attempts, declared gates passed, declared and passed evidence, ledger phase
+and attempts). It cannot be posted, only earned; artifacts never move it, and
+repeating work earns nothing. Only rows whose commits a trusted writer signed
+count (your own writer's key, and keys pinned with --allowed-signers); the
+proof line names any row that did not count. --output-json prints the wire
+form, with earned_steps, phase_ordinal, vector_hash, the heads it was folded
+at and the proof.
+
+Exit status: 0 printed (proof verified, or unverifiable where no key is
+trusted at all); 1 unknown task or error; 2 rows did not count (forged,
+or signed by a writer not pinned here): the vector shown leaves them out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
@@ -255,9 +272,15 @@ Exit status: 0 printed, 1 unknown task or error.`,
 				return err
 			}
 			if asJSON {
-				return printJSON(sio, w)
+				if err := printJSON(sio, w); err != nil {
+					return err
+				}
+			} else {
+				printProgress(sio.Out, w)
 			}
-			printProgress(sio.Out, w)
+			if n := len(w.Proof.RowsAtFault); n > 0 {
+				return exitCode(2, fmt.Errorf("%d rows of %s do not count (%s): %s", n, w.TaskID, w.Proof.State, w.Proof.RowsAtFault[0].Reason))
+			}
 			return nil
 		},
 	}
@@ -274,4 +297,17 @@ func printProgress(w io.Writer, wire *progress.Wire) {
 	fmt.Fprintf(w, "evidence:    %d passed of %d declared\n", wire.EvidencePassed, wire.EvidenceDeclared)
 	fmt.Fprintf(w, "earned:      %d steps\n", wire.EarnedSteps)
 	fmt.Fprintf(w, "vector:      %s\n", wire.VectorHash)
+	printProof(w, "proof:       ", wire.Proof)
+}
+
+// printProof prints a vector's proof, and each row that did not count.
+func printProof(w io.Writer, label string, p progress.Proof) {
+	if len(p.RowsAtFault) == 0 {
+		fmt.Fprintf(w, "%s%s\n", label, p.State)
+		return
+	}
+	fmt.Fprintf(w, "%s%s: %d rows do not count\n", label, p.State, len(p.RowsAtFault))
+	for _, f := range p.RowsAtFault {
+		fmt.Fprintf(w, "  %s index %d (%s, writer %s): %s\n", f.Chain, f.Index, f.State, dash(f.Writer), f.Reason)
+	}
 }

@@ -320,7 +320,9 @@ async function checkHandleAndProgress(ws, client) {
   assert.notEqual(h2.receiptHash, h1.receiptHash);
   assert.equal(h2.progress.journal_rows, h1.progress.journal_rows + 50);
 
-  // The next advance is reported on a post too; it is the only other one.
+  // The next advance (a checkpoint of a new commit: a commit counts once) is
+  // reported on a post too; it is the only other one.
+  ws.git('commit', '-q', '--allow-empty', '-m', 'second');
   ws.cli('checkpoint', 'T-1');
   await postOK(client, { task_id: 'T-1', key: 'note-0', artifact_type: 'report', body: 'after the second checkpoint' }, 'p50');
   assert.equal((await notesFor(client, 'p50'))[0]?.progress, earned0 + 2);
