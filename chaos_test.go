@@ -353,6 +353,10 @@ func leftovers(f *fixture) []string {
 		}
 		return nil
 	})
+	tmps, _ := os.ReadDir(filepath.Join(gitDir, "objects", "bernstein-tmp"))
+	for _, e := range tmps {
+		out = append(out, filepath.Join(gitDir, "objects", "bernstein-tmp", e.Name()))
+	}
 	ents, _ := os.ReadDir(filepath.Join(gitDir, "objects", "pack"))
 	for _, e := range ents {
 		p := filepath.Join(gitDir, "objects", "pack", e.Name())

@@ -241,6 +241,10 @@ func noTempFiles(t testing.TB, gitDir string) {
 			t.Errorf("temporary file left in the pack directory: %s", n)
 		}
 	}
+	ents, _ := os.ReadDir(filepath.Join(gitDir, "objects", tempDirName))
+	for _, e := range ents {
+		t.Errorf("temporary file left: %s", e.Name())
+	}
 }
 
 // idxCount reads the object count of a v2 index from its fan-out table.

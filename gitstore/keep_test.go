@@ -248,11 +248,21 @@ func TestCleanStale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What a writer killed mid-write leaves in the temporary directory.
+	tmpDir := filepath.Join(dir, "objects", tempDirName)
+	for _, n := range []string{tmpPackPrefix + "99", tmpIdxPrefix + "99", tmpKeepPrefix + "99"} {
+		if err := os.WriteFile(filepath.Join(tmpDir, n), []byte("half written"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
 	removed, err := r.CleanStale()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
+		filepath.Join(tmpDir, tmpPackPrefix+"99"),
+		filepath.Join(tmpDir, tmpIdxPrefix+"99"),
+		filepath.Join(tmpDir, tmpKeepPrefix+"99"),
 		kept + ".keep",
 		filepath.Join(packDir, "pack-0123456789012345678901234567890123456789.keep"),
 		filepath.Join(packDir, tmpIdxPrefix+"0011223344"),
@@ -303,10 +313,10 @@ func TestTempFilesAreOurs(t *testing.T) {
 	// Not parallel: the hook is package-wide.
 	dir := newBare(t)
 	r := openRepo(t, dir)
-	packDir := filepath.Join(dir, "objects", "pack")
+	tmpDir := filepath.Join(dir, "objects", tempDirName)
 	var seen []string
 	testHookRename = func(string) {
-		ents, _ := os.ReadDir(packDir)
+		ents, _ := os.ReadDir(tmpDir)
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "tmp_") {
 				seen = append(seen, e.Name())
@@ -349,21 +359,21 @@ func checkPrefixes(t *testing.T, names []string, want ...string) {
 }
 
 // TestWritePackKeptFailureLeavesNoKeep removes the temporary index just
-// before its rename, as a concurrent `git prune --expire=now` may: the write
-// fails and leaves neither a keep nor a temporary file behind.
+// before its rename: the write fails and leaves neither a keep nor a
+// temporary file behind.
 func TestWritePackKeptFailureLeavesNoKeep(t *testing.T) {
 	// Not parallel: the hook is package-wide.
 	dir := newBare(t)
 	r := openRepo(t, dir)
-	packDir := filepath.Join(dir, "objects", "pack")
+	tmpDir := filepath.Join(dir, "objects", tempDirName)
 	testHookRename = func(to string) {
 		if filepath.Ext(to) != ".idx" {
 			return
 		}
-		ents, _ := os.ReadDir(packDir)
+		ents, _ := os.ReadDir(tmpDir)
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), tmpIdxPrefix) {
-				os.Remove(filepath.Join(packDir, e.Name()))
+				os.Remove(filepath.Join(tmpDir, e.Name()))
 			}
 		}
 	}
@@ -376,4 +386,32 @@ func TestWritePackKeptFailureLeavesNoKeep(t *testing.T) {
 			t.Errorf("failed write left %s", n)
 		}
 	}
+	noTempFiles(t, dir)
+}
+
+// TestWriteSurvivesGitPrune runs `git prune --expire=now` (what `git gc
+// --prune=now` runs) in the middle of a write, after the temporary files
+// are written and before they are renamed: git deletes every tmp_* file of
+// the pack directory at once, a live writer's included, but never looks
+// into bernstein's temporary directory, so the write completes.
+func TestWriteSurvivesGitPrune(t *testing.T) {
+	// Not parallel: the hook is package-wide.
+	dir := newBare(t)
+	r := openRepo(t, dir)
+	pruned := false
+	testHookRename = func(to string) {
+		if !pruned {
+			pruned = true
+			git(t, dir, "prune", "--expire=now")
+		}
+	}
+	defer func() { testHookRename = nil }()
+	base, err := r.WritePackKept([]Object{blob("written while git prunes\n")}, "bernstein pruned")
+	if err != nil || !pruned {
+		t.Fatalf("WritePackKept under git prune: %v (pruned %v)", err, pruned)
+	}
+	if ids, _, _ := verifyPack(t, dir, base); len(ids) != 1 {
+		t.Fatalf("verify-pack lists %d objects", len(ids))
+	}
+	noTempFiles(t, dir)
 }

@@ -99,6 +99,12 @@ func writeEntryHeader(w io.Writer, typ int, size int64) error {
 // `git prune` removes once they are old (at once with --prune=now).
 const (
 	tmpPrefix     = "tmp_bernstein_"
+	// tempDirName is where pack, index and keep files are written before
+	// they are renamed into objects/pack. It is outside the pack directory
+	// because `git prune` (run by `git gc --prune=now`) deletes every
+	// tmp_* file there at once, a live writer's included; git never looks
+	// into this directory.
+	tempDirName = "bernstein-tmp"
 	tmpPackPrefix = tmpPrefix + "pack_"
 	tmpIdxPrefix  = tmpPrefix + "idx_"
 	tmpKeepPrefix = tmpPrefix + "keep_"
@@ -189,23 +195,42 @@ func (r *Repo) Unkeep(base string) error {
 	return nil
 }
 
-// CleanStale removes from the pack directory what a killed bernstein writer
-// left: its temporary files and its keep files (those whose content begins
+// tempDir is the directory of this repository's temporary pack files.
+func (r *Repo) tempDir() string { return filepath.Join(r.dir, tempDirName) }
+
+// CleanStale removes what a killed bernstein writer left: its temporary
+// files (in the temporary directory, and under the names earlier versions
+// used in the pack directory) and its keep files (those whose content begins
 // with KeepPrefix). git's temporary files and keep files, and keep files of
 // any other content, are left alone. The caller holds the cross-process
 // writer lock, so no live bernstein writer owns any of them. It returns the
 // paths removed.
 func (r *Repo) CleanStale() ([]string, error) {
+	var removed []string
+	var errs []error
+	if ents, err := os.ReadDir(r.tempDir()); err == nil {
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), tmpPrefix) {
+				continue
+			}
+			path := filepath.Join(r.tempDir(), e.Name())
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			} else if err == nil {
+				removed = append(removed, path)
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
 	packDir := filepath.Join(r.dir, "pack")
 	ents, err := os.ReadDir(packDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return removed, errors.Join(errs...)
 		}
-		return nil, err
+		return removed, errors.Join(append(errs, err)...)
 	}
-	var removed []string
-	var errs []error
 	for _, e := range ents {
 		n := e.Name()
 		path := filepath.Join(packDir, n)
@@ -255,6 +280,7 @@ func isOurKeep(path string) (bool, error) {
 // write buffer and 32 bytes per object, never the pack.
 type packWriter struct {
 	dir   string // the pack directory
+	tmps  string // the directory of the temporary files
 	tmp   string // the temporary .pack
 	f     *os.File
 	bw    *bufio.Writer
@@ -278,15 +304,17 @@ func (r *Repo) createPack(count int) (*packWriter, error) {
 	if count < 0 || count > math.MaxUint32 {
 		return nil, fmt.Errorf("pack of %d objects", count)
 	}
-	dir := filepath.Join(r.dir, "pack")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	dir, tmps := filepath.Join(r.dir, "pack"), r.tempDir()
+	for _, d := range []string{dir, tmps} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	f, tmp, err := createTemp(dir, tmpPackPrefix)
+	f, tmp, err := createTemp(tmps, tmpPackPrefix)
 	if err != nil {
 		return nil, err
 	}
-	pw := &packWriter{dir: dir, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 64<<10), sum: sha1.New(),
+	pw := &packWriter{dir: dir, tmps: tmps, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 64<<10), sum: sha1.New(),
 		count: count, ents: make([]idxEntry, 0, count)}
 	var hdr [12]byte
 	copy(hdr[:], "PACK")
@@ -413,7 +441,7 @@ func (r *Repo) finishPack(pw *packWriter, keepMsg string) (string, error) {
 	var wg sync.WaitGroup
 	for i, f := range files {
 		if f.write != nil {
-			wg.Go(func() { tmps[i], errs[i] = writeTemp(packDir, f.prefix, f.write) })
+			wg.Go(func() { tmps[i], errs[i] = writeTemp(pw.tmps, f.prefix, f.write) })
 		}
 	}
 	p := len(files) - 2 // the pack

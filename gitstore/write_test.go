@@ -420,7 +420,7 @@ func checkDurableWrite(t *testing.T, evs []sysEvent, base string, kept bool) int
 			t.Fatalf("%s%s was not renamed into place: %+v", base, ext, evs)
 		}
 		tmp := evs[ri].from
-		if !strings.HasPrefix(filepath.Base(tmp), tmpPrefix) || filepath.Dir(tmp) != filepath.Dir(base) {
+		if !strings.HasPrefix(filepath.Base(tmp), tmpPrefix) || filepath.Dir(tmp) != filepath.Join(filepath.Dir(filepath.Dir(base)), tempDirName) {
 			t.Fatalf("%s%s renamed from %s", base, ext, tmp)
 		}
 		if si := find("fsync", tmp, 0); si < 0 || si > ri {
