@@ -17,6 +17,7 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -412,5 +413,44 @@ func TestStoreMemoryIsFlat(t *testing.T) {
 	t.Logf("live heap: %d KiB after 1,000 posts, %d KiB after 3,000", at1000>>10, at3000>>10)
 	if at3000 > at1000+4<<20 {
 		t.Fatalf("live heap grew from %d KiB after 1,000 posts to %d KiB after 3,000", at1000>>10, at3000>>10)
+	}
+}
+
+// TestTruncatedSealedJournal: a completed task whose journal is moved back
+// one commit behind its seal. Every row left is proven, but rows are lost:
+// list and progress both say so, and neither exits 0.
+func TestTruncatedSealedJournal(t *testing.T) {
+	f := newFixture(t)
+	f.withCommits()
+	s := f.open()
+	tok := f.claimed(s, "S-1", "agent")
+	if _, err := s.Transition("S-1", record.KindTaskStarted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.post(s, "S-1", "k", "agent", tok, report("one"))
+	if _, err := s.Checkpoint("S-1", "HEAD", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition("S-1", record.KindTaskCompleted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.open().Progress("S-1")
+	if before.Proof.State != "verified" || before.Checkpoints != 1 {
+		t.Fatalf("before: %+v", before)
+	}
+	journal := refs.Journal("S-1")
+	f.git("update-ref", journal, journal+"~1")
+	p, err := f.open().Progress("S-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Proof.State != "tampered" || len(p.Proof.RowsAtFault) != 1 || !strings.Contains(p.Proof.RowsAtFault[0].Reason, "journal has 1 rows, the seal says 2") {
+		t.Fatalf("progress of a truncated sealed journal: %+v", p.Proof)
+	}
+	if out, _, code := f.cli("", "task", "progress", "S-1"); code != 2 || !strings.Contains(out, "journal identity mismatched") {
+		t.Fatalf("task progress: exit %d\n%s", code, out)
+	}
+	if h, err := f.open().TaskHandle("S-1"); err != nil || h.Progress.Proof.State != "tampered" {
+		t.Fatalf("task handle: %+v %v", h, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
@@ -486,7 +487,7 @@ func (s *Store) current(task string) (*taskFold, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task), refs.Keys)
+	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task), refs.Keys, refs.SpinePrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -520,9 +521,44 @@ func (s *Store) current(task string) (*taskFold, error) {
 		st = l.State
 	}
 	faults := append(append([]verify.RowFault{}, l.Proof.Faults...), j.Proof.Faults...)
+	if st != nil && st.Sealed {
+		// A task that reached a terminal transition had its journal sealed:
+		// a journal cut back behind its seal lost rows, which no proof of
+		// the rows it still holds can show.
+		f, err := s.sealFault(env, task, jh)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			faults = append(faults, *f)
+		}
+	}
 	w := progress.Project(task, j.Progress, st).ToWire(j.Head, j.Rows, l.State.Head, l.State.Rows)
 	w.Proof = progress.Proof{State: verify.ProofState(faults, l.Proof.Unverifiable || j.Proof.Unverifiable), RowsAtFault: faults}
 	return &taskFold{ledger: l, journal: j, wire: w}, nil
+}
+
+// sealFault compares the journal at head with the task's journal seals and
+// returns the fault of a journal that does not match them (nil when it
+// does, or is legitimately longer after a reopen).
+func (s *Store) sealFault(env *proofEnv, task string, head gitstore.Oid) (*verify.RowFault, error) {
+	commits, _, err := chain.WalkBack(s.objects, head, gitstore.ZeroOid, nil)
+	if err != nil {
+		return nil, fmt.Errorf("journal of %s: %w", task, err)
+	}
+	hashes := make([]record.Hash, len(commits))
+	for i, cc := range commits {
+		hashes[i] = record.Sum(cc.Record)
+	}
+	v, err := verify.NewVerifier(env.Env)
+	if err != nil {
+		return nil, err
+	}
+	if id, reason := v.JournalIdentity(task, hashes); id == verify.IdentityMismatched {
+		return &verify.RowFault{Chain: "journal", Index: int64(len(hashes)), State: verify.Tampered,
+			Reason: "journal identity mismatched: " + reason}, nil
+	}
+	return nil, nil
 }
 
 // Progress projects task's progress vector from its journal and ledger.

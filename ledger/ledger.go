@@ -187,6 +187,7 @@ type State struct {
 	Rows     int64
 	Head     record.Hash
 	Started  int64 // number of task.started rows
+	Sealed   bool  // a terminal transition was recorded: its journal was sealed
 	Claim    *Claim
 	Evidence []Producer
 	Gates    []Gate
@@ -233,6 +234,9 @@ func (s *State) ApplyHashed(r record.Row, hash record.Hash) error {
 		}
 	}
 	s.Phase = PhaseOf(r.Kind)
+	if Terminal(s.Phase) {
+		s.Sealed = true
+	}
 	if !Working(s.Phase) {
 		s.Claim = nil
 	}

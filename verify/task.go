@@ -476,6 +476,16 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 	}
 }
 
+// JournalIdentity decides journal_identity for a journal whose rows hash to
+// hashes (oldest first), without re-verifying its artifacts.
+func (v *Verifier) JournalIdentity(task string, hashes []record.Hash) (string, string) {
+	rep := &TaskReport{Task: task, RowList: make([]record.Row, len(hashes)), RowHashes: hashes, Rows: int64(len(hashes))}
+	if n := len(hashes); n > 0 {
+		rep.Head = hashes[n-1]
+	}
+	return v.identity(rep)
+}
+
 // identity decides journal_identity from the task's seals.
 func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	seals := v.Spine.Seals[rep.Task]
