@@ -98,13 +98,13 @@ func writeEntryHeader(w io.Writer, typ int, size int64) error {
 // left from what a live git is writing. They still begin with "tmp_", which
 // `git prune` removes once they are old (at once with --prune=now).
 const (
-	tmpPrefix     = "tmp_bernstein_"
+	tmpPrefix = "tmp_bernstein_"
 	// tempDirName is where pack, index and keep files are written before
 	// they are renamed into objects/pack. It is outside the pack directory
 	// because `git prune` (run by `git gc --prune=now`) deletes every
 	// tmp_* file there at once, a live writer's included; git never looks
 	// into this directory.
-	tempDirName = "bernstein-tmp"
+	tempDirName   = "bernstein-tmp"
 	tmpPackPrefix = tmpPrefix + "pack_"
 	tmpIdxPrefix  = tmpPrefix + "idx_"
 	tmpKeepPrefix = tmpPrefix + "keep_"
