@@ -4,6 +4,7 @@
 package artifact
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -318,9 +319,18 @@ func Parse(b []byte) (Payload, error) {
 	return p, nil
 }
 
-// TableFromCSV reads a table whose first record is the column names.
+// utf8BOM is the byte-order mark some editors and spreadsheets write at the
+// start of a UTF-8 file. It is not part of the first column's name.
+const utf8BOM = "\ufeff"
+
+// TableFromCSV reads a table whose first record is the column names. A
+// leading UTF-8 byte-order mark is dropped.
 func TableFromCSV(r io.Reader) (Payload, error) {
-	cr := csv.NewReader(r)
+	br := bufio.NewReader(r)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && string(b) == utf8BOM {
+		br.Discard(len(utf8BOM))
+	}
+	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1
 	recs, err := cr.ReadAll()
 	if err != nil {
@@ -336,9 +346,10 @@ func TableFromCSV(r io.Reader) (Payload, error) {
 	return Payload{Type: TypeTable, Columns: recs[0], Rows: rows}, nil
 }
 
-// ParseCSVRecord parses one CSV line (a --row or --column value).
+// ParseCSVRecord parses one CSV line (a --row or --column value). A leading
+// UTF-8 byte-order mark is dropped, as TableFromCSV drops it.
 func ParseCSVRecord(field, line string) ([]string, error) {
-	cr := csv.NewReader(strings.NewReader(line))
+	cr := csv.NewReader(strings.NewReader(strings.TrimPrefix(line, utf8BOM)))
 	cr.FieldsPerRecord = -1
 	rec, err := cr.Read()
 	if err == io.EOF {

@@ -24,6 +24,14 @@ func TestTableFromCSV(t *testing.T) {
 		{"ragged rows kept for Validate", "a,b\n1\n1,2,3\n", []string{"a", "b"}, [][]string{{"1"}, {"1", "2", "3"}}},
 		{"unicode", "clé,😀\né,\u2028\n", []string{"clé", "😀"}, [][]string{{"é", "\u2028"}}},
 		{"empty cells", "a,b\n,\n", []string{"a", "b"}, [][]string{{"", ""}}},
+		// A UTF-8 byte-order mark (Excel's "CSV UTF-8") is not part of the
+		// first column's name; one elsewhere is data and is kept.
+		{"BOM", "\ufeffa,b\n1,2\n", []string{"a", "b"}, [][]string{{"1", "2"}}},
+		{"BOM CRLF", "\ufeffa,b\r\n1,2\r\n", []string{"a", "b"}, [][]string{{"1", "2"}}},
+		{"BOM before a quoted name", "\ufeff\"a,x\",b\n", []string{"a,x", "b"}, [][]string{}},
+		{"BOM header only", "\ufeffonly", []string{"only"}, [][]string{}},
+		{"BOM inside a cell kept", "a\n\ufeffx\n", []string{"a"}, [][]string{{"\ufeffx"}}},
+		{"second BOM kept", "\ufeff\ufeffa\n", []string{"\ufeffa"}, [][]string{}},
 	}
 	for _, c := range cases {
 		p, err := TableFromCSV(strings.NewReader(c.in))
@@ -56,6 +64,8 @@ func TestTableFromCSV(t *testing.T) {
 		"bare quote":       "a,b\nx\"y,1\n",
 		"unterminated":     "a\n\"open\n",
 		"text after quote": "a\n\"x\"y\n",
+		"BOM alone":        "\ufeff",
+		"BOM and newline":  "\ufeff\n",
 	} {
 		_, err := TableFromCSV(strings.NewReader(in))
 		if !errors.As(err, &ie) || ie.Field != "csv" {
@@ -78,6 +88,10 @@ func TestParseCSVRecord(t *testing.T) {
 		" sp , ace ":       {" sp ", " ace "},
 		"é,😀":              {"é", "😀"},
 		"a,b\n\n":          {"a", "b"},
+		"\ufeffa,b":        {"a", "b"},
+		"\ufeff\"x,y\",z":  {"x,y", "z"},
+		"\ufeff":           {""},
+		"a,\ufeffb":        {"a", "\ufeffb"},
 	}
 	for in, want := range good {
 		got, err := ParseCSVRecord("row", in)
@@ -90,6 +104,22 @@ func TestParseCSVRecord(t *testing.T) {
 		var ie *InputError
 		if !errors.As(err, &ie) || ie.Field != "column" {
 			t.Errorf("ParseCSVRecord(%q) = %v, want an InputError on column", in, err)
+		}
+	}
+}
+
+// TestCSVBOMNeverNamesAColumn: whatever a BOM-prefixed CSV holds, its first
+// column name never starts with the mark, and it reads as the same CSV
+// without it.
+func TestCSVBOMNeverNamesAColumn(t *testing.T) {
+	for _, in := range []string{"a,b\n1,2\n", "a\n", "\"a\"\n", "a;b\n", "\"\",x\n"} {
+		plain, err1 := TableFromCSV(strings.NewReader(in))
+		bom, err2 := TableFromCSV(strings.NewReader("\ufeff" + in))
+		if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(plain, bom) {
+			t.Errorf("%q: with a BOM %q, %v; without %q, %v", in, bom.Columns, err2, plain.Columns, err1)
+		}
+		if len(bom.Columns) > 0 && strings.HasPrefix(bom.Columns[0], "\ufeff") {
+			t.Errorf("%q: first column %q keeps the BOM", in, bom.Columns[0])
 		}
 	}
 }
