@@ -114,7 +114,14 @@ type linkPayload struct {
 
 // Canonical validates p and returns its canonical bytes.
 func (p Payload) Canonical() ([]byte, error) {
-	if err := p.Validate(); err != nil {
+	return p.canonical(true)
+}
+
+// canonical is Canonical; input says whether p is new input (which must
+// also pass the input-only rules) rather than a payload read back from a
+// repository.
+func (p Payload) canonical(input bool) ([]byte, error) {
+	if err := p.validate(input); err != nil {
 		return nil, err
 	}
 	var v any
@@ -140,8 +147,15 @@ func (p Payload) Canonical() ([]byte, error) {
 	return b, nil
 }
 
-// Validate checks p against the limits without encoding it.
+// Validate checks p, as new input, against the limits without encoding it.
 func (p Payload) Validate() error {
+	return p.validate(true)
+}
+
+// validate checks p. The input-only rules (a link URL carries no
+// credentials) apply to new input alone: a payload a repository already
+// holds stays readable and verifiable under the rules it was written under.
+func (p Payload) validate(input bool) error {
 	switch p.Type {
 	case TypeReport:
 		if p.Columns != nil || p.Rows != nil || p.URL != "" || p.LinkKind != "" {
@@ -163,7 +177,7 @@ func (p Payload) Validate() error {
 		if p.Body != "" || p.Columns != nil || p.Rows != nil {
 			return bad("artifact_type", "link takes only url and link_kind")
 		}
-		return validateLink(p.URL, p.LinkKind)
+		return validateLink(p.URL, p.LinkKind, input)
 	case "":
 		return bad("artifact_type", "is missing: want one of %s", strings.Join(Types, ", "))
 	}
@@ -214,7 +228,7 @@ func checkCell(field, s string) error {
 	return checkText(field, s)
 }
 
-func validateLink(raw, kind string) error {
+func validateLink(raw, kind string, input bool) error {
 	switch kind {
 	case LinkPreview, LinkDashboard, LinkDocument:
 	case "":
@@ -238,6 +252,12 @@ func validateLink(raw, kind string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		// url.Error repeats the whole URL, credentials and all: name only
+		// what is wrong with it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return bad("url", "does not parse: %v", err)
 	}
 	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
@@ -248,6 +268,12 @@ func validateLink(raw, kind string) error {
 	}
 	if u.Hostname() == "" {
 		return bad("url", "has no host")
+	}
+	if input && u.User != nil {
+		// Artifacts are pushed with refs/bernstein/* to every remote and
+		// cannot be removed from history: a password here would be
+		// published for good. The error does not repeat it.
+		return bad("url", "holds a user name or password (user:password@host): links are pushed to every remote and kept in history, so they must not carry credentials")
 	}
 	return nil
 }
@@ -309,7 +335,7 @@ func Parse(b []byte) (Payload, error) {
 	}
 	// encoding/json matches keys case-insensitively and tolerates missing
 	// fields and nulls: only bytes that Canonical gives back are a payload.
-	c, err := p.Canonical()
+	c, err := p.canonical(false)
 	if err != nil {
 		return Payload{}, fmt.Errorf("payload: %w", err)
 	}

@@ -96,6 +96,15 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"link opaque http", Payload{Type: TypeLink, URL: "http:example.com", LinkKind: LinkDocument}, "url"},
 		{"link port only", Payload{Type: TypeLink, URL: "http://:8080/x", LinkKind: LinkDocument}, "url"},
 		{"link user only", Payload{Type: TypeLink, URL: "http://user@/x", LinkKind: LinkDocument}, "url"},
+		{"link user and password", Payload{Type: TypeLink, URL: "https://user:pass@host/", LinkKind: LinkDocument}, "url"},
+		{"link user name", Payload{Type: TypeLink, URL: "https://user@host.example/x", LinkKind: LinkPreview}, "url"},
+		{"link token as user", Payload{Type: TypeLink, URL: "https://ghp_0123456789abcdef@github.com/o/r", LinkKind: LinkDocument}, "url"},
+		{"link empty password", Payload{Type: TypeLink, URL: "https://user:@host/", LinkKind: LinkDocument}, "url"},
+		{"link empty userinfo", Payload{Type: TypeLink, URL: "https://@host/", LinkKind: LinkDocument}, "url"},
+		{"link credentials and port", Payload{Type: TypeLink, URL: "http://u:p@127.0.0.1:8080/", LinkKind: LinkDashboard}, "url"},
+		{"link credentials upper-case scheme", Payload{Type: TypeLink, URL: "HTTPS://U:P@HOST/", LinkKind: LinkDashboard}, "url"},
+		{"link credentials ipv6", Payload{Type: TypeLink, URL: "http://u:p@[::1]:9/", LinkKind: LinkDashboard}, "url"},
+		{"link escaped credentials", Payload{Type: TypeLink, URL: "https://us%40er:p%3Ass@host/", LinkKind: LinkDocument}, "url"},
 		{"link empty", Payload{Type: TypeLink, LinkKind: LinkDocument}, "url"},
 		{"link over 4096 characters", Payload{Type: TypeLink, URL: url4097, LinkKind: LinkDocument}, "url"},
 		{"link NUL", Payload{Type: TypeLink, URL: "https://a.b/\x00", LinkKind: LinkDocument}, "url"},
@@ -160,6 +169,9 @@ func TestGoodInputAccepted(t *testing.T) {
 		"link ip and port":          {Type: TypeLink, URL: "http://127.0.0.1:8080/x", LinkKind: LinkDashboard},
 		"link ipv6":                 {Type: TypeLink, URL: "http://[::1]:9/", LinkKind: LinkDashboard},
 		"link unicode path":         {Type: TypeLink, URL: "https://a.b/é", LinkKind: LinkDocument},
+		"link @ in path":            {Type: TypeLink, URL: "https://social.example/@user", LinkKind: LinkDocument},
+		"link @ in query":           {Type: TypeLink, URL: "https://a.b/search?q=a@b.c", LinkKind: LinkDocument},
+		"link @ in fragment":        {Type: TypeLink, URL: "https://a.b/#a@b", LinkKind: LinkDocument},
 	}
 	for name, p := range cases {
 		if err := p.Validate(); err != nil {
@@ -240,5 +252,50 @@ func TestParseRefusals(t *testing.T) {
 		if p, err := Parse([]byte(in)); err == nil {
 			t.Errorf("%s: Parse(%s) = %+v, want an error", name, in, p)
 		}
+	}
+}
+
+// TestLinkCredentialsRefused: a URL with a user name or password is refused
+// as input with one line that names url and says why, without repeating the
+// secret; a payload a repository already holds still parses, so history
+// written before the rule stays readable and verifiable.
+func TestLinkCredentialsRefused(t *testing.T) {
+	for _, u := range []string{
+		"https://alice:s3cr3t-pw@host.example/dash",
+		"https://s3cr3t-pw@host.example/",
+		"https://alice:s3cr3t-pw@host.example/%zz", // also refused, for not parsing
+		"https://alice:s3cr3t-pw@host.example:notaport/",
+	} {
+		p := Payload{Type: TypeLink, URL: u, LinkKind: LinkDashboard}
+		err := p.Validate()
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "url" {
+			t.Fatalf("%s: Validate = %v, want an InputError on url", u, err)
+		}
+		if _, cerr := p.Canonical(); cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("%s: Canonical = %v, Validate = %v", u, cerr, err)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: the error repeats the secret: %v", u, err)
+		}
+		if strings.Contains(u, "%zz") || strings.Contains(u, "notaport") {
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "password") || !strings.Contains(msg, "remote") {
+			t.Errorf("%s: %q does not say what is wrong and why", u, msg)
+		}
+	}
+
+	// Stored before the rule: Parse accepts it and gives the same bytes back.
+	stored := []byte(`{"link_kind":"document","type":"link","url":"https://u:p@host.example/x","v":1}`)
+	p, err := Parse(stored)
+	if err != nil {
+		t.Fatalf("Parse of a stored link with credentials: %v", err)
+	}
+	if p.URL != "https://u:p@host.example/x" {
+		t.Errorf("Parse = %+v", p)
+	}
+	if err := p.Validate(); err == nil {
+		t.Error("the same payload as new input is accepted")
 	}
 }
