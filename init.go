@@ -81,7 +81,8 @@ func Init(o Options, writer string) (*InitResult, error) {
 	return res, nil
 }
 
-// ensureRepo runs `git init` in dir when it is missing or empty.
+// ensureRepo runs `git init` in dir when it is missing or empty; the new
+// repository uses the sha1 object format.
 func ensureRepo(dir string) (bool, error) {
 	ents, err := os.ReadDir(dir)
 	switch {
@@ -95,6 +96,11 @@ func ensureRepo(dir string) (bool, error) {
 		return false, err
 	}
 	cmd := exec.Command("git", "init", "-q", dir)
+	// A new repository is a sha1 one whatever the user's default
+	// (init.defaultObjectFormat, GIT_DEFAULT_HASH): bernstein writes SHA-1
+	// objects only. The variable takes precedence over the config, and a git
+	// too old to know it makes sha1 repositories anyway.
+	cmd.Env = append(os.Environ(), "GIT_DEFAULT_HASH=sha1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return false, fmt.Errorf("git init %s: %s", dir, strings.TrimSpace(string(out)))
 	}

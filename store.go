@@ -147,6 +147,11 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before anything reads or writes objects: a sha256 repository would be
+	// damaged by SHA-1 packs.
+	if err := checkObjectFormat(gitDir); err != nil {
+		return nil, err
+	}
 	objects, err := gitstore.Open(filepath.Join(gitDir, "objects"))
 	if err != nil {
 		return nil, err
