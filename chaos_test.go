@@ -327,19 +327,11 @@ func head(s string) string {
 // cliQuiet is cli without failing the test on a start error (it may race
 // the end of the run).
 func (f *fixture) cliQuiet(args ...string) (string, string, int) {
-	cmd := exec.Command(cliBin, append([]string{"--repo", f.dir}, args...)...)
-	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+f.home, "BERNSTEIN_FORCE_TTY=0")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-		stderr.WriteString(err.Error())
+	out, errOut, code, err := f.runCLI("", args...)
+	if err != nil {
+		return out, errOut + err.Error(), -1
 	}
-	return stdout.String(), stderr.String(), code
+	return out, errOut, code
 }
 
 // leftovers lists what a killed writer may leave that the next write must

@@ -177,6 +177,15 @@ func (f *fixture) gitErr(args ...string) (string, error) {
 // stderr and the exit status.
 func (f *fixture) cli(stdin string, args ...string) (string, string, int) {
 	f.t.Helper()
+	out, errOut, code, err := f.runCLI(stdin, args...)
+	if err != nil {
+		f.t.Fatalf("run bernstein: %v", err)
+	}
+	return out, errOut, code
+}
+
+// runCLI runs the binary and reports a failure to start it as an error.
+func (f *fixture) runCLI(stdin string, args ...string) (string, string, int, error) {
 	cmd := exec.Command(cliBin, append([]string{"--repo", f.dir}, args...)...)
 	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+f.home, "BERNSTEIN_FORCE_TTY=0")
 	cmd.Stdin = strings.NewReader(stdin)
@@ -185,11 +194,9 @@ func (f *fixture) cli(stdin string, args ...string) (string, string, int) {
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		f.t.Fatalf("run bernstein: %v", err)
+		code, err = ee.ExitCode(), nil
 	}
-	return stdout.String(), stderr.String(), code
+	return stdout.String(), stderr.String(), code, err
 }
 
 // refsSnapshot returns every ref under refs/bernstein with its value.

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/bernstein/bernstein/internal/systrace"
 )
 
 // sampleObjects returns blobs of many sizes (empty, tiny, just over 64 KiB,
@@ -312,103 +313,18 @@ func runChild(spec string) int {
 	return 0
 }
 
-type sysEvent struct {
-	call string // fsync, rename, unlink
-	path string // synced or removed path; rename target
-	from string // rename source
-}
-
-var (
-	reOpen   = regexp.MustCompile(`^openat\(AT_FDCWD(?:<[^>]*>)?, "([^"]+)", [^)]*\) = (\d+)`)
-	reFsync  = regexp.MustCompile(`^f(?:data)?sync\((\d+)<([^>]*)>\) = 0`)
-	reClose  = regexp.MustCompile(`^close\((\d+)(?:<[^>]*>)?\)`)
-	reRename = regexp.MustCompile(`^rename(?:at2?)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)", (?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
-	reUnlink = regexp.MustCompile(`^unlink(?:at)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
-	rePid    = regexp.MustCompile(`^(\d+) +(.*)$`)
-)
-
 // traceChild runs the child under strace and returns its system calls.
-func traceChild(t *testing.T, spec string) ([]sysEvent, string) {
+func traceChild(t *testing.T, spec string) ([]systrace.Event, string) {
 	t.Helper()
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace not installed")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	trace := filepath.Join(t.TempDir(), "trace")
-	// -y prints each fd's path, so an fsync names what it synced even when
-	// another thread's close and open of the same fd number interleave.
-	cmd := exec.Command(strace, "-f", "-y", "-qq", "-e", "trace=openat,close,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat", "-o", trace, self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if bytes.Contains(out, []byte("ptrace")) || bytes.Contains(out, []byte("Operation not permitted")) {
-			t.Skipf("strace cannot trace here: %s", out)
-		}
-		t.Fatalf("child under strace: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Join "<unfinished ...>" lines with their "<... resumed>" ends.
-	pending := map[string]string{}
-	fds := map[string]string{}
-	var evs []sysEvent
-	for _, line := range strings.Split(string(raw), "\n") {
-		m := rePid.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		pid, rest := m[1], m[2]
-		if strings.HasSuffix(rest, "<unfinished ...>") {
-			pending[pid] = strings.TrimRight(strings.TrimSuffix(rest, "<unfinished ...>"), " ")
-			continue
-		}
-		if strings.HasPrefix(rest, "<... ") {
-			_, after, ok := strings.Cut(rest, "resumed>")
-			if !ok {
-				continue
-			}
-			rest = pending[pid] + after
-			delete(pending, pid)
-		}
-		rest = regexp.MustCompile(`\s+=`).ReplaceAllString(rest, " =")
-		switch {
-		case reOpen.MatchString(rest):
-			s := reOpen.FindStringSubmatch(rest)
-			fds[s[2]] = s[1]
-		case reFsync.MatchString(rest):
-			s := reFsync.FindStringSubmatch(rest)
-			evs = append(evs, sysEvent{call: "fsync", path: s[2]})
-		case reClose.MatchString(rest):
-			delete(fds, reClose.FindStringSubmatch(rest)[1])
-		case reRename.MatchString(rest):
-			s := reRename.FindStringSubmatch(rest)
-			evs = append(evs, sysEvent{call: "rename", from: s[1], path: s[2]})
-		case reUnlink.MatchString(rest):
-			evs = append(evs, sysEvent{call: "unlink", path: reUnlink.FindStringSubmatch(rest)[1]})
-		}
-	}
-	return evs, string(out)
+	return systrace.Child(t, childEnv+"="+spec)
 }
 
 // checkDurableWrite checks the system calls that put base in place (and its
 // keep file, if kept) and returns the index of the directory sync that made
 // it durable.
-func checkDurableWrite(t *testing.T, evs []sysEvent, base string, kept bool) int {
+func checkDurableWrite(t *testing.T, evs []systrace.Event, base string, kept bool) int {
 	t.Helper()
-	find := func(call, path string, from int) int {
-		for i := from; i < len(evs); i++ {
-			if evs[i].call == call && evs[i].path == path {
-				return i
-			}
-		}
-		return -1
-	}
+	find := func(call, path string, from int) int { return systrace.Find(evs, call, path, from) }
 	renamed := map[string]int{}
 	exts := []string{".pack", ".idx"}
 	if kept {
@@ -419,7 +335,7 @@ func checkDurableWrite(t *testing.T, evs []sysEvent, base string, kept bool) int
 		if ri < 0 {
 			t.Fatalf("%s%s was not renamed into place: %+v", base, ext, evs)
 		}
-		tmp := evs[ri].from
+		tmp := evs[ri].From
 		if !strings.HasPrefix(filepath.Base(tmp), tmpPrefix) || filepath.Dir(tmp) != filepath.Join(filepath.Dir(filepath.Dir(base)), tempDirName) {
 			t.Fatalf("%s%s renamed from %s", base, ext, tmp)
 		}
@@ -489,10 +405,10 @@ func TestCompactIsDurable(t *testing.T) {
 	for _, b := range old {
 		ii, pi := -1, -1
 		for i, e := range evs {
-			if e.call == "unlink" && e.path == b+".idx" {
+			if e.Call == "unlink" && e.Path == b+".idx" {
 				ii = i
 			}
-			if e.call == "unlink" && e.path == b+".pack" {
+			if e.Call == "unlink" && e.Path == b+".pack" {
 				pi = i
 			}
 		}
