@@ -235,9 +235,19 @@ func (s *Store) outputRow(task, kind, who, name, ext string, output []byte, data
 	})
 }
 
+// EndedError refuses work on a task that is completed, failed or abandoned.
+// The task id is fine: the task's phase is the problem.
+type EndedError struct {
+	Task, Phase string
+}
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("task %s is %s: reopen it before recording work", e.Task, e.Phase)
+}
+
 // endedError refuses work on a task that is completed, failed or abandoned.
 func endedError(task, phase string) error {
-	return &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s is %s: reopen it before recording work", task, phase)}
+	return &EndedError{Task: task, Phase: phase}
 }
 
 func (s *Store) gitOutput(args ...string) ([]byte, error) {
