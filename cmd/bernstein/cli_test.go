@@ -133,6 +133,25 @@ func (e *cliEnv) forgeHead(ref string, edit func(string) string) {
 	e.git("update-ref", ref, e.gitStdin(forged, "hash-object", "-t", "commit", "-w", "--stdin"))
 }
 
+// TestTableHeaderAsIs: on a terminal, column names are shown as they are.
+func TestTableHeaderAsIs(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "grid", "agent-7", tok, "--type", "table", "--column", "a", "--column", "A", "--column", "snake_case", "--row", "1,2,3")
+	e.tty = true
+	r := e.want(0, "artifact", "show", "T-1", "grid")
+	var header string
+	for _, l := range strings.Split(r.out, "\n") {
+		if strings.Contains(l, "snake") {
+			header = l
+		}
+	}
+	fields := strings.FieldsFunc(header, func(r rune) bool { return r == '|' || r == '│' || r == ' ' })
+	if strings.Join(fields, ",") != "a,A,snake_case" {
+		t.Fatalf("header %q (fields %q):\n%s", header, fields, r.out)
+	}
+}
+
 // TestWorkOnEndedTask: the refusal names the problem, not the task id.
 func TestWorkOnEndedTask(t *testing.T) {
 	e := newCLIEnv(t)

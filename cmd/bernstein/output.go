@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
 )
 
 // table renders rows with tablewriter on a terminal and as tab-separated
@@ -32,18 +33,20 @@ func (t *table) render() error {
 		_, err := t.io.Out.Write([]byte(b.String()))
 		return err
 	}
-	tw := tablewriter.NewWriter(t.io.Out)
+	// Header names are shown as they are: tablewriter would upper-case
+	// them, so that table columns "a" and "A" would both read "A".
+	table := tablewriter.NewTable(t.io.Out, tablewriter.WithHeaderAutoFormat(tw.Off))
 	h := make([]any, len(t.header))
 	for i, c := range t.header {
 		h[i] = c
 	}
-	tw.Header(h...)
+	table.Header(h...)
 	for _, r := range t.rows {
-		if err := tw.Append(r); err != nil {
+		if err := table.Append(r); err != nil {
 			return err
 		}
 	}
-	return tw.Render()
+	return table.Render()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
