@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/verify"
 )
 
 func newAuditCmd(g *globals, sio *IO) *cobra.Command {
@@ -26,9 +28,21 @@ own, or --allowed-signers); every HMAC recomputed where the writer's HMAC key
 is on this host (elsewhere it is reported as not checked, never as tampered).
 Journal seals decide each task's journal_identity.
 
-Each failure names the task, key, version and journal index (or the spine or
-audit sequence number) and the check that failed. Nothing is written and no
-key is created.
+Each failure is one line that stands alone: FAIL, where (the task, then the
+key, version and journal index of an artifact version, the journal index of a
+work row, "ledger index N" for a ledger row, or the writer and sequence
+number of a spine or audit entry), the check that failed in parentheses, and
+why. For example:
+
+  FAIL T-2 summary v2 at journal index 1 (blob): blob 0c1f... is missing
+  FAIL T-2 ledger index 3 (row_signature): task.started: ...
+  FAIL writer host-a seq 7 (audit_hmac): HMAC does not recompute
+
+The JSON document carries the same fields (task_id, key, version,
+journal_index, writer, seq, check, reason). "N signatures checked" counts
+every commit signature checked; those by writers whose keys are published in
+refs/bernstein/keys but not pinned here are counted apart: they prove nothing
+until pinned. Nothing is written and no key is created.
 
 Exit status: 0 everything holds (versions whose writer's key is not pinned are
 reported unverifiable; with --strict they make the exit 1); 1 something is
@@ -61,13 +75,14 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 			} else {
 				w := sio.Out
 				for _, f := range rep.Failures {
-					fmt.Fprintf(w, "FAIL %-16s %s\n", f.Check, f.Reason)
+					fmt.Fprintln(w, failureLine(f))
 				}
 				c := rep.Counts
 				fmt.Fprintf(w, "%d tasks, %d journal rows, %d ledger rows, %d artifact versions (%d verified, %d tampered, %d unverifiable)\n",
 					c.Tasks, c.JournalRows, c.LedgerRows, c.Artifacts, c.Verified, c.Tampered, c.Unverifiable)
-				fmt.Fprintf(w, "%d spine entries, %d audit entries, %d signatures checked, %d HMACs checked\n",
-					c.SpineEntries, c.AuditEntries, c.SignaturesChecked, c.HMACsChecked)
+				fmt.Fprintf(w, "%d spine entries, %d audit entries, %d HMACs checked\n", c.SpineEntries, c.AuditEntries, c.HMACsChecked)
+				fmt.Fprintf(w, "%d signatures checked: %d against pinned keys, %d only against published keys (unpinned)\n",
+					c.SignaturesChecked, c.SignaturesChecked-c.SignaturesUnpinned, c.SignaturesUnpinned)
 				if rep.HMACNote != "" {
 					fmt.Fprintln(w, rep.HMACNote)
 				}
@@ -97,6 +112,56 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 	verifyCmd.Flags().BoolVar(&strict, "strict", false, "exit 1 unless every version is verified (unverifiable counts as failure)")
 	cmd.AddCommand(verifyCmd)
 	return cmd
+}
+
+// failureLine renders one failure of a walk: where, which check, why.
+func failureLine(f verify.Failure) string {
+	var where []string
+	reason := f.Reason
+	if f.TaskID != "" {
+		where = append(where, f.TaskID)
+	}
+	switch {
+	case f.Key != "" && f.Version != nil:
+		pos := fmt.Sprintf("%s v%d", f.Key, *f.Version)
+		if f.JournalIndex != nil {
+			pos += fmt.Sprintf(" at journal index %d", *f.JournalIndex)
+		}
+		where = append(where, pos)
+		reason = strings.TrimPrefix(reason, pos+": ")
+	case f.JournalIndex != nil:
+		where = append(where, fmt.Sprintf("journal index %d", *f.JournalIndex))
+	case f.TaskID != "" && strings.HasPrefix(reason, "ledger of "+f.TaskID+" at index "):
+		// "ledger of T at index N: why"
+		rest := strings.TrimPrefix(reason, "ledger of "+f.TaskID+" at index ")
+		if n, why, ok := strings.Cut(rest, ": "); ok {
+			where, reason = append(where, "ledger index "+n), why
+		} else {
+			where = append(where, "ledger")
+		}
+	case f.TaskID != "" && strings.HasPrefix(f.Check, "ledger"):
+		where = append(where, "ledger")
+	case f.TaskID != "" && strings.HasPrefix(f.Check, "journal"):
+		where = append(where, "journal")
+	}
+	if f.Writer != "" {
+		w := "writer " + f.Writer
+		if f.Seq != nil {
+			w += fmt.Sprintf(" seq %d", *f.Seq)
+			// "audit entry W/N: why" says it again.
+			for _, p := range []string{"audit entry ", "spine entry "} {
+				reason = strings.TrimPrefix(reason, fmt.Sprintf("%s%s/%d: ", p, f.Writer, *f.Seq))
+			}
+		}
+		if len(where) > 0 {
+			where[len(where)-1] += ","
+		}
+		where = append(where, w)
+	}
+	if len(where) == 0 {
+		where = append(where, "repository")
+	}
+	return fmt.Sprintf("FAIL %s (%s): %s", strings.Join(where, " "), f.Check, reason)
 }
 
 // progressLine shows a walk's progress on stderr, on one rewritten line.

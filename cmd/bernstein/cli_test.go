@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -131,6 +133,62 @@ func (e *cliEnv) forgeHead(ref string, edit func(string) string) {
 		e.t.Fatalf("forgeHead: %s unchanged", ref)
 	}
 	e.git("update-ref", ref, e.gitStdin(forged, "hash-object", "-t", "commit", "-w", "--stdin"))
+}
+
+// TestAuditVerifyFailureNamesTask: every failure line stands alone.
+func TestAuditVerifyFailureNamesTask(t *testing.T) {
+	e := newCLIEnv(t)
+	for _, task := range []string{"T-1", "T-2", "T-3"} {
+		tok := e.claimed(task, "agent-7")
+		e.post(task, "summary", "agent-7", tok, "--type", "report", "--body", "one")
+		e.post(task, "summary", "agent-7", tok, "--type", "report", "--body", "two of "+task)
+	}
+	r := e.want(0, "audit", "verify")
+	if !strings.Contains(r.out, "signatures checked: ") || !strings.Contains(r.out, " against pinned keys, 0 only against published keys (unpinned)\n") {
+		t.Fatalf("counts:\n%s", r.out)
+	}
+	// The row of T-2's v2 says its blob is one byte longer than it is.
+	e.forgeHead("refs/bernstein/journal/T-2", func(body string) string {
+		return regexp.MustCompile(`"size":(\d+)`).ReplaceAllStringFunc(body, func(m string) string {
+			return m + "1"
+		})
+	})
+	r = e.want(1, "audit", "verify")
+	var fails []string
+	for _, l := range strings.Split(r.out, "\n") {
+		if strings.HasPrefix(l, "FAIL ") {
+			fails = append(fails, l)
+		}
+	}
+	if len(fails) == 0 {
+		t.Fatalf("no FAIL line:\n%s", r.out)
+	}
+	for _, l := range fails {
+		if !strings.HasPrefix(l, "FAIL T-2 ") {
+			t.Fatalf("failure line does not name T-2 first: %q", l)
+		}
+	}
+	if !strings.HasPrefix(fails[0], "FAIL T-2 summary v2 at journal index 1 (blob): stored bytes are") {
+		t.Fatalf("first failure: %q", fails[0])
+	}
+	// The JSON carries the same positions.
+	r = e.want(1, "audit", "verify", "--output-json")
+	var doc struct {
+		Failures []struct {
+			TaskID       string `json:"task_id"`
+			Key          string `json:"key"`
+			Version      *int64 `json:"version"`
+			JournalIndex *int64 `json:"journal_index"`
+			Check        string `json:"check"`
+		} `json:"failures"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || len(doc.Failures) != len(fails) {
+		t.Fatalf("json failures: %v\n%s", err, r.out)
+	}
+	f := doc.Failures[0]
+	if f.TaskID != "T-2" || f.Key != "summary" || *f.Version != 2 || *f.JournalIndex != 1 || f.Check != "blob" {
+		t.Fatalf("json failure: %+v", f)
+	}
 }
 
 // TestTableHeaderAsIs: on a terminal, column names are shown as they are.
