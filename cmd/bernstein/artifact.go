@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -262,8 +264,15 @@ and reported verified, tampered or unverifiable (no pinned key for its
 writer), plus the task's journal identity (verified only when a signed
 journal seal matches the journal exactly).
 
+The journal identity is shown on the first line on a terminal; piped, stdout
+holds only the tab-separated rows, and an identity other than verified is
+named on stderr, unless it is unverifiable only because the task is open (not
+yet sealed by a terminal transition).
+
 Exit status: 0 versions exist (even if some are tampered); 1 the task has
-none or does not exist; 2 the journal chain is broken, so rows may be hidden.
+none or does not exist; 2 rows may be hidden: the journal chain is broken, or
+the journal identity is mismatched (the journal differs from its signed seal,
+e.g. it was moved back after the task was completed).
 
 Without a task: the artifact keys the local lineage spines carry, as
 bernstein://<task>/<key> with the number of productions of each.`,
@@ -294,12 +303,16 @@ bernstein://<task>/<key> with the number of productions of each.`,
 					return err
 				}
 			} else {
+				identity := "journal identity " + rep.JournalIdentity
+				if rep.IdentityReason != "" {
+					identity += " (" + rep.IdentityReason + ")"
+				}
 				if io.IsTTY {
-					fmt.Fprintf(io.Out, "task %s: journal identity %s", rep.Task, rep.JournalIdentity)
-					if rep.IdentityReason != "" {
-						fmt.Fprintf(io.Out, " (%s)", rep.IdentityReason)
-					}
-					fmt.Fprintln(io.Out)
+					fmt.Fprintf(io.Out, "task %s: %s\n", rep.Task, identity)
+				} else if rep.JournalIdentity != verify.IdentityMismatched && !identityExpected(s, rep) {
+					// Piped, stdout keeps its columns; what is worth a
+					// look goes to stderr (a mismatch is the exit error).
+					fmt.Fprintf(io.Err, "note: task %s: %s\n", rep.Task, identity)
 				}
 				t := newTable(io, "KEY", "VERSION", "TYPE", "STATE", "INDEX", "CONTENT", "REASON")
 				for _, v := range rep.Versions {
@@ -315,7 +328,16 @@ bernstein://<task>/<key> with the number of productions of each.`,
 			}
 			switch {
 			case rep.ChainBroken:
-				return exitCode(2, errors.New(rep.ChainReason))
+				msg := rep.ChainReason
+				if rep.JournalIdentity == verify.IdentityMismatched {
+					msg += "; journal identity mismatched"
+					if !strings.Contains(rep.IdentityReason, rep.ChainReason) {
+						msg += " (" + rep.IdentityReason + ")"
+					}
+				}
+				return exitCode(2, errors.New(msg))
+			case rep.JournalIdentity == verify.IdentityMismatched:
+				return exitCode(2, fmt.Errorf("task %s: journal identity mismatched (%s): rows may be hidden", rep.Task, rep.IdentityReason))
 			case len(rep.Versions) == 0:
 				return exitCode(1, fmt.Errorf("task %s has no artifacts", rep.Task))
 			}
@@ -324,6 +346,23 @@ bernstein://<task>/<key> with the number of productions of each.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
 	return cmd
+}
+
+// identityExpected tells an unverifiable journal identity that only says
+// the task is open (no seal yet, or reopened after its seal) from one that
+// deserves a look (a seal by a writer not pinned here, say).
+func identityExpected(s *bernstein.Store, rep *verify.TaskReport) bool {
+	switch rep.JournalIdentity {
+	case verify.IdentityVerified:
+		return true
+	case verify.IdentityUnverifiable:
+		rows, err := s.LedgerRows(rep.Task)
+		if err != nil || len(rows) == 0 {
+			return false
+		}
+		return !ledger.Terminal(ledger.PhaseOf(rows[len(rows)-1].Kind))
+	}
+	return false
 }
 
 func listProductions(s *bernstein.Store, io *IO, asJSON bool) error {
@@ -374,7 +413,14 @@ verified version.
 Exit status: 0 rendered; 1 unknown task, key or version; 2 content withheld:
 the version is tampered (or, with --strict, not verified), or the task's
 journal is broken or rolled back behind its spine (so its latest version may
-not be the latest).`,
+not be the latest).
+
+History lists every version of the key oldest first (journal order), in the
+text output as in --output-json ("history"), as 'artifact list' does. The
+actor is who posted a version (the agent); the writer is the host identity
+whose signed spine entry seals it. A tampered version may have no known
+writer (its checks stop at the first that fails, before its spine entry
+when its blob is damaged, say): it is shown as "writer unknown: tampered".`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task, key := args[0], args[1]
@@ -462,7 +508,7 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 	if v.Reason != "" {
 		fmt.Fprintf(w, "reason:  %s\n", v.Reason)
 	}
-	fmt.Fprintf(w, "posted:  by %s at journal index %d (writer %s)\n", v.Actor, v.JournalIndex, dash(v.Writer))
+	fmt.Fprintf(w, "posted:  by %s at journal index %d (%s)\n", dash(v.Actor), v.JournalIndex, writerOf(v.Writer, v.State))
 	fmt.Fprintf(w, "content: %s\n", v.ContentHash)
 	fmt.Fprintf(w, "spine:   %s\n", v.SpineEntryHash)
 	if v.PrevVersionHash != "" {
@@ -495,12 +541,24 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 	}
 	if len(history) > 1 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "history:")
-		for i := len(history) - 1; i >= 0; i-- {
-			h := history[i]
-			fmt.Fprintf(w, "  v%d  %-12s index %-5d %s  by %s\n", h.Version, h.State, h.JournalIndex, shortHash(h.ContentHash), h.Actor)
+		fmt.Fprintln(w, "history (oldest first):")
+		for _, h := range history {
+			fmt.Fprintf(w, "  v%d  %-12s index %-5d %s  by %s (%s)\n", h.Version, h.State, h.JournalIndex, shortHash(h.ContentHash), dash(h.Actor), writerOf(h.Writer, h.State))
 		}
 	}
+}
+
+// writerOf names the writer whose spine entry sealed a version. A tampered
+// version's writer is unknown when its check failed before its spine entry
+// was reached: say so rather than print a dash.
+func writerOf(writer, state string) string {
+	switch {
+	case writer != "":
+		return "writer " + writer
+	case state != "":
+		return "writer unknown: " + state
+	}
+	return "writer unknown"
 }
 
 func shortHash(h string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -135,6 +136,71 @@ func (e *cliEnv) forgeHead(ref string, edit func(string) string) {
 	e.git("update-ref", ref, e.gitStdin(forged, "hash-object", "-t", "commit", "-w", "--stdin"))
 }
 
+// TestListShowsMismatchedJournalIdentity: a sealed journal moved back one
+// commit lists with its identity on a terminal and piped, and exits 2.
+func TestListShowsMismatchedJournalIdentity(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "one")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "two")
+	e.ok("task", "start", "T-1")
+	e.commit("work")
+	e.ok("checkpoint", "T-1")
+
+	// Open: unverifiable only because it is open, which nothing mentions
+	// on stderr.
+	if r := e.want(0, "artifact", "list", "T-1"); r.err != "" {
+		t.Fatalf("open task: stderr %q", r.err)
+	}
+	e.ok("task", "complete", "T-1")
+	if r := e.want(0, "artifact", "list", "T-1"); r.err != "" {
+		t.Fatalf("sealed task: stderr %q", r.err)
+	}
+	e.tty = true
+	if r := e.want(0, "artifact", "list", "T-1"); !strings.HasPrefix(r.out, "task T-1: journal identity verified\n") {
+		t.Fatalf("sealed task on a terminal:\n%s", r.out)
+	}
+
+	// Cut the checkpoint row: the journal still holds every artifact row
+	// its spine seals, but no longer what the seal says.
+	e.git("update-ref", "refs/bernstein/journal/T-1", "refs/bernstein/journal/T-1~1")
+	const reason = "journal has 2 rows, the seal says 3"
+	e.tty = false
+	r := e.want(2, "artifact", "list", "T-1")
+	oneErrorLine(t, []string{"piped"}, r)
+	if !strings.Contains(r.err, "journal identity mismatched") || !strings.Contains(r.err, reason) {
+		t.Fatalf("piped: stderr %q", r.err)
+	}
+	if !strings.HasPrefix(r.out, "summary\t1\treport\tverified\t0\t") || strings.Count(r.out, "\n") != 2 {
+		t.Fatalf("piped: stdout %q", r.out)
+	}
+	e.tty = true
+	r = e.want(2, "artifact", "list", "T-1")
+	first, _, _ := strings.Cut(r.out, "\n")
+	if !strings.Contains(first, "journal identity mismatched") || !strings.Contains(first, reason) {
+		t.Fatalf("terminal: first line %q", first)
+	}
+	oneErrorLine(t, []string{"terminal"}, r)
+	e.tty = false
+	r = e.want(2, "artifact", "list", "T-1", "--output-json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || doc["journal_identity"] != "mismatched" {
+		t.Fatalf("json: %v %s", err, r.out)
+	}
+	// The plural alias agrees.
+	if r2 := e.want(2, "artifacts", "list", "T-1"); r2.out != e.run("", "artifact", "list", "T-1").out {
+		t.Fatalf("plural: %q", r2.out)
+	}
+	// Cut an artifact row too: the chain is broken, and the identity is
+	// still named.
+	e.git("update-ref", "refs/bernstein/journal/T-1", "refs/bernstein/journal/T-1~1")
+	r = e.want(2, "artifact", "list", "T-1")
+	oneErrorLine(t, []string{"cut artifact row"}, r)
+	if !strings.Contains(r.err, "journal lacks rows its spine seals") || !strings.Contains(r.err, "journal identity mismatched") {
+		t.Fatalf("cut artifact row: stderr %q", r.err)
+	}
+}
+
 // TestAuditVerifyFailureNamesTask: every failure line stands alone.
 func TestAuditVerifyFailureNamesTask(t *testing.T) {
 	e := newCLIEnv(t)
@@ -207,6 +273,52 @@ func TestTableHeaderAsIs(t *testing.T) {
 	fields := strings.FieldsFunc(header, func(r rune) bool { return r == '|' || r == '│' || r == ' ' })
 	if strings.Join(fields, ",") != "a,A,snake_case" {
 		t.Fatalf("header %q (fields %q):\n%s", header, fields, r.out)
+	}
+}
+
+// TestShowHistoryAndWriter: history is oldest first in text and JSON; a
+// tampered version says what is known of its writer.
+func TestShowHistoryAndWriter(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	for _, b := range []string{"one", "two", "three"} {
+		e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", b)
+	}
+	out := e.ok("artifact", "show", "T-1", "summary")
+	_, hist, ok := strings.Cut(out, "history (oldest first):\n")
+	if !ok {
+		t.Fatalf("no history:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(hist), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("history:\n%s", hist)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), fmt.Sprintf("v%d ", i+1)) || !strings.HasSuffix(l, "by agent-7 (writer cli-writer)") {
+			t.Fatalf("history line %d: %q", i, l)
+		}
+	}
+	var doc struct {
+		History []struct {
+			Version int64 `json:"version"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("artifact", "show", "T-1", "summary", "--output-json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.History) != 3 || doc.History[0].Version != 1 || doc.History[2].Version != 3 {
+		t.Fatalf("json history: %+v", doc.History)
+	}
+	// v3's row now names a blob size its bytes do not have.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return regexp.MustCompile(`"size":(\d+)`).ReplaceAllString(body, `"size":${1}1`)
+	})
+	r := e.want(2, "artifact", "show", "T-1", "summary", "--version", "3")
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 2 (writer unknown: tampered)") || strings.Contains(r.out, "writer -") {
+		t.Fatalf("tampered version:\n%s", r.out)
+	}
+	if !strings.Contains(r.out, "v3  tampered") || !strings.Contains(r.out, "by agent-7 (writer unknown: tampered)") {
+		t.Fatalf("tampered history line:\n%s", r.out)
 	}
 }
 
