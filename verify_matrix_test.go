@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -386,16 +387,33 @@ func (e mxExpect) all(state string) mxExpect {
 	return e
 }
 
-// checkVersions asserts the report lists exactly the expected versions of
-// each reported task with their states; tampered and unverifiable ones
-// carry a reason, verified ones none.
+// checkVersions asserts the report lists exactly the expected tasks, each
+// once, with exactly the expected versions and their states; tampered and
+// unverifiable ones carry a reason, verified ones none.
 func checkVersions(t *testing.T, d *mxDoc, want mxExpect) {
 	t.Helper()
-	for _, task := range d.Tasks {
-		exp, ok := want[task.TaskID]
-		if !ok && len(task.Artifacts) > 0 {
-			t.Fatalf("task %s reported with %d versions, expected none", task.TaskID, len(task.Artifacts))
+	reported := map[string]int{}
+	for i, task := range d.Tasks {
+		if _, dup := reported[task.TaskID]; dup {
+			t.Fatalf("task %s reported twice", task.TaskID)
 		}
+		if _, ok := want[task.TaskID]; !ok {
+			t.Fatalf("task %s reported with %d versions, not expected (reported %v)", task.TaskID, len(task.Artifacts), d.reportedTasks())
+		}
+		reported[task.TaskID] = i
+	}
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		exp := want[id]
+		i, ok := reported[id]
+		if !ok {
+			t.Fatalf("task %s expected with %d versions, not reported (reported %v)\nfailures:\n%s", id, len(exp), d.reportedTasks(), d.dump())
+		}
+		task := d.Tasks[i]
 		if len(task.Artifacts) != len(exp) {
 			t.Fatalf("task %s: %d versions reported, want %d:\n%+v\nfailures:\n%s", task.TaskID, len(task.Artifacts), len(exp), task.Artifacts, d.dump())
 		}
