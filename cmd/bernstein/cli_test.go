@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // cliResult is what one run of the command line printed and returned.
@@ -104,6 +106,95 @@ func oneErrorLine(t *testing.T, args []string, r cliResult) {
 	t.Helper()
 	if strings.Count(r.err, "\n") != 1 || !strings.HasPrefix(r.err, "bernstein: ") {
 		t.Fatalf("%v: stderr is not one 'bernstein: ' line: %q", args, r.err)
+	}
+}
+
+// TestUnknownCommand: a mistyped subcommand fails with one line naming it
+// and the nearest command, whatever flags follow it.
+func TestUnknownCommand(t *testing.T) {
+	cases := []struct {
+		args    []string
+		unknown string
+		suggest string
+	}{
+		{[]string{"audit", "verfy"}, `unknown command "verfy" for "bernstein audit"`, `did you mean "bernstein audit verify"?`},
+		{[]string{"task", "strat", "T-1"}, `unknown command "strat" for "bernstein task"`, `did you mean "bernstein task start"?`},
+		{[]string{"artifact", "lst", "T-1"}, `unknown command "lst" for "bernstein artifact"`, `did you mean "bernstein artifact list"?`},
+		{[]string{"verfy"}, `unknown command "verfy" for "bernstein"`, `did you mean "bernstein audit verify"?`},
+		{[]string{"artifact", "pots", "T-1", "k", "--type", "report"}, `unknown command "pots" for "bernstein artifact"`, `did you mean "bernstein artifact post"?`},
+		{[]string{"artifacts", "shwo", "T-1", "k"}, `unknown command "shwo" for "bernstein artifacts"`, `did you mean "bernstein artifacts show"?`},
+		{[]string{"gate", "rn", "T-1", "build", "--quiet"}, `unknown command "rn" for "bernstein gate"`, `did you mean "bernstein gate run"?`},
+		{[]string{"claim", "T-1"}, `unknown command "claim" for "bernstein"`, `did you mean "bernstein task claim"?`},
+		{[]string{"help", "audit", "verfy"}, `unknown command "verfy" for "bernstein audit"`, `did you mean "bernstein audit verify"?`},
+		{[]string{"xyzzy"}, `unknown command "xyzzy" for "bernstein"`, `(see 'bernstein --help')`},
+	}
+	for _, c := range cases {
+		r := runBare(c.args...)
+		if c.args[0] == "artifacts" {
+			if !strings.HasPrefix(r.err, deprecationWarning+"\n") {
+				t.Fatalf("%v: no deprecation warning: %q", c.args, r.err)
+			}
+			r.err = strings.TrimPrefix(r.err, deprecationWarning+"\n")
+		}
+		if r.code != 1 {
+			t.Fatalf("%v exited %d, want 1\n%s%s", c.args, r.code, r.out, r.err)
+		}
+		oneErrorLine(t, c.args, r)
+		if !strings.Contains(r.err, c.unknown) || !strings.Contains(r.err, c.suggest) {
+			t.Fatalf("%v: stderr %q, want %q and %q", c.args, r.err, c.unknown, c.suggest)
+		}
+		if strings.Contains(r.err, "flag") {
+			t.Fatalf("%v: complains about a flag: %q", c.args, r.err)
+		}
+		if r.out != "" {
+			t.Fatalf("%v printed on stdout: %q", c.args, r.out)
+		}
+	}
+	// A group with no argument prints its help and exits 0.
+	for _, args := range [][]string{{"artifact"}, {"task"}, {"audit"}, {}, {"help", "audit"}} {
+		r := runBare(args...)
+		if r.code != 0 || !strings.Contains(r.out, "Usage:") || r.err != "" {
+			t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.out, r.err)
+		}
+	}
+	// An unknown flag of a real command is still a flag error.
+	r := runBare("artifact", "post", "T-1", "k", "--bogus")
+	if r.code != 1 || !strings.Contains(r.err, "unknown flag: --bogus") {
+		t.Fatalf("unknown flag: exit %d %q", r.code, r.err)
+	}
+}
+
+// walk calls f for c and every command below it.
+func walk(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		walk(sub, f)
+	}
+}
+
+// TestEveryCommandDocumentsExitStatus: the README promises it.
+func TestEveryCommandDocumentsExitStatus(t *testing.T) {
+	root := newRootCmd(&IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
+	n := 0
+	walk(root, func(c *cobra.Command) {
+		if strings.HasPrefix(c.Name(), "__") || !c.Runnable() {
+			if !strings.HasPrefix(c.Name(), "__") {
+				t.Errorf("%s is not runnable: it would print help and exit 0 on any argument", c.CommandPath())
+			}
+			return
+		}
+		n++
+		if !strings.Contains(c.Long, "Exit status") {
+			t.Errorf("%s: --help does not document the exit status", c.CommandPath())
+		}
+	})
+	if n < 30 {
+		t.Fatalf("walked only %d commands", n)
+	}
+	// And --help shows it.
+	r := runBare("task", "claim", "--help")
+	if r.code != 0 || !strings.Contains(r.out, "Exit status") {
+		t.Fatalf("task claim --help: %d\n%s", r.code, r.out)
 	}
 }
 

@@ -87,7 +87,10 @@ Workers attach typed artifacts (reports, tables, links) to the tasks whose
 claim they hold. Every payload is a git blob, every post a row in the task's
 hash-chained journal under refs/bernstein/journal/<task>, sealed into the
 writer's signed lineage spine and mirrored into an HMAC audit chain. Every
-read re-checks what it shows: a tampered version is reported, never rendered.`,
+read re-checks what it shows: a tampered version is reported, never rendered.
+
+Exit status: 0 help or version printed; 1 unknown command (the nearest
+command is suggested). Each command's --help gives its own exit status.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -109,7 +112,19 @@ read re-checks what it shows: a tampered version is reported, never rendered.`,
 		newArtifactCmd(g, io, true),
 		newMCPCmd(g, io), newServeCmd(g, io),
 	)
+	root.SetHelpCommand(newHelpCmd())
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	documentCompletion(root)
+	guardParents(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// 'bernstein artifact pots T-1 k --type report': the mistake is
+		// the command, not the flag that belongs to the intended one.
+		if c.HasSubCommands() {
+			if a := c.Flags().Args(); len(a) > 0 {
+				return unknownCommand(c, a[0])
+			}
+		}
 		return exitCode(1, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	return root

@@ -57,7 +57,10 @@ func newTaskCreateCmd(g *globals, io *IO) *cobra.Command {
 --evidence NAME=CMD declares a required evidence producer and --optional-evidence
 NAME=CMD an optional one ('bernstein evidence run' executes them); --gate
 NAME=CMD declares a gate ('bernstein gate run'). Task ids are 1 to 128 of
-letters, digits and _ . : - starting with a letter or digit, without "..".`,
+letters, digits and _ . : - starting with a letter or digit, without "..".
+
+Exit status: 0 created; 1 bad input, the task exists already, or error
+(nothing written).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := bernstein.TaskSpec{ID: args[0], Title: title, Actor: actor}
@@ -115,7 +118,11 @@ func newTaskClaimCmd(g *globals, io *IO) *cobra.Command {
 		Long: `Give an agent the task's claim. The claim token is printed once, alone on
 stdout, so that TOKEN=$(bernstein task claim T --agent A) works; the ledger
 keeps only its sha256. Posting artifacts to the task takes --agent and
---claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).`,
+--claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).
+
+Exit status: 0 claimed; 1 the task cannot be claimed now (unknown, already
+claimed, ended: see 'bernstein task show'), bad input or error (nothing
+written).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent = envDefault(agent, "BERNSTEIN_AGENT")
@@ -150,10 +157,27 @@ func newTaskTransitionCmd(g *globals, io *IO, kind string) *cobra.Command {
 		"abandon":  "Abandon a task (seals its journal)",
 		"reopen":   "Reopen a completed, failed or abandoned task",
 	}[verb]
+	long := map[string]string{
+		"release":  "End the live claim of a task: its token stops working at once, and the task\ncan be claimed again.",
+		"start":    "Record that work on a claimed task has started (counts an attempt).",
+		"suspend":  "Suspend work on a started or resumed task; the claim stays live.",
+		"resume":   "Resume work on a suspended task.",
+		"complete": "Complete a task: the claim ends and a spine entry seals the task's journal.",
+		"fail":     "Fail a task: the claim ends and a spine entry seals the task's journal.",
+		"abandon":  "Abandon a task: any claim ends and a spine entry seals the task's journal.",
+		"reopen":   "Reopen a completed, failed or abandoned task, so that it can be claimed and\nworked on again.",
+	}[verb]
 	cmd := &cobra.Command{
 		Use:   verb + " <task>",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: long + `
+
+Transitions the ledger does not allow from the task's phase are refused,
+naming the allowed ones (see docs/cli.md, "Legal transitions").
+
+Exit status: 0 recorded; 1 illegal transition, unknown task or error
+(nothing written).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
 			if err != nil {
@@ -182,7 +206,12 @@ func newTaskListCmd(g *globals, io *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks",
-		Args:  cobra.NoArgs,
+		Long: `List every task of the repository: id, phase, the agent holding its claim,
+its number of artifact keys and its title. Piped, the columns are separated by
+tabs, without a header.
+
+Exit status: 0 listed (also when there are no tasks); 1 error.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
 			if err != nil {
