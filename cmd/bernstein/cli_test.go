@@ -367,6 +367,34 @@ func TestTableHeaderAsIs(t *testing.T) {
 	}
 }
 
+// TestClaimOutputJSON: --output-json prints one document; without it the
+// token alone.
+func TestClaimOutputJSON(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok("task", "create", "T-1")
+	r := e.want(0, "task", "claim", "T-1", "--agent", "agent-7", "--output-json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, r.out)
+	}
+	tok, _ := doc["token"].(string)
+	if doc["task"] != "T-1" || doc["agent"] != "agent-7" || !strings.HasPrefix(tok, "bct_") ||
+		!strings.HasPrefix(fmt.Sprint(doc["claim_id"]), "claim-") || doc["ledger_index"] != float64(1) || r.err != "" {
+		t.Fatalf("claim document: %v (stderr %q)", doc, r.err)
+	}
+	// The token works.
+	e.post("T-1", "k", "agent-7", tok, "--type", "report", "--body", "x")
+	show := e.ok("task", "show", "T-1", "--output-json")
+	if !strings.Contains(show, fmt.Sprintf("%q", doc["claim_id"])) {
+		t.Fatalf("task show does not carry claim_id %v:\n%s", doc["claim_id"], show)
+	}
+	e.ok("task", "release", "T-1")
+	out := e.ok("task", "claim", "T-1", "--agent", "agent-8")
+	if !regexp.MustCompile(`^bct_[A-Za-z0-9_-]{43}\n$`).MatchString(out) {
+		t.Fatalf("plain claim: %q", out)
+	}
+}
+
 // TestShowHistoryAndWriter: history is oldest first in text and JSON; a
 // tampered version says what is known of its writer.
 func TestShowHistoryAndWriter(t *testing.T) {

@@ -112,6 +112,7 @@ Exit status: 0 created; 1 bad input, the task exists already, or error
 
 func newTaskClaimCmd(g *globals, io *IO) *cobra.Command {
 	var agent string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "claim <task> --agent A",
 		Short: "Claim a task for an agent and print its claim token",
@@ -119,6 +120,9 @@ func newTaskClaimCmd(g *globals, io *IO) *cobra.Command {
 stdout, so that TOKEN=$(bernstein task claim T --agent A) works; the ledger
 keeps only its sha256. Posting artifacts to the task takes --agent and
 --claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).
+
+With --output-json it prints instead one document: {"task", "agent",
+"claim_id", "token", "ledger_index"} (the token is still shown only this once).
 
 Exit status: 0 claimed; 1 the task cannot be claimed now (unknown, already
 claimed, ended: see 'bernstein task show'), bad input or error (nothing
@@ -135,12 +139,51 @@ written).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(io.Out, token)
-			return nil
+			if !asJSON {
+				fmt.Fprintln(io.Out, token)
+				return nil
+			}
+			doc, err := claimDocument(s, args[0], agent, token)
+			if err != nil {
+				// The claim is taken: print its token whatever happens.
+				fmt.Fprintf(io.Err, "warning: claim_id unknown: %v\n", err)
+				doc = &claimJSON{Task: args[0], Agent: agent, Token: token, LedgerIndex: -1}
+			}
+			return printJSON(io, doc)
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "the agent that takes the claim (default $BERNSTEIN_AGENT)")
+	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the claim as JSON (task, agent, claim_id, token, ledger_index)")
 	return cmd
+}
+
+// claimJSON is the document 'task claim --output-json' prints.
+type claimJSON struct {
+	Task        string `json:"task"`
+	Agent       string `json:"agent"`
+	ClaimID     string `json:"claim_id"`
+	Token       string `json:"token"`
+	LedgerIndex int64  `json:"ledger_index"`
+}
+
+// claimDocument finds the ledger row of the claim token was issued for.
+func claimDocument(s *bernstein.Store, task, agent, token string) (*claimJSON, error) {
+	rows, err := s.LedgerRows(task)
+	if err != nil {
+		return nil, err
+	}
+	want := bernstein.TokenHash(token)
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Kind != record.KindTaskClaimed {
+			continue
+		}
+		var c ledger.Claimed
+		if err := rows[i].DecodeData(&c); err != nil || c.TokenSHA256 != want {
+			continue
+		}
+		return &claimJSON{Task: task, Agent: c.Agent, ClaimID: c.ClaimID, Token: token, LedgerIndex: rows[i].Index}, nil
+	}
+	return nil, fmt.Errorf("task %s was claimed, but its ledger holds no row for the token", task)
 }
 
 func newTaskTransitionCmd(g *globals, io *IO, kind string) *cobra.Command {
