@@ -464,3 +464,55 @@ func TestWorkOnEndedTask(t *testing.T) {
 	e.ok("task", "reopen", "T-1")
 	e.ok("checkpoint", "T-1")
 }
+
+// complete asks cobra's hidden __complete command, as a shell does, and
+// returns the candidates (the directive line dropped).
+func (e *cliEnv) complete(args ...string) []string {
+	e.t.Helper()
+	r := e.run("", append([]string{"__complete"}, args...)...)
+	if r.code != 0 {
+		e.t.Fatalf("__complete %v: exit %d %s", args, r.code, r.err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if !strings.HasPrefix(l, ":") && l != "" {
+			name, _, _ := strings.Cut(l, "\t")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestDynamicCompletion: task ids, keys, gates, producers, --type and --kind
+// come from the repository.
+func TestDynamicCompletion(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7", "--gate", "build=true", "--evidence", "tests=true", "--evidence", "lint=true")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "x")
+	e.post("T-1", "timings", "agent-7", tok, "--type", "table", "--column", "a", "--row", "1")
+	e.ok("task", "create", "X:1")
+	e.ok("task", "create", "U-2")
+	check := func(got []string, want ...string) {
+		t.Helper()
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("completions %q, want %q", got, want)
+		}
+	}
+	check(e.complete("artifact", "show", ""), "T-1", "U-2", "X:1")
+	check(e.complete("task", "claim", "X"), "X:1")
+	check(e.complete("artifact", "show", "T-1", ""), "summary", "timings")
+	check(e.complete("artifact", "show", "T-1", "t"), "timings")
+	check(e.complete("artifacts", "show", "T-1", "s"), "summary")
+	check(e.complete("artifact", "show", "T-1", "summary", ""))
+	check(e.complete("artifact", "post", "T-1", "k", "--type", ""), "report", "table", "link")
+	check(e.complete("artifact", "post", "T-1", "k", "--type", "link", "--kind", ""), "preview", "dashboard", "document")
+	check(e.complete("artifact", "post", "T-1", "k", "--kind", "d"), "dashboard", "document")
+	check(e.complete("gate", "run", "T-1", ""), "build")
+	check(e.complete("evidence", "run", "T-1", "tests", ""), "lint")
+	check(e.complete("checkpoint", "U"), "U-2")
+	// No repository: no candidates, no error.
+	r := runBare("__complete", "--repo", t.TempDir(), "artifact", "show", "")
+	if r.code != 0 || strings.TrimSpace(r.out) != ":4" {
+		t.Fatalf("without a repository: %d %q %q", r.code, r.out, r.err)
+	}
+}

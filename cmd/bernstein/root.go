@@ -116,6 +116,7 @@ command is suggested). Each command's --help gives its own exit status.`,
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	documentCompletion(root)
+	registerCompletions(g, root)
 	guardParents(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// 'bernstein artifact pots T-1 k --type report': the mistake is
