@@ -17,8 +17,9 @@ import (
 const (
 	taskIDPattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	keyPattern    = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
-	// urlPattern: http or https (the scheme is case-insensitive) and a host.
-	urlPattern = `^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]`
+	// urlPattern: http or https (the scheme is case-insensitive) and a host,
+	// with no user name or password before it.
+	urlPattern = `^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+(?:[/?#]|$)`
 	// textPattern refuses control characters other than tab, newline and
 	// carriage return (the C0 and C1 controls and DEL).
 	textPattern = `^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$`
@@ -115,7 +116,7 @@ func postInputSchema() obj {
 			},
 			"url": obj{
 				"type":        "string",
-				"description": fmt.Sprintf("link: an http or https URL with a host; at most %d characters, no spaces or control characters.", artifact.MaxURLChars),
+				"description": fmt.Sprintf("link: an http or https URL with a host and no user name or password (links are pushed to every remote); at most %d characters, no spaces or control characters.", artifact.MaxURLChars),
 				"minLength":   1,
 				"maxLength":   artifact.MaxURLChars,
 				"pattern":     urlPattern,
