@@ -453,4 +453,12 @@ func TestTruncatedSealedJournal(t *testing.T) {
 	if h, err := f.open().TaskHandle("S-1"); err != nil || h.Progress.Proof.State != "tampered" {
 		t.Fatalf("task handle: %+v %v", h, err)
 	}
+	// The artifact row is still there, but the journal that holds it lost
+	// rows: its latest version may not be the latest, so show withholds it.
+	if out, errOut, code := f.cli("", "artifact", "show", "S-1", "k"); code != 2 || strings.Contains(out, "one") && !strings.Contains(out, "withheld") || !strings.Contains(out+errOut, "journal identity mismatched") {
+		t.Fatalf("artifact show: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := f.cli("", "artifact", "list", "S-1"); code != 2 || !strings.Contains(errOut, "mismatched") {
+		t.Fatalf("artifact list: exit %d %s", code, errOut)
+	}
 }

@@ -112,14 +112,16 @@ func (r *TaskReport) Reason() string {
 
 // Content returns the payload of ver that a surface may render, or nil and
 // why it is withheld: the version does not verify, or the journal it sits in
-// is broken or rolled back behind its spine, so that what it calls the latest
-// version may not be.
+// is broken, rolled back behind its spine or cut back behind its seal, so
+// that what it calls the latest version may not be.
 func (r *TaskReport) Content(ver *Version) ([]byte, string) {
 	switch {
 	case ver.State == Tampered:
 		return nil, ver.Reason
 	case r.ChainBroken:
 		return nil, r.ChainReason
+	case r.JournalIdentity == IdentityMismatched:
+		return nil, "journal identity mismatched: " + r.IdentityReason
 	case ver.Payload == nil:
 		return nil, "content unavailable"
 	}
@@ -293,6 +295,9 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 // version tampered and withholds its content.
 func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, treeErr error, proof chain.Proof, prevVersion int64, prevSpine record.Hash) {
 	where := fmt.Sprintf("%s v%d at journal index %d", ver.Key, ver.Version, ver.JournalIndex)
+	// The writer the row's commit names, until its spine entry says more:
+	// a version that fails an earlier check still shows who wrote it.
+	ver.Writer = proof.Writer
 	if ver.Version != prevVersion+1 {
 		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: follows version %d", where, prevVersion))
 	} else if ver.PrevVersionHash != prevSpine {

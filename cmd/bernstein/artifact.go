@@ -418,9 +418,9 @@ not be the latest).
 History lists every version of the key oldest first (journal order), in the
 text output as in --output-json ("history"), as 'artifact list' does. The
 actor is who posted a version (the agent); the writer is the host identity
-whose signed spine entry seals it. A tampered version may have no known
-writer (its checks stop at the first that fails, before its spine entry
-when its blob is damaged, say): it is shown as "writer unknown: tampered".`,
+whose signed spine entry seals it. For a tampered version the writer its
+row's commit names is shown, marked unproven; a commit that names no
+writer shows "writer unknown: tampered".`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task, key := args[0], args[1]
@@ -553,6 +553,8 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 // was reached: say so rather than print a dash.
 func writerOf(writer, state string) string {
 	switch {
+	case writer != "" && state == verify.Tampered:
+		return "writer " + writer + " as its commit names it, unproven: tampered"
 	case writer != "":
 		return "writer " + writer
 	case state != "":

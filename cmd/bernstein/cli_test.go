@@ -433,10 +433,10 @@ func TestShowHistoryAndWriter(t *testing.T) {
 		return regexp.MustCompile(`"size":(\d+)`).ReplaceAllString(body, `"size":${1}1`)
 	})
 	r := e.want(2, "artifact", "show", "T-1", "summary", "--version", "3")
-	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 2 (writer unknown: tampered)") || strings.Contains(r.out, "writer -") {
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 2 (writer cli-writer as its commit names it, unproven: tampered)") || strings.Contains(r.out, "writer -") {
 		t.Fatalf("tampered version:\n%s", r.out)
 	}
-	if !strings.Contains(r.out, "v3  tampered") || !strings.Contains(r.out, "by agent-7 (writer unknown: tampered)") {
+	if !strings.Contains(r.out, "v3  tampered") || !strings.Contains(r.out, "by agent-7 (writer cli-writer as its commit names it, unproven: tampered)") {
 		t.Fatalf("tampered history line:\n%s", r.out)
 	}
 }
