@@ -11,9 +11,12 @@ package bernstein_test
 import (
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -246,6 +249,34 @@ func TestVerifyChecks(t *testing.T) {
 			t.Fatalf("exit %d\n%s", code, d.raw)
 		}
 		expectFailures(t, d, wVer(mxB, "notes", 2, 3, "spine_binding").saying("binds a different actor"))
+		checkVersions(t, d, tp.expect().set(mxB, 3, "tampered"))
+	})
+
+	// 7. mx:2's last row (notes v2) re-committed by another writer that the
+	// reader trusts, its content unchanged: the row's commit is proven, but
+	// the spine entry that seals it is the first writer's, so the two
+	// writers disagree about who recorded it.
+	run("spine-binding-writer", func(t *testing.T, r *mxRepo) {
+		other, _, err := keys.Create(t.TempDir(), "other-writer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := r.journal(mxB)
+		last := rows[3]
+		c := last.it.Commit
+		c.Committer = gitstore.Ident("other-writer", "other-writer@bernstein", 1700000000)
+		forged := r.writeCommit(c, other)
+		r.git("update-ref", refs.Journal(mxB), forged.String(), last.it.ID.String())
+		pins := filepath.Join(t.TempDir(), "allowed_signers")
+		lines := keys.AllowedSignersLine(mxWriter, r.identity().AuthorizedKey()) + "\n" + keys.AllowedSignersLine("other-writer", other.AuthorizedKey()) + "\n"
+		if err := os.WriteFile(pins, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, code := r.verify("--allowed-signers", pins)
+		if code != 1 {
+			t.Fatalf("exit %d\n%s", code, d.raw)
+		}
+		expectFailures(t, d, wVer(mxB, "notes", 2, 3, "spine_binding").saying("binds a different writer"))
 		checkVersions(t, d, tp.expect().set(mxB, 3, "tampered"))
 	})
 

@@ -39,14 +39,11 @@ func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 }
 
 // CommitWriter returns the writer id a commit's committer line names
-// ("<writer> <writer@bernstein> <time> <zone>").
+// ("<writer> <writer@bernstein> <time> <zone>"): its name. The signature,
+// checked against that writer's keys, is what makes the name mean anything.
 func CommitWriter(committer string) (string, bool) {
-	name, rest, ok := strings.Cut(committer, " <")
+	name, _, ok := strings.Cut(committer, " <")
 	if !ok || refs.ValidateWriter(name) != nil {
-		return "", false
-	}
-	email, _, ok := strings.Cut(rest, ">")
-	if !ok || email != name+"@bernstein" {
 		return "", false
 	}
 	return name, true
