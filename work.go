@@ -497,10 +497,20 @@ func (s *Store) current(task string) (*taskFold, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Journal(task), refs.Keys, refs.SpinePrefix)
+	view, err := s.refs.Snapshot(taskScope(task)...)
 	if err != nil {
 		return nil, err
 	}
+	return s.foldTask(view, task)
+}
+
+// taskScope is the refs a task's folds read.
+func taskScope(task string) []string {
+	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.SpinePrefix}
+}
+
+// foldTask folds task's chains as view has them.
+func (s *Store) foldTask(view refs.Source, task string) (*taskFold, error) {
 	lh, err := view.ReadOptional(refs.Ledger(task))
 	if err != nil {
 		return nil, err

@@ -31,10 +31,52 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Handler returns the mux of every HTTP route over store.
+// Handler returns a mux that serves only the MCP endpoint over store
+// (`bernstein mcp --http`).
 func Handler(store *bernstein.Store, o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, mcpserver.HTTPHandler(store, mcpserver.Options{Version: o.Version, Logger: o.Logger}))
+	// Browsers may not drive state-changing requests across origins.
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// Server is everything `bernstein serve` serves over one store: the MCP
+// endpoint, the task API, the event stream and the pages.
+type Server struct {
+	store *bernstein.Store
+	bus   *Bus
+	opts  Options
+}
+
+// New opens the server of store, with its event bus (not yet watching: see
+// Run).
+func New(store *bernstein.Store, o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	bus, err := NewBus(store, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: store, bus: bus, opts: o}, nil
+}
+
+// Bus returns the server's event bus.
+func (s *Server) Bus() *Bus { return s.bus }
+
+// Run watches the repository for the event stream until ctx ends.
+func (s *Server) Run(ctx context.Context) error { return s.bus.Run(ctx) }
+
+// Close releases the bus's log.
+func (s *Server) Close() error { return s.bus.Close() }
+
+// Handler returns the mux of every route.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, mcpserver.HTTPHandler(s.store, mcpserver.Options{Version: s.opts.Version, Logger: s.opts.Logger}))
+	mux.HandleFunc("GET "+EventsPath, s.events)
+	s.routeAPI(mux)
+	s.routePages(mux)
 	// Browsers may not drive state-changing requests across origins.
 	return http.NewCrossOriginProtection().Handler(mux)
 }

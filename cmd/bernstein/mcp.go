@@ -121,7 +121,7 @@ be opened, or an address that cannot be listened on.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serveHTTP(ctx, g, io, addr, allowRemote)
+			return serveAll(ctx, g, io, addr, allowRemote)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "listen on ADDR (host:port)")
@@ -142,6 +142,32 @@ func serveHTTP(ctx context.Context, g *globals, io *IO, addr string, allowRemote
 	}
 	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
 	return server.Serve(ctx, l, server.Handler(s, server.Options{Version: version}))
+}
+
+// serveAll serves everything `bernstein serve` serves: the MCP endpoint,
+// the task API, the event stream and the pages.
+func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote bool) error {
+	s, err := g.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	l, err := server.Listen(addr, allowRemote)
+	if err != nil {
+		return exitCode(1, err)
+	}
+	srv, err := server.New(s, server.Options{Version: version})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer srv.Close()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go srv.Run(ctx)
+	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
+	fmt.Fprintf(io.Err, "bernstein: open %s/ (tasks), API at %s/api/v1, events at %s%s\n", server.URL(l), server.URL(l), server.URL(l), server.EventsPath)
+	return server.Serve(ctx, l, srv.Handler())
 }
 
 // stdioTransport speaks MCP over the command's stdin and stdout.

@@ -1,0 +1,384 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/server"
+)
+
+// cliBin is the bernstein binary, built once: posts in the event tests come
+// from other processes, as they do in use.
+var cliBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bernstein-server-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cliBin = filepath.Join(dir, "bernstein")
+	if out, err := exec.Command("go", "build", "-o", cliBin, "../cmd/bernstein").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// repo is an initialised repository with a claimed task.
+type repo struct {
+	t           *testing.T
+	dir, home   string
+	opts        bernstein.Options
+	store       *bernstein.Store
+	task, token string
+}
+
+func newTaskRepo(t *testing.T, task string) *repo {
+	t.Helper()
+	root := t.TempDir()
+	r := &repo{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home"), task: task}
+	r.opts = bernstein.Options{Repo: r.dir, Home: r.home}
+	if _, err := bernstein.Init(r.opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
+	s, err := bernstein.Open(r.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r.store = s
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Title: "events"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.token, err = s.Claim(task, "agent-1"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *repo) git(args ...string) string {
+	r.t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", r.dir}, args...)...).CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cli runs the bernstein binary in another process.
+func (r *repo) cli(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command(cliBin, append([]string{"--repo", r.dir}, args...)...)
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+r.home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("bernstein %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (r *repo) post(key, body string) {
+	r.t.Helper()
+	r.cli("artifact", "post", r.task, key, "--type", "report", "--body", body, "--agent", "agent-1", "--claim-token", r.token)
+}
+
+// serve starts a server (watching) over a fresh store of the repository.
+func (r *repo) serve() (*httptest.Server, func()) {
+	r.t.Helper()
+	s, err := bernstein.Open(r.opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	srv, err := server.New(s, server.Options{Version: "test"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler())
+	return hs, func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		<-done
+		srv.Close()
+		s.Close()
+	}
+}
+
+// sse is one client of the event stream.
+type sse struct {
+	t      *testing.T
+	res    *http.Response
+	events chan sseEvent
+	done   chan struct{}
+}
+
+type sseEvent struct {
+	ID   string
+	Type string
+	Data map[string]any
+	Raw  string
+}
+
+func connect(t *testing.T, url string, lastID string) *sse {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	c := &sse{t: t, res: res, events: make(chan sseEvent, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer close(c.events)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		var e sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if e.Type != "" {
+					c.events <- e
+				}
+				e = sseEvent{}
+			case strings.HasPrefix(line, ":"):
+				if strings.Contains(line, "heartbeat") {
+					c.events <- sseEvent{Type: "heartbeat"}
+				}
+			case strings.HasPrefix(line, "id: "):
+				e.ID = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				e.Type = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				e.Raw = strings.TrimPrefix(line, "data: ")
+				json.Unmarshal([]byte(e.Raw), &e.Data)
+			}
+		}
+	}()
+	return c
+}
+
+func (c *sse) close() {
+	c.res.Body.Close()
+	<-c.done
+}
+
+// next waits for the next event of a type in types (others are skipped).
+func (c *sse) next(types ...string) sseEvent {
+	c.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case e, ok := <-c.events:
+			if !ok {
+				c.t.Fatalf("the stream ended waiting for %v", types)
+			}
+			for _, t := range types {
+				if e.Type == t {
+					return e
+				}
+			}
+		case <-timeout:
+			c.t.Fatalf("no %v event within 20s", types)
+		}
+	}
+}
+
+// TestEventsFromAnotherProcess: a post, a checkpoint and a transition made
+// by other processes (the CLI) reach a subscriber as task.artifact,
+// task.work, task.progress and task.transition events, in journal order,
+// with the run position an artifact was posted at.
+func TestEventsFromAnotherProcess(t *testing.T) {
+	r := newTaskRepo(t, "E:1")
+	hs, stop := r.serve()
+	defer stop()
+	c := connect(t, hs.URL+server.EventsPath+"?task=E%3A1", "")
+	defer c.close()
+
+	r.post("summary", "first findings")
+	a := c.next(server.EventArtifact)
+	if a.Data["task_id"] != "E:1" || a.Data["key"] != "summary" || a.Data["version"] != float64(1) || a.Data["journal_index"] != float64(0) ||
+		a.Data["run_position"] != nil || a.Data["proof"] != "verified" || !strings.HasPrefix(fmt.Sprint(a.Data["spine_entry_hash"]), "sha256:") ||
+		!strings.HasPrefix(fmt.Sprint(a.Data["content_hash"]), "sha256:") || a.Data["type"] != "report" {
+		t.Fatalf("task.artifact: %s", a.Raw)
+	}
+	r.cli("task", "start", "E:1")
+	tr := c.next(server.EventTransition)
+	if tr.Data["kind"] != "task.started" || tr.Data["ledger_index"] != float64(2) {
+		t.Fatalf("task.transition: %s", tr.Raw)
+	}
+	r.cli("checkpoint", "E:1")
+	w := c.next(server.EventWork)
+	head := r.git("rev-parse", "HEAD")
+	if w.Data["kind"] != "checkpoint" || w.Data["journal_index"] != float64(1) || !strings.Contains(w.Raw, head) {
+		t.Fatalf("task.work: %s", w.Raw)
+	}
+	p := c.next(server.EventProgress)
+	if p.Data["checkpoints"] != float64(1) || p.Data["task_id"] != "E:1" {
+		t.Fatalf("task.progress: %s", p.Raw)
+	}
+	// A post after the checkpoint is bound to it; it moves no progress.
+	r.post("summary", "second findings")
+	a2 := c.next(server.EventArtifact, server.EventProgress)
+	if a2.Type != server.EventArtifact {
+		t.Fatalf("a post moved progress: %s", a2.Raw)
+	}
+	pos, _ := a2.Data["run_position"].(map[string]any)
+	if a2.Data["version"] != float64(2) || pos["commit"] != head || pos["journal_index"] != float64(1) {
+		t.Fatalf("task.artifact after a checkpoint: %s", a2.Raw)
+	}
+}
+
+// TestEventsResume: a client that drops its connection and comes back with
+// Last-Event-ID gets every event it missed, once, in order, also when the
+// server was restarted meanwhile.
+func TestEventsResume(t *testing.T) {
+	r := newTaskRepo(t, "R-1")
+	hs, stop := r.serve()
+	c := connect(t, hs.URL+server.EventsPath, "")
+	r.post("k", "v1")
+	first := c.next(server.EventArtifact)
+	c.close()
+
+	// Missed while disconnected.
+	r.post("k", "v2")
+	r.post("k", "v3")
+	c = connect(t, hs.URL+server.EventsPath, first.ID)
+	got := []float64{c.next(server.EventArtifact).Data["version"].(float64), c.next(server.EventArtifact).Data["version"].(float64)}
+	if got[0] != 2 || got[1] != 3 {
+		t.Fatalf("resumed versions %v, want [2 3]", got)
+	}
+	last := ""
+	r.post("k", "v4")
+	e := c.next(server.EventArtifact)
+	if e.Data["version"] != float64(4) {
+		t.Fatalf("live after resume: %s", e.Raw)
+	}
+	last = e.ID
+	c.close()
+	stop()
+
+	// Missed while the server was down; the new server numbers on.
+	r.post("k", "v5")
+	r.post("k", "v6")
+	hs, stop = r.serve()
+	defer stop()
+	c = connect(t, hs.URL+server.EventsPath, last)
+	defer c.close()
+	var seen []float64
+	for len(seen) < 2 {
+		e := c.next(server.EventArtifact)
+		seen = append(seen, e.Data["version"].(float64))
+		if id(t, e.ID) <= id(t, last) {
+			t.Fatalf("event id %s after the restart does not follow %s", e.ID, last)
+		}
+	}
+	if seen[0] != 5 || seen[1] != 6 {
+		t.Fatalf("after the restart the client got versions %v, want [5 6]", seen)
+	}
+	// Nothing twice: the next event is live.
+	r.post("k", "v7")
+	if e := c.next(server.EventArtifact); e.Data["version"] != float64(7) {
+		t.Fatalf("after the missed events: %s", e.Raw)
+	}
+}
+
+func id(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("event id %q: %v", s, err)
+	}
+	return n
+}
+
+// TestEventsManyClientsManyPosters: 100 clients while 4 processes post 50
+// times each. Every client receives every event exactly once, each task's
+// versions in order.
+func TestEventsManyClientsManyPosters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("contention")
+	}
+	r := newTaskRepo(t, "C-1")
+	hs, stop := r.serve()
+	defer stop()
+	const clients, posters, each = 100, 4, 50
+	var cs []*sse
+	for i := 0; i < clients; i++ {
+		cs = append(cs, connect(t, hs.URL+server.EventsPath+"?task=C-1", ""))
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < posters; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				cmd := exec.Command(cliBin, "--repo", r.dir, "artifact", "post", "C-1", fmt.Sprintf("k%d", p), "--type", "report",
+					"--body", fmt.Sprintf("post %d of %d", i, p), "--agent", "agent-1", "--claim-token", r.token)
+				cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+r.home)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Run(); err != nil {
+					t.Errorf("poster %d: %v %s", p, err, out.String())
+					return
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	for i, c := range cs {
+		last := map[string]float64{}
+		ids := map[string]bool{}
+		for n := 0; n < posters*each; n++ {
+			e := c.next(server.EventArtifact)
+			if ids[e.ID] {
+				t.Fatalf("client %d got event %s twice", i, e.ID)
+			}
+			ids[e.ID] = true
+			key, v := e.Data["key"].(string), e.Data["version"].(float64)
+			if v != last[key]+1 {
+				t.Fatalf("client %d: %s v%v after v%v", i, key, v, last[key])
+			}
+			last[key] = v
+		}
+		c.close()
+	}
+}
+
+// TestEventsHeartbeat: an idle stream carries heartbeat comments.
+func TestEventsHeartbeat(t *testing.T) {
+	defer server.SetHeartbeat(50 * time.Millisecond)()
+	r := newTaskRepo(t, "H-1")
+	hs, stop := r.serve()
+	defer stop()
+	c := connect(t, hs.URL+server.EventsPath, "")
+	defer c.close()
+	c.next("heartbeat")
+	c.next("heartbeat")
+}
