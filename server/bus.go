@@ -85,6 +85,11 @@ type Bus struct {
 	wake    chan struct{}     // closed and replaced on every publish
 	log     *os.File
 	logged  []logEntry // entries of the current batch, written at its end
+	// fresh is set until the first scan of a bus that has no log: that scan
+	// takes the repository as it is as the starting point (a page renders
+	// what is there; the stream carries what happens next), so a first start
+	// over a long history publishes nothing.
+	fresh bool
 }
 
 // NewBus opens the bus of store, reading its log back. It does not watch
@@ -109,6 +114,7 @@ func (b *Bus) logPath() string { return filepath.Join(b.dir, "log") }
 func (b *Bus) load() error {
 	f, err := os.Open(b.logPath())
 	if errors.Is(err, fs.ErrNotExist) {
+		b.fresh = true
 		return nil
 	}
 	if err != nil {
@@ -406,12 +412,19 @@ func (b *Bus) Scan() error {
 			b.logger.Warn("feed", "task", task, "err", err)
 			continue
 		}
-		b.publishFeed(feed)
+		if b.fresh {
+			b.mu.Lock()
+			b.vectors[task] = feed.Progress.VectorHash
+			b.mu.Unlock()
+		} else {
+			b.publishFeed(feed)
+		}
 		changed[task] = feed.Heads
 	}
-	if len(changed) > 0 {
+	if len(changed) > 0 || b.fresh {
 		b.endBatch(changed)
 	}
+	b.fresh = false
 	return nil
 }
 

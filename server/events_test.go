@@ -382,3 +382,49 @@ func TestEventsHeartbeat(t *testing.T) {
 	c.next("heartbeat")
 	c.next("heartbeat")
 }
+
+// TestFirstStartPublishesNoHistory: a bus started for the first time over a
+// repository with a history takes it as the starting point: no event for
+// what was already there, every event for what comes next, numbered from 1.
+func TestFirstStartPublishesNoHistory(t *testing.T) {
+	r := newTaskRepo(t, "F-1")
+	for i := 0; i < 3; i++ {
+		r.post("k", fmt.Sprint("before the server ", i))
+	}
+	s, err := bernstein.Open(r.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv, err := server.New(s, server.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.Bus().Scan(); err != nil {
+		t.Fatal(err)
+	}
+	if id := srv.Bus().LastID(); id != 0 {
+		t.Fatalf("the first scan published %d events for history", id)
+	}
+	r.post("k", "after the server")
+	if err := srv.Bus().Scan(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	evs, err := srv.Bus().Subscribe("", 0).Next(ctxWithNoWait(ctx))
+	if err == nil && len(evs) != 0 {
+		t.Fatalf("a subscription from now got old events: %+v", evs)
+	}
+	if id := srv.Bus().LastID(); id != 1 {
+		t.Fatalf("after one post the bus is at event %d, want 1", id)
+	}
+}
+
+// ctxWithNoWait is a context that has already ended: Next returns at once.
+func ctxWithNoWait(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	cancel()
+	return ctx
+}
