@@ -12,6 +12,9 @@ command -v strace >/dev/null 2>&1 || need+=(strace)
 # The end-to-end tests run the official TypeScript MCP SDK under node --test.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# The page's end-to-end test drives Debian's chromium with playwright-core,
+# which downloads no browser of its own.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
