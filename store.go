@@ -83,6 +83,8 @@ type Store struct {
 	loops   sync.WaitGroup // the commit loop, which may still be compacting
 
 	maintErr atomic.Value // last maintenance failure, for diagnostics
+
+	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 }
 
 // entryHead is what a writer needs of a spine or audit head to extend it.

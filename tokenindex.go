@@ -1,0 +1,296 @@
+package bernstein
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The token index answers "which task's live claim has this token?" without
+// folding every task's ledger: a map from token hash to task, built from the
+// proven ledger folds and kept up to date incrementally. It is derived data
+// and never decides alone: a task it names is confirmed by the proven fold of
+// that one task's ledger, so an index that is wrong (stale, or poisoned) can
+// at worst fail to find a claim; it cannot grant one.
+//
+// Keeping it current costs O(1) while no ledger moves. Every ledger update
+// renames a file into refs/bernstein/ledger/ (or rewrites packed-refs), and a
+// keys update renames refs/bernstein/keys, so the modification times and
+// inodes of those directories and of packed-refs (the signal) change with
+// them. A lookup stats those three paths and compares; only when the signal
+// moved does it list the ledger heads, and then it folds only the ledgers
+// whose heads differ from the ones it indexed (each fold extending the
+// store's cached one). A signal read less than racyWindow after its newest
+// modification time is not trusted (a later change within the same clock
+// tick of the file system could leave it unchanged): the next lookup lists
+// the heads again, until the directories have been quiet for that long.
+
+// racyWindow is how recent a modification time must be for the signal that
+// carries it to be re-checked by listing the heads. File systems stamp with
+// a coarse clock (a few milliseconds on Linux); one with whole-second stamps
+// gets two seconds.
+const (
+	racyWindow       = 50 * time.Millisecond
+	racyWindowCoarse = 2 * time.Second
+)
+
+// tokenIndex is a store's index of live claim tokens.
+type tokenIndex struct {
+	mu     sync.Mutex
+	built  bool
+	sig    refsSignal
+	clean  bool                    // sig can be trusted to move with the next change
+	keys   gitstore.Oid            // the keys head the folds were proven against
+	heads  map[string]gitstore.Oid // task -> the ledger head indexed
+	byTask map[string]record.Hash  // task -> its live claim's token hash
+	byHash map[record.Hash][]string
+
+	// Counters, for tests: ledger folds the index ran to build or refresh
+	// itself, confirmations, and listings of the ledger heads.
+	folds, confirms, listings int64
+}
+
+// fileSig is what stat says of one path.
+type fileSig struct {
+	exists bool
+	ino    uint64
+	size   int64
+	mtime  int64 // nanoseconds
+}
+
+// refsSignal is the stat of the paths every ledger or keys update changes.
+type refsSignal [3]fileSig
+
+func statSig(path string) fileSig {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileSig{}
+	}
+	s := fileSig{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ino = uint64(st.Ino)
+	}
+	return s
+}
+
+func (s *Store) refsSignal() refsSignal {
+	return refsSignal{
+		statSig(filepath.Join(s.gitDir, "packed-refs")),
+		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.LedgerPrefix, "/")))),
+		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.Prefix, "/")))),
+	}
+}
+
+// quietBefore reports whether every modification time of sig is far enough
+// before t that a change after t cannot carry the same time.
+func (sig refsSignal) quietBefore(t time.Time) bool {
+	for _, f := range sig {
+		if !f.exists {
+			continue
+		}
+		w := racyWindow
+		if f.mtime%int64(time.Second) == 0 {
+			w = racyWindowCoarse
+		}
+		if f.mtime > t.Add(-w).UnixNano() {
+			return false
+		}
+	}
+	return true
+}
+
+// indexScope is the refs the index reads: the ledgers and what proves them.
+var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.SpinePrefix}
+
+// refreshLocked brings the index up to the ledger heads as they are now,
+// folding only the ledgers that moved; rebuild folds every one. ix.mu is
+// held.
+func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
+	at := time.Now()
+	sig := s.refsSignal() // before the heads are read: a change after it moves it
+	view, err := s.refs.Snapshot(indexScope...)
+	if err != nil {
+		return err
+	}
+	ix.listings++
+	ledgers, _, err := view.List(refs.LedgerPrefix)
+	if err != nil {
+		return err
+	}
+	env, err := s.proofEnv(view)
+	if err != nil {
+		return err
+	}
+	if rebuild || !ix.built || env.keysHead != ix.keys {
+		// Proofs depend on the published keys: fold everything again.
+		ix.heads, ix.byTask, ix.byHash = map[string]gitstore.Oid{}, map[string]record.Hash{}, map[record.Hash][]string{}
+		ix.keys = env.keysHead
+	}
+	seen := make(map[string]bool, len(ledgers))
+	for name, head := range ledgers {
+		task, err := refs.UnescapeTask(strings.TrimPrefix(name, refs.LedgerPrefix))
+		if err != nil {
+			continue // not a ref bernstein wrote
+		}
+		seen[task] = true
+		if old, ok := ix.heads[task]; ok && old == head {
+			continue
+		}
+		ix.folds++
+		fold, err := s.ledgerStateAt(env, task, head)
+		ix.heads[task] = head
+		var h record.Hash
+		if err == nil && fold.exists() && fold.State.Claim != nil {
+			h = fold.State.Claim.TokenSHA256
+		}
+		ix.setLocked(task, h)
+	}
+	for task := range ix.heads {
+		if !seen[task] {
+			delete(ix.heads, task)
+			ix.setLocked(task, "")
+		}
+	}
+	ix.built, ix.sig, ix.clean = true, sig, sig.quietBefore(at)
+	return nil
+}
+
+// setLocked records h as task's live claim token hash ("" none).
+func (ix *tokenIndex) setLocked(task string, h record.Hash) {
+	if old, ok := ix.byTask[task]; ok {
+		if old == h {
+			return
+		}
+		ts := slices.DeleteFunc(ix.byHash[old], func(t string) bool { return t == task })
+		if len(ts) == 0 {
+			delete(ix.byHash, old)
+		} else {
+			ix.byHash[old] = ts
+		}
+		delete(ix.byTask, task)
+	}
+	if h == "" {
+		return
+	}
+	ix.byTask[task] = h
+	ts := append(ix.byHash[h], task)
+	slices.Sort(ts)
+	ix.byHash[h] = ts
+}
+
+// candidates returns the tasks the index has for token hash h, refreshing it
+// first when a ledger may have moved (or force).
+func (ix *tokenIndex) candidates(s *Store, h record.Hash, force bool) ([]string, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if force || !ix.built || !ix.clean || s.refsSignal() != ix.sig {
+		if err := ix.refreshLocked(s, false); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Clone(ix.byHash[h]), nil
+}
+
+// headOf returns the ledger head the index folded for task.
+func (ix *tokenIndex) headOf(task string) gitstore.Oid {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.heads[task]
+}
+
+// rebuild folds every ledger again.
+func (ix *tokenIndex) rebuild(s *Store) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.refreshLocked(s, true)
+}
+
+// errNoClaim is the answer for a token no live claim has.
+var errNoClaim = errors.New("the claim token matches no live claim")
+
+// confirmClaim reads task's ledger through the proven fold of one
+// consistent view and returns its live claim if its token hash is h, with
+// the head it read.
+func (s *Store) confirmClaim(task string, h record.Hash) (*Claimant, gitstore.Oid, error) {
+	s.tokens.mu.Lock()
+	s.tokens.confirms++
+	s.tokens.mu.Unlock()
+	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Keys, refs.SpinePrefix)
+	if err != nil {
+		return nil, gitstore.ZeroOid, err
+	}
+	head, err := view.ReadOptional(refs.Ledger(task))
+	if err != nil || head.IsZero() {
+		return nil, head, errNoClaim
+	}
+	env, err := s.proofEnv(view)
+	if err != nil {
+		return nil, head, err
+	}
+	fold, err := s.ledgerStateAt(env, task, head)
+	if err != nil {
+		return nil, head, err
+	}
+	if !fold.exists() || fold.State.Claim == nil ||
+		subtle.ConstantTimeCompare([]byte(fold.State.Claim.TokenSHA256), []byte(h)) != 1 {
+		return nil, head, errNoClaim
+	}
+	return &Claimant{Task: task, Agent: fold.State.Claim.Agent}, head, nil
+}
+
+// claimByToken resolves token through the index. A token the index does not
+// have costs a hash, three stats and a map lookup while no ledger moves; a
+// task it names is confirmed by that task's proven fold. When the
+// confirmation disagrees with the index, the index is refreshed (the ledger
+// moved since) or, if the ledger did not move, rebuilt from every proven
+// fold (the index was wrong), and asked once more.
+func (s *Store) claimByToken(token string) (*Claimant, error) {
+	if token == "" {
+		return nil, fmt.Errorf("no claim token")
+	}
+	h := TokenHash(token)
+	ix := &s.tokens
+	tasks, err := ix.candidates(s, h, false)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		stale := false
+		for _, task := range tasks {
+			c, head, err := s.confirmClaim(task, h)
+			if err == nil {
+				return c, nil
+			}
+			if !errors.Is(err, errNoClaim) {
+				return nil, err
+			}
+			if head == ix.headOf(task) {
+				// The ledger the index folded says otherwise: the index is wrong.
+				stale = true
+			}
+		}
+		if len(tasks) == 0 || attempt == 1 {
+			return nil, errNoClaim
+		}
+		if stale {
+			err = ix.rebuild(s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if tasks, err = ix.candidates(s, h, !stale); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package bernstein
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bernstein/bernstein/record"
+)
+
+// openIndexRepo makes a repository with n claimed tasks and returns two
+// stores on it (another process's writes are another store's) and the
+// tokens by task.
+func openIndexRepo(t testing.TB, n int) (*Store, *Store, map[string]string) {
+	t.Helper()
+	root := t.TempDir()
+	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
+	if _, err := Init(opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tokens := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			id := fmt.Sprintf("T-%04d", i)
+			if _, err := b.CreateTask(TaskSpec{ID: id, Title: id}); err != nil {
+				errs <- err
+				return
+			}
+			tok, err := b.Claim(id, fmt.Sprintf("agent-%d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			tokens[id] = tok
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return a, b, tokens
+}
+
+// foldEveryLedger is ClaimByToken as it was: a fold of every task's ledger.
+func foldEveryLedger(s *Store, token string) (*Claimant, error) {
+	want := TokenHash(token)
+	ids, err := s.TaskIDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		st, err := s.ledgerState(id)
+		if err != nil {
+			continue
+		}
+		if st.Claim != nil && subtle.ConstantTimeCompare([]byte(st.Claim.TokenSHA256), []byte(want)) == 1 {
+			return &Claimant{Task: id, Agent: st.Claim.Agent}, nil
+		}
+	}
+	return nil, errNoClaim
+}
+
+func (ix *tokenIndex) counts() (folds, confirms, listings int64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.folds, ix.confirms, ix.listings
+}
+
+// TestTokenIndexGarbageIsO1 checks that, with 1,000 claimed tasks, a token
+// no claim has costs no ledger fold, no confirmation and no listing of the
+// heads while no ledger moves, and far less than a fold of every ledger.
+func TestTokenIndexGarbageIsO1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 tasks")
+	}
+	a, _, tokens := openIndexRepo(t, 1000)
+	// The first lookup builds the index: one fold per ledger.
+	if c, err := a.ClaimByToken(tokens["T-0500"]); err != nil || c.Task != "T-0500" || c.Agent != "agent-500" {
+		t.Fatalf("T-0500: %+v %v", c, err)
+	}
+	folds, _, _ := a.tokens.counts()
+	if folds != 1000 {
+		t.Errorf("building the index folded %d ledgers, want 1000", folds)
+	}
+	// Let the signal settle (a listing within the racy window of the last
+	// write is not trusted), then count.
+	waitClean(t, a)
+	folds0, confirms0, listings0 := a.tokens.counts()
+	for i := range 10000 {
+		if _, err := a.ClaimByToken(fmt.Sprintf("bct_garbage-%d", i)); err == nil {
+			t.Fatal("a garbage token resolved")
+		}
+	}
+	folds1, confirms1, listings1 := a.tokens.counts()
+	if folds1 != folds0 || confirms1 != confirms0 || listings1 != listings0 {
+		t.Errorf("10,000 garbage tokens cost %d folds, %d confirmations, %d listings (want none)",
+			folds1-folds0, confirms1-confirms0, listings1-listings0)
+	}
+	// A real token: one confirmation, no fold of another ledger.
+	for id, tok := range map[string]string{"T-0000": tokens["T-0000"], "T-0999": tokens["T-0999"]} {
+		if c, err := a.ClaimByToken(tok); err != nil || c.Task != id {
+			t.Errorf("%s: %+v %v", id, c, err)
+		}
+	}
+	folds2, confirms2, _ := a.tokens.counts()
+	if folds2 != folds1 || confirms2 != confirms1+2 {
+		t.Errorf("two real tokens: %d index folds, %d confirmations", folds2-folds1, confirms2-confirms1)
+	}
+
+	// Against a fold of every ledger (warm caches both).
+	if _, err := foldEveryLedger(a, "bct_garbage"); err == nil {
+		t.Fatal("garbage resolved by the full fold")
+	}
+	garbage := testing.Benchmark(func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			a.ClaimByToken("bct_garbage")
+		}
+	})
+	full := testing.Benchmark(func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			foldEveryLedger(a, "bct_garbage")
+		}
+	})
+	ratio := float64(full.NsPerOp()) / float64(max(garbage.NsPerOp(), 1))
+	t.Logf("garbage token with 1,000 tasks: %d ns/op through the index, %d ns/op folding every ledger (%.0fx)",
+		garbage.NsPerOp(), full.NsPerOp(), ratio)
+	if ratio < 50 {
+		t.Errorf("a garbage token costs 1/%.0f of a fold of every ledger (want at most 1/50)", ratio)
+	}
+}
+
+// waitClean looks a garbage token up until the index trusts its signal.
+func waitClean(t *testing.T, s *Store) {
+	t.Helper()
+	for range 1000 {
+		s.ClaimByToken("bct_settle")
+		s.tokens.mu.Lock()
+		clean := s.tokens.clean
+		s.tokens.mu.Unlock()
+		if clean {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the refs signal never settled")
+}
+
+// TestTokenIndexFollowsOtherWriters checks that a claim, release, reclaim or
+// completion by another store (as by another process) is seen by the very
+// next lookup, however soon after the write it comes.
+func TestTokenIndexFollowsOtherWriters(t *testing.T) {
+	a, b, tokens := openIndexRepo(t, 20)
+	if _, err := a.ClaimByToken(tokens["T-0001"]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		id := fmt.Sprintf("N-%d", i)
+		if _, err := b.CreateTask(TaskSpec{ID: id, Title: id}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := b.Claim(id, "late")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := a.ClaimByToken(tok); err != nil || c.Task != id || c.Agent != "late" {
+			t.Fatalf("claim %s seen at once: %+v %v", id, c, err)
+		}
+		if _, err := b.Transition(id, record.KindTaskReleased, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := a.ClaimByToken(tok); err == nil {
+			t.Fatalf("released claim %s still resolves: %+v", id, c)
+		}
+		tok2, err := b.Claim(id, "again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ClaimByToken(tok); err == nil {
+			t.Fatalf("the first token of %s resolves after a reclaim", id)
+		}
+		if c, err := a.ClaimByToken(tok2); err != nil || c.Agent != "again" {
+			t.Fatalf("reclaim of %s: %+v %v", id, c, err)
+		}
+	}
+	// Completed: the token stops.
+	if _, err := b.Transition("T-0002", record.KindTaskStarted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Transition("T-0002", record.KindTaskCompleted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.ClaimByToken(tokens["T-0002"]); err == nil {
+		t.Errorf("the token of a completed task resolves: %+v", c)
+	}
+	if _, err := a.ClaimByToken(""); err == nil {
+		t.Error("an empty token resolved")
+	}
+}
+
+// TestTokenIndexPoisonedChangesNothing poisons the index: an entry naming a
+// task for a token it does not have grants nothing, and a real token filed
+// under the wrong task still resolves to its own.
+func TestTokenIndexPoisonedChangesNothing(t *testing.T) {
+	a, _, tokens := openIndexRepo(t, 5)
+	if _, err := a.ClaimByToken(tokens["T-0001"]); err != nil {
+		t.Fatal(err)
+	}
+	ix := &a.tokens
+	garbage := TokenHash("bct_forged")
+	ix.mu.Lock()
+	ix.byHash[garbage] = []string{"T-0001"}
+	ix.byTask["T-0001"] = garbage
+	// The real token of T-0003 filed under T-0004.
+	real3 := TokenHash(tokens["T-0003"])
+	ix.byHash[real3] = []string{"T-0004"}
+	ix.mu.Unlock()
+
+	if c, err := a.ClaimByToken("bct_forged"); err == nil {
+		t.Errorf("a poisoned entry granted %+v", c)
+	}
+	if c, err := a.ClaimByToken(tokens["T-0003"]); err != nil || c.Task != "T-0003" || c.Agent != "agent-3" {
+		t.Errorf("a misfiled token: %+v %v", c, err)
+	}
+	// The rebuild put every entry right.
+	for id, tok := range tokens {
+		if c, err := a.ClaimByToken(tok); err != nil || c.Task != id {
+			t.Errorf("%s after the rebuild: %+v %v", id, c, err)
+		}
+	}
+	if c, err := a.ClaimByToken("bct_forged"); err == nil {
+		t.Errorf("the forged token resolves after the rebuild: %+v", c)
+	}
+}
