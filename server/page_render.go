@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
@@ -39,6 +40,7 @@ var templates = func() map[string]*template.Template {
 			},
 			"add":        func(a, b int) int { return a + b },
 			"statusText": http.StatusText,
+			"long":       longCell,
 		})
 		out[name] = template.Must(t.ParseFS(webFS, "web/templates/base.html", "web/templates/partials.html", "web/templates/"+name+".html"))
 	}
@@ -156,6 +158,12 @@ func renderPayload(b []byte) (content, error) {
 	default:
 		return content{Link: &linkView{URL: p.URL, Kind: p.LinkKind, Safe: webURL(p.URL)}}, nil
 	}
+}
+
+// longCell says whether a table cell is long enough to wrap (the others
+// keep to one line, so that a wide table scrolls rather than squeezes).
+func longCell(s string) bool {
+	return len(s) > 40 && utf8.RuneCountInString(s) > 40
 }
 
 // webURL reports whether raw is an http or https URL with a host: only

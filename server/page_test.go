@@ -846,6 +846,9 @@ func TestPageTable4096(t *testing.T) {
 	if n != artifact.MaxRows {
 		t.Fatalf("%d rows rendered", n)
 	}
+	if n := strings.Count(doc, `<td class="l">`); n != artifact.MaxRows {
+		t.Fatalf("%d long cells marked to wrap, want %d", n, artifact.MaxRows)
+	}
 	if !strings.Contains(doc, "<td>row &lt;b&gt;4095&lt;/b&gt;</td>") {
 		t.Fatal("the last row is missing or unescaped")
 	}
