@@ -854,3 +854,53 @@ func TestPageTable4096(t *testing.T) {
 	}
 	t.Logf("%d-byte payload: %d-byte page in %v", len(b), len(doc), took)
 }
+
+// TestPageLiveContract: what the task page's script relies on. The stream
+// URL in the page resumes from the bus's last event at render time, so a
+// post landing between the render and the connection still arrives; each
+// task.artifact names a version whose fragment the page can fetch.
+func TestPageLiveContract(t *testing.T) {
+	r := newTaskRepo(t, "LV:1")
+	srv, hs := pageServer(t, r.dir, r.home)
+	scan := func() {
+		t.Helper()
+		if err := srv.Bus().Scan(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan() // the first scan takes the repository as it is
+	r.post("summary", "first")
+	scan()
+	doc := getPage(t, hs, "/tasks/LV%3A1", http.StatusOK)
+	b := find(t, doc, func(n *html.Node) bool { return n.Data == "body" })[0]
+	events := attr(b, "data-events")
+	if want := fmt.Sprintf("%s?task=LV%%3A1&last_event_id=%d", server.EventsPath, srv.Bus().LastID()); events != want || srv.Bus().LastID() == 0 {
+		t.Fatalf("data-events %q, want %q", events, want)
+	}
+	if v := versions(t, doc)["summary/1"]; v == nil {
+		t.Fatal("v1 is not on the page")
+	}
+	// Posted after the render, before the script connects.
+	r.post("summary", "second, before the connection")
+	scan()
+	c := connect(t, hs.URL+events, "")
+	defer c.close()
+	if e := c.next(server.EventArtifact); e.Data["key"] != "summary" || e.Data["version"] != float64(2) {
+		t.Fatalf("first event after the render: %s", e.Raw)
+	}
+	frag := getPage(t, hs, "/tasks/LV%3A1/fragments/versions/summary/2", http.StatusOK)
+	if v := versions(t, frag)["summary/2"]; v == nil || !strings.Contains(text(v), "second, before the connection") {
+		t.Fatalf("version fragment: %s", frag)
+	}
+	r.post("notes", "a new key, live")
+	scan()
+	e := c.next(server.EventArtifact)
+	if e.Data["key"] != "notes" || e.Data["version"] != float64(1) {
+		t.Fatalf("event %s", e.Raw)
+	}
+	frag = getPage(t, hs, "/tasks/LV%3A1/fragments/artifacts/notes", http.StatusOK)
+	if v := versions(t, frag)["notes/1"]; v == nil || attr(v, "data-state") != "verified" || !strings.Contains(text(v), "a new key, live") ||
+		attr(v, "data-journal-index") != fmt.Sprint(e.Data["journal_index"]) {
+		t.Fatalf("group fragment: %s", frag)
+	}
+}
