@@ -415,7 +415,7 @@ func (b *bench) serveLatency(cli bool, subs, posts int) (latRun, error) {
 	defer func() { pubStop(); <-pubDone }()
 	go func() {
 		defer close(pubDone)
-		sub := srv.bus.Subscribe(benchTask, 0)
+		sub := srv.bus.Subscribe(benchTask, -1) // from now on
 		for {
 			evs, err := sub.Next(pubCtx)
 			now := time.Now()

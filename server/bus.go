@@ -162,11 +162,12 @@ type Subscription struct {
 	last int64  // the id of the last event delivered
 }
 
-// Subscribe starts a subscription after event lastID (0: from now on).
+// Subscribe starts a subscription after event lastID; a negative lastID
+// means from now on (0 means every event, from the first).
 func (b *Bus) Subscribe(task string, lastID int64) *Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if lastID <= 0 || lastID >= b.next {
+	if lastID < 0 || lastID >= b.next {
 		lastID = b.next - 1
 	}
 	return &Subscription{b: b, task: task, last: lastID}

@@ -413,12 +413,17 @@ func TestFirstStartPublishesNoHistory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	evs, err := srv.Bus().Subscribe("", 0).Next(ctxWithNoWait(ctx))
+	evs, err := srv.Bus().Subscribe("", -1).Next(ctxWithNoWait(ctx))
 	if err == nil && len(evs) != 0 {
 		t.Fatalf("a subscription from now got old events: %+v", evs)
 	}
 	if id := srv.Bus().LastID(); id != 1 {
 		t.Fatalf("after one post the bus is at event %d, want 1", id)
+	}
+	// A page rendered before any event (at id 0) gets that first one.
+	evs, err = srv.Bus().Subscribe("F-1", 0).Next(ctx)
+	if err != nil || len(evs) != 1 || evs[0].ID != 1 || evs[0].Type != server.EventArtifact {
+		t.Fatalf("a subscription after event 0: %+v %v", evs, err)
 	}
 }
 

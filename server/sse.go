@@ -36,7 +36,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	last := int64(0)
+	last := int64(-1) // no id given: from now on
 	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("last_event_id")} {
 		if v == "" {
 			continue
