@@ -220,40 +220,6 @@ func (o *postOptions) payload(in *IO) (artifact.Payload, error) {
 	return artifact.Payload{}, bad("type", strconv.Quote(o.typ)+" is not one of report, table, link")
 }
 
-// listJSON is the document 'artifact list <task> --output-json' prints.
-type listJSON struct {
-	Task            string           `json:"task"`
-	Verified        bool             `json:"verified"`
-	Reason          string           `json:"reason"`
-	JournalIdentity string           `json:"journal_identity"`
-	IdentityReason  string           `json:"journal_identity_reason"`
-	Artifacts       []listVersion    `json:"artifacts"`
-	Failures        []verify.Failure `json:"failures"`
-}
-
-type listVersion struct {
-	Key             string `json:"key"`
-	Version         int64  `json:"version"`
-	Type            string `json:"type"`
-	LinkKind        string `json:"link_kind"`
-	ContentHash     string `json:"content_hash"`
-	SpineEntryHash  string `json:"spine_entry_hash"`
-	PrevVersionHash string `json:"prev_version_hash"`
-	JournalIndex    int64  `json:"journal_index"`
-	State           string `json:"state"`
-	Reason          string `json:"reason"`
-	Actor           string `json:"actor"`
-	Writer          string `json:"writer"`
-	// Commit is the journal commit of the version's row: `git show
-	// <commit>:artifacts/<key>/v<version>.json` shows the payload.
-	Commit string `json:"commit"`
-}
-
-func toListVersion(v verify.Version) listVersion {
-	return listVersion{v.Key, v.Version, v.Type, v.LinkKind, string(v.ContentHash), string(v.SpineEntryHash),
-		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer, v.Commit.String()}
-}
-
 func newArtifactListCmd(g *globals, io *IO) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -293,13 +259,8 @@ bernstein://<task>/<key> with the number of productions of each.`,
 			if err != nil {
 				return err
 			}
-			doc := listJSON{Task: rep.Task, Verified: rep.Verified(), Reason: rep.Reason(), JournalIdentity: rep.JournalIdentity,
-				IdentityReason: rep.IdentityReason, Artifacts: []listVersion{}, Failures: rep.Failures}
-			for _, v := range rep.Versions {
-				doc.Artifacts = append(doc.Artifacts, toListVersion(v))
-			}
 			if asJSON {
-				if err := printJSON(io, doc); err != nil {
+				if err := printJSON(io, bernstein.NewArtifactListDoc(rep)); err != nil {
 					return err
 				}
 			} else {
@@ -371,26 +332,13 @@ func listProductions(s *bernstein.Store, io *IO, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		if ps == nil {
-			ps = []verify.Production{}
-		}
-		return printJSON(io, map[string]any{"artifacts": ps})
+		return printJSON(io, bernstein.NewProductionsDoc(ps))
 	}
 	t := newTable(io, "ARTIFACT", "PRODUCTIONS")
 	for _, p := range ps {
 		t.row(p.URI, strconv.Itoa(p.Productions))
 	}
 	return t.render()
-}
-
-// showJSON is the document 'artifact show --output-json' prints.
-type showJSON struct {
-	listVersion
-	Task            string        `json:"task"`
-	JournalIdentity string        `json:"journal_identity"`
-	Payload         any           `json:"payload"`
-	Withheld        string        `json:"content_withheld"`
-	History         []listVersion `json:"history"`
 }
 
 func newArtifactShowCmd(g *globals, io *IO) *cobra.Command {
@@ -439,48 +387,30 @@ writer shows "writer unknown: tampered".`,
 			if err != nil {
 				return err
 			}
-			var v *verify.Version
-			var passedOver []verify.Version
+			sel := bernstein.ShowSelection{Key: key, Strict: strict}
 			if cmd.Flags().Changed("version") {
-				v = rep.Find(key, version)
-				if v == nil {
-					return exitCode(1, fmt.Errorf("task %s has no version %d of %s", task, version, key))
+				sel.Version = &version
+			}
+			doc, err := bernstein.NewArtifactShowDoc(rep, sel)
+			if errors.Is(err, bernstein.ErrUnknownArtifact) {
+				return exitCode(1, err)
+			}
+			if doc != nil {
+				for _, p := range doc.PassedOver {
+					fmt.Fprintf(io.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
+						p.Key, p.Version, p.Reason, task, key, p.Version)
 				}
-			} else if v, passedOver = rep.Shown(key); v == nil {
-				return exitCode(1, fmt.Errorf("task %s has no artifact %s", task, key))
 			}
-			var history []listVersion
-			for _, h := range rep.Versions {
-				if h.Key == key {
-					history = append(history, toListVersion(h))
-				}
+			if err != nil {
+				return err
 			}
-			var payload *artifact.Payload
-			content, withheld := rep.Content(v)
-			if strict && v.State != verify.Verified && content != nil {
-				content, withheld = nil, "not verified ("+v.State+": "+v.Reason+") and --strict shows only verified versions"
-			}
-			for _, p := range passedOver {
-				fmt.Fprintf(io.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
-					p.Key, p.Version, p.Reason, task, key, p.Version)
-			}
-			if content != nil {
-				p, err := artifact.Parse(content)
-				if err != nil {
-					return err
-				}
-				payload = &p
-			}
+			v, payload, withheld := doc.Shown, doc.Payload, doc.Withheld
 			if asJSON {
-				doc := showJSON{listVersion: toListVersion(*v), Task: task, JournalIdentity: rep.JournalIdentity, Withheld: withheld, History: history}
-				if payload != nil {
-					doc.Payload = payload
-				}
 				if err := printJSON(io, doc); err != nil {
 					return err
 				}
 			} else {
-				renderShow(io, task, v, payload, withheld, history)
+				renderShow(io, task, v, payload, withheld, doc.History)
 			}
 			if payload == nil {
 				what := "withheld"
@@ -498,7 +428,7 @@ writer shows "writer unknown: tampered".`,
 	return cmd
 }
 
-func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, withheld string, history []listVersion) {
+func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, withheld string, history []bernstein.ArtifactVersionDoc) {
 	w := io.Out
 	typ := v.Type
 	if v.LinkKind != "" {

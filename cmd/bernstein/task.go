@@ -266,10 +266,7 @@ Exit status: 0 listed (also when there are no tasks); 1 error.`,
 				return err
 			}
 			if asJSON {
-				if tasks == nil {
-					tasks = []*bernstein.TaskInfo{}
-				}
-				return printJSON(io, map[string]any{"tasks": tasks})
+				return printJSON(io, bernstein.NewTaskListDoc(tasks))
 			}
 			t := newTable(io, "TASK", "PHASE", "CLAIM", "ARTIFACTS", "TITLE")
 			for _, ti := range tasks {

@@ -1,0 +1,183 @@
+package bernstein
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// The documents every surface prints: 'bernstein ... --output-json' writes
+// them and the HTTP API (docs/http.md) serves them, so that there is one
+// definition of each, not one per surface. A change of a field here changes
+// the CLI's output and the API's at once (and its OpenAPI description in
+// server/, which the server tests check against these documents).
+
+// TaskListDoc is the document of 'task list --output-json' and of
+// GET /api/v1/tasks.
+type TaskListDoc struct {
+	Tasks []*TaskInfo `json:"tasks"`
+}
+
+// NewTaskListDoc lists tasks ([] for none, never null).
+func NewTaskListDoc(tasks []*TaskInfo) TaskListDoc {
+	if tasks == nil {
+		tasks = []*TaskInfo{}
+	}
+	return TaskListDoc{Tasks: tasks}
+}
+
+// ArtifactVersionDoc is one artifact version as 'artifact list <task>'
+// reports it: where it sits and what verification found.
+type ArtifactVersionDoc struct {
+	Key             string `json:"key"`
+	Version         int64  `json:"version"`
+	Type            string `json:"type"`
+	LinkKind        string `json:"link_kind"`
+	ContentHash     string `json:"content_hash"`
+	SpineEntryHash  string `json:"spine_entry_hash"`
+	PrevVersionHash string `json:"prev_version_hash"`
+	JournalIndex    int64  `json:"journal_index"`
+	State           string `json:"state"`
+	Reason          string `json:"reason"`
+	Actor           string `json:"actor"`
+	Writer          string `json:"writer"`
+	// Commit is the journal commit of the version's row: `git show
+	// <commit>:artifacts/<key>/v<version>.json` shows the payload.
+	Commit string `json:"commit"`
+}
+
+// NewArtifactVersionDoc describes one verified (or not) version.
+func NewArtifactVersionDoc(v verify.Version) ArtifactVersionDoc {
+	return ArtifactVersionDoc{v.Key, v.Version, v.Type, v.LinkKind, string(v.ContentHash), string(v.SpineEntryHash),
+		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer, v.Commit.String()}
+}
+
+// ArtifactListDoc is the document of 'artifact list <task> --output-json'
+// and of GET /api/v1/tasks/{id}/artifacts: every version of every key of
+// the task, in journal order, each with its verify state.
+type ArtifactListDoc struct {
+	Task            string               `json:"task"`
+	Verified        bool                 `json:"verified"`
+	Reason          string               `json:"reason"`
+	JournalIdentity string               `json:"journal_identity"`
+	IdentityReason  string               `json:"journal_identity_reason"`
+	Artifacts       []ArtifactVersionDoc `json:"artifacts"`
+	Failures        []verify.Failure     `json:"failures"`
+}
+
+// NewArtifactListDoc is the list document of a task's verification.
+func NewArtifactListDoc(rep *verify.TaskReport) ArtifactListDoc {
+	doc := ArtifactListDoc{Task: rep.Task, Verified: rep.Verified(), Reason: rep.Reason(), JournalIdentity: rep.JournalIdentity,
+		IdentityReason: rep.IdentityReason, Artifacts: []ArtifactVersionDoc{}, Failures: rep.Failures}
+	for _, v := range rep.Versions {
+		doc.Artifacts = append(doc.Artifacts, NewArtifactVersionDoc(v))
+	}
+	return doc
+}
+
+// ProductionsDoc is the document of 'artifact list --output-json' without
+// a task and of GET /api/v1/artifacts: the artifact keys the local lineage
+// spines carry.
+type ProductionsDoc struct {
+	Artifacts []verify.Production `json:"artifacts"`
+}
+
+// NewProductionsDoc lists productions ([] for none, never null).
+func NewProductionsDoc(ps []verify.Production) ProductionsDoc {
+	if ps == nil {
+		ps = []verify.Production{}
+	}
+	return ProductionsDoc{Artifacts: ps}
+}
+
+// ArtifactShowDoc is the document of 'artifact show --output-json' and of
+// GET /api/v1/tasks/{id}/artifacts/{key}: one version, its payload when it
+// may be shown (else null, with content_withheld saying why), and the key's
+// history oldest first.
+type ArtifactShowDoc struct {
+	ArtifactVersionDoc
+	Task            string               `json:"task"`
+	JournalIdentity string               `json:"journal_identity"`
+	Payload         *artifact.Payload    `json:"payload"`
+	Withheld        string               `json:"content_withheld"`
+	History         []ArtifactVersionDoc `json:"history"`
+
+	// Shown is the version the document shows.
+	Shown *verify.Version `json:"-"`
+	// PassedOver are the newer versions passed over for it (unverifiable
+	// here: see verify.TaskReport.Shown); a surface names them.
+	PassedOver []verify.Version `json:"-"`
+}
+
+// ShowSelection says which version of a key a show document shows.
+type ShowSelection struct {
+	Key string
+	// Version is the version asked for; nil shows the default one
+	// (verify.TaskReport.Shown: the latest, or the latest verified when the
+	// latest was written by a writer this reader does not trust).
+	Version *int64
+	// Strict withholds the content of any version that is not verified.
+	Strict bool
+}
+
+// ErrUnknownArtifact reports a key, or a version of it, that the task does
+// not hold.
+var ErrUnknownArtifact = errors.New("unknown artifact")
+
+// UnknownArtifactError names the key (and version) a task does not hold.
+type UnknownArtifactError struct {
+	Task, Key string
+	// Version is the version asked for; 0 when none was.
+	Version int64
+	// Pinned is set when a version was asked for.
+	Pinned bool
+}
+
+func (e *UnknownArtifactError) Error() string {
+	if e.Pinned {
+		return fmt.Sprintf("task %s has no version %d of %s", e.Task, e.Version, e.Key)
+	}
+	return fmt.Sprintf("task %s has no artifact %s", e.Task, e.Key)
+}
+
+// Is makes errors.Is(err, ErrUnknownArtifact) hold.
+func (e *UnknownArtifactError) Is(target error) bool { return target == ErrUnknownArtifact }
+
+// NewArtifactShowDoc builds the show document of one version of a key from
+// a task's verification. The payload is there only when the version
+// re-verified and its journal may be trusted to hold it (verify.TaskReport.
+// Content); otherwise it is null and Withheld says why. A key or version the
+// task does not hold is an *UnknownArtifactError.
+func NewArtifactShowDoc(rep *verify.TaskReport, sel ShowSelection) (*ArtifactShowDoc, error) {
+	var v *verify.Version
+	var passedOver []verify.Version
+	if sel.Version != nil {
+		if v = rep.Find(sel.Key, *sel.Version); v == nil {
+			return nil, &UnknownArtifactError{Task: rep.Task, Key: sel.Key, Version: *sel.Version, Pinned: true}
+		}
+	} else if v, passedOver = rep.Shown(sel.Key); v == nil {
+		return nil, &UnknownArtifactError{Task: rep.Task, Key: sel.Key}
+	}
+	doc := &ArtifactShowDoc{ArtifactVersionDoc: NewArtifactVersionDoc(*v), Task: rep.Task, JournalIdentity: rep.JournalIdentity,
+		Shown: v, PassedOver: passedOver}
+	for _, h := range rep.Versions {
+		if h.Key == sel.Key {
+			doc.History = append(doc.History, NewArtifactVersionDoc(h))
+		}
+	}
+	content, withheld := rep.Content(v)
+	if sel.Strict && v.State != verify.Verified && content != nil {
+		content, withheld = nil, "not verified ("+v.State+": "+v.Reason+") and --strict shows only verified versions"
+	}
+	doc.Withheld = withheld
+	if content != nil {
+		p, err := artifact.Parse(content)
+		if err != nil {
+			return doc, err
+		}
+		doc.Payload = &p
+	}
+	return doc, nil
+}

@@ -1,0 +1,229 @@
+package bernstein
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// A ReadView answers reads from one consistent snapshot of the refs they
+// depend on: a task's journal and ledger, every lineage spine and the
+// published keys. Its keys name exactly the ref values an answer was
+// computed from, so a server can keep an answer for as long as those refs
+// stay where they are (a reader's trust, the other input, is fixed when its
+// Store opens). What a view answers is what Store.Task, Store.Artifacts,
+// Store.TaskFeed and Store.Productions answer for the same refs.
+type ReadView struct {
+	s     *Store
+	snap  *refs.Snapshot
+	task  string // "" for a view of every task
+	spine string // the key of the spines and the keys
+}
+
+// ReadView takes one consistent snapshot for reads of task, or (task "")
+// of every task. A task id that is not valid is bad input (field task_id),
+// refused before any ref is read.
+func (s *Store) ReadView(task string) (*ReadView, error) {
+	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys}
+	if task != "" {
+		if err := validateTask(task); err != nil {
+			return nil, err
+		}
+		scope = taskScope(task)
+	}
+	snap, err := s.refs.Snapshot(scope...)
+	if err != nil {
+		return nil, err
+	}
+	v := &ReadView{s: s, snap: snap, task: task}
+	spines, names, err := snap.List(refs.SpinePrefix)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := snap.ReadOptional(refs.Keys)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", refs.Keys, keys)
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %s\n", n, spines[n])
+	}
+	v.spine = hex.EncodeToString(h.Sum(nil))
+	return v, nil
+}
+
+// covers checks that task's refs are in the view.
+func (v *ReadView) covers(task string) error {
+	if err := validateTask(task); err != nil {
+		return err
+	}
+	if v.task != "" && v.task != task {
+		return fmt.Errorf("a read view of task %s cannot answer for task %s", v.task, task)
+	}
+	return nil
+}
+
+// SpineKey names the spines and published keys the view holds: what
+// Productions depends on.
+func (v *ReadView) SpineKey() string { return v.spine }
+
+// TaskKey names the refs task's answers depend on in this view: its
+// journal and ledger heads, the spines and the published keys. Two views
+// with the same TaskKey give the same answers for task.
+func (v *ReadView) TaskKey(task string) (string, error) {
+	if err := v.covers(task); err != nil {
+		return "", err
+	}
+	j, err := v.snap.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return "", err
+	}
+	l, err := v.snap.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return "", err
+	}
+	return "journal " + j.String() + " ledger " + l.String() + " spines " + v.spine, nil
+}
+
+// TaskIDs lists the tasks that have a ledger in the view, sorted (as
+// Store.TaskIDs does now).
+func (v *ReadView) TaskIDs() ([]string, error) {
+	_, names, err := v.snap.List(refs.LedgerPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		if id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix)); err == nil {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Task is Store.Task in the view: ErrUnknownTask when task has no ledger.
+func (v *ReadView) Task(task string) (*TaskInfo, error) {
+	if err := v.covers(task); err != nil {
+		return nil, err
+	}
+	f, err := v.s.foldTask(v.snap, task)
+	if err != nil {
+		return nil, err
+	}
+	return taskInfoOf(task, f), nil
+}
+
+// taskInfoOf is what Store.Task says of a task's folds.
+func taskInfoOf(task string, f *taskFold) *TaskInfo {
+	st, js := f.ledger.State, f.journal
+	info := &TaskInfo{
+		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
+		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
+		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
+		Progress: &f.wire,
+	}
+	if info.Evidence == nil {
+		info.Evidence = []ledger.Producer{}
+	}
+	if info.Gates == nil {
+		info.Gates = []ledger.Gate{}
+	}
+	if st.Claim != nil {
+		info.ClaimAgent, info.ClaimID = st.Claim.Agent, st.Claim.ClaimID
+	}
+	for k, ks := range js.Keys {
+		info.Artifacts[k] = ks.Version
+	}
+	return info
+}
+
+// Artifacts is Store.Artifacts in the view: every artifact version of
+// task, re-verified; ErrUnknownTask when task has neither ledger nor
+// journal.
+func (v *ReadView) Artifacts(task string) (*verify.TaskReport, error) {
+	if err := v.covers(task); err != nil {
+		return nil, err
+	}
+	if err := requireTask(v.snap, task); err != nil {
+		return nil, err
+	}
+	env, err := v.s.VerifyEnv(v.snap)
+	if err != nil {
+		return nil, err
+	}
+	ver, err := verify.NewVerifier(env)
+	if err != nil {
+		return nil, err
+	}
+	return ver.Task(task)
+}
+
+// Journal returns every row of task's journal, oldest first, each with its
+// row hash, commit, proof and run position, as Store.TaskFeed gives them;
+// ErrUnknownTask when task has no ledger.
+func (v *ReadView) Journal(task string) ([]FeedRow, error) {
+	if err := v.covers(task); err != nil {
+		return nil, err
+	}
+	lh, err := v.snap.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return nil, err
+	}
+	if lh.IsZero() {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
+	}
+	head, err := v.snap.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return nil, err
+	}
+	env, err := v.s.proofEnv(v.snap)
+	if err != nil {
+		return nil, err
+	}
+	commits, _, err := chain.WalkBack(v.s.objects, head, gitstore.ZeroOid, proveCheck(env.Env))
+	if err != nil {
+		return nil, fmt.Errorf("journal of %s: %w", task, err)
+	}
+	rows := make([]FeedRow, 0, len(commits))
+	var at *RunPosition
+	for i, cc := range commits {
+		row, err := record.ParseRow(cc.Record)
+		if err != nil {
+			return nil, fmt.Errorf("journal of %s, commit %s: %w", task, cc.ID, err)
+		}
+		fr := FeedRow{Chain: "journal", Index: int64(i), Hash: record.Sum(cc.Record), Commit: cc.ID, Row: row,
+			Proof: cc.Proof.State, Writer: cc.Proof.Writer, At: at}
+		if row.Kind == record.KindCheckpoint {
+			var cp record.Checkpoint
+			if row.DecodeData(&cp) == nil {
+				at = &RunPosition{JournalIndex: fr.Index, Commit: cp.Commit}
+			}
+		}
+		rows = append(rows, fr)
+	}
+	return rows, nil
+}
+
+// Productions is Store.Productions in the view.
+func (v *ReadView) Productions() ([]verify.Production, error) {
+	env, err := v.s.VerifyEnv(v.snap)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := verify.BuildSpineIndex(env)
+	if err != nil {
+		return nil, err
+	}
+	return ix.Productions(), nil
+}
