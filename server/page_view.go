@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"html/template"
 	"sort"
 
@@ -157,8 +158,19 @@ func buildGroups(task string, rep *verify.TaskReport) []group {
 		vs := byKey[k]
 		sort.SliceStable(vs, func(i, j int) bool { return vs[i].Version > vs[j].Version })
 		g := group{Task: task, Key: k, Type: vs[0].Type}
+		// The version shown with its content is the one `artifact show`
+		// shows: the latest, unless a writer not pinned here wrote it (then
+		// the latest verified one; the newer ones say why they are not).
+		shown, newer := rep.Shown(k)
+		passedOver := map[int64]bool{}
+		for _, n := range newer {
+			passedOver[n.Version] = true
+		}
 		for i, v := range vs {
-			vv := newVersion(task, rep, v, at[v.JournalIndex], i == 0)
+			vv := newVersion(task, rep, v, at[v.JournalIndex], shown != nil && v.Version == shown.Version)
+			if passedOver[v.Version] && vv.Withheld == "" {
+				vv.Withheld = fmt.Sprintf("not shown here: written by writer %s, whose key is not pinned on this host (its own page shows it, marked unverifiable)", v.Writer)
+			}
 			if i == 0 {
 				g.Latest = vv
 			} else {
