@@ -1,10 +1,12 @@
 package bernstein
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -180,4 +182,52 @@ func NewArtifactShowDoc(rep *verify.TaskReport, sel ShowSelection) (*ArtifactSho
 		doc.Payload = &p
 	}
 	return doc, nil
+}
+
+// JournalRowDoc is one journal row as GET /api/v1/tasks/{id}/journal
+// gives it: the row's fields, its hash and commit, the proof of its commit
+// (verified, unverifiable or tampered: docs/trust.md) and the writer the
+// commit names, and its run position: the checkpoint recorded before it
+// (null before the first). The field names are those of the event stream's
+// row events.
+type JournalRowDoc struct {
+	JournalIndex int64           `json:"journal_index"`
+	Kind         string          `json:"kind"`
+	Actor        string          `json:"actor"`
+	RowHash      record.Hash     `json:"row_hash"`
+	Prev         record.Hash     `json:"prev"`
+	Commit       string          `json:"commit"`
+	Proof        string          `json:"proof"`
+	Writer       string          `json:"writer"`
+	Data         json.RawMessage `json:"data"`
+	RunPosition  *RunPosition    `json:"run_position"`
+}
+
+// JournalDoc is a page of a task's journal: the rows after index After,
+// oldest first. NextAfter is the After of the next page, null when this
+// page reaches the journal's end.
+type JournalDoc struct {
+	Task        string          `json:"task"`
+	After       int64           `json:"after"`
+	JournalRows int64           `json:"journal_rows"`
+	Rows        []JournalRowDoc `json:"rows"`
+	NextAfter   *int64          `json:"next_after"`
+}
+
+// NewJournalDoc pages rows (a whole journal, oldest first): at most limit
+// rows after index after (-1 for the first page).
+func NewJournalDoc(task string, rows []FeedRow, after int64, limit int) JournalDoc {
+	doc := JournalDoc{Task: task, After: after, JournalRows: int64(len(rows)), Rows: []JournalRowDoc{}}
+	start := max(after+1, 0)
+	for i := start; i < int64(len(rows)); i++ {
+		if len(doc.Rows) == limit {
+			next := i - 1
+			doc.NextAfter = &next
+			break
+		}
+		r := rows[i]
+		doc.Rows = append(doc.Rows, JournalRowDoc{JournalIndex: r.Index, Kind: r.Row.Kind, Actor: r.Row.Actor, RowHash: r.Hash,
+			Prev: r.Row.Prev, Commit: r.Commit.String(), Proof: r.Proof, Writer: r.Writer, Data: r.Row.Data, RunPosition: r.At})
+	}
+	return doc
 }

@@ -95,6 +95,28 @@ func (v *ReadView) TaskKey(task string) (string, error) {
 	return "journal " + j.String() + " ledger " + l.String() + " spines " + v.spine, nil
 }
 
+// JournalKey names the refs task's journal rows depend on in this view:
+// its journal and ledger heads and the published keys (a row's proof reads
+// no spine).
+func (v *ReadView) JournalKey(task string) (string, error) {
+	if err := v.covers(task); err != nil {
+		return "", err
+	}
+	j, err := v.snap.ReadOptional(refs.Journal(task))
+	if err != nil {
+		return "", err
+	}
+	l, err := v.snap.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return "", err
+	}
+	k, err := v.snap.ReadOptional(refs.Keys)
+	if err != nil {
+		return "", err
+	}
+	return "journal " + j.String() + " ledger " + l.String() + " keys " + k.String(), nil
+}
+
 // TaskIDs lists the tasks that have a ledger in the view, sorted (as
 // Store.TaskIDs does now).
 func (v *ReadView) TaskIDs() ([]string, error) {

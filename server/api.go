@@ -1,6 +1,407 @@
 package server
 
-import "net/http"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/progress"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// The task API (docs/http.md, "API"): JSON under /api/v1, thin over the
+// library. Its documents are the ones the CLI prints with --output-json
+// (bernstein.TaskListDoc, ArtifactListDoc, ArtifactShowDoc, ProductionsDoc,
+// TaskInfo, progress.Wire), plus the task detail and the journal, which
+// the CLI has no command for. Every error is one APIError naming the field
+// at fault. openapi.json describes all of it.
+
+// APIPrefix is where the API is mounted.
+const APIPrefix = "/api/v1"
+
+// api is the state the API keeps for one Server: its memo.
+type api struct {
+	s    *Server
+	memo *memo
+}
+
+// apis holds each Server's API state (one memo per Server, however many
+// handlers it hands out).
+var apis sync.Map // *Server -> *api
+
+func (s *Server) api() *api {
+	if a, ok := apis.Load(s); ok {
+		return a.(*api)
+	}
+	a, _ := apis.LoadOrStore(s, &api{s: s, memo: newMemo()})
+	return a.(*api)
+}
+
+// apiRoutes are the API's paths and the methods each answers, for the
+// 405 answers (with Allow) of the others.
+var apiRoutes = []struct {
+	path    string
+	methods string
+}{
+	{"/tasks", "GET, HEAD"},
+	{"/tasks/{id}", "GET, HEAD"},
+	{"/tasks/{id}/artifacts", "GET, HEAD, POST"},
+	{"/tasks/{id}/artifacts/{key}", "GET, HEAD"},
+	{"/tasks/{id}/progress", "GET, HEAD"},
+	{"/tasks/{id}/journal", "GET, HEAD"},
+	{"/artifacts", "GET, HEAD"},
+	{"/openapi.json", "GET, HEAD"},
+	{"/events", "GET, HEAD"},
+}
 
 // routeAPI mounts the task API under /api/v1 (docs/http.md).
-func (s *Server) routeAPI(mux *http.ServeMux) {}
+func (s *Server) routeAPI(mux *http.ServeMux) {
+	a := s.api()
+	mux.HandleFunc("GET "+APIPrefix+"/tasks", a.tasks)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}", a.task)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/artifacts", a.artifacts)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/artifacts", a.post)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/artifacts/{key}", a.artifact)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/progress", a.progress)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/journal", a.journal)
+	mux.HandleFunc("GET "+APIPrefix+"/artifacts", a.productions)
+	mux.HandleFunc("GET "+APIPrefix+"/openapi.json", serveOpenAPI)
+	// Every other method on those paths is a 405 and every other path
+	// under the API a 404, both as JSON errors (the mux would answer them
+	// in plain text).
+	for _, rt := range apiRoutes {
+		allow := rt.methods
+		mux.HandleFunc(APIPrefix+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "method", fmt.Sprintf("%s is not allowed here (allowed: %s)", r.Method, allow))
+		})
+	}
+	mux.HandleFunc(APIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "path", fmt.Sprintf("%s is not a path of the API (see %s/openapi.json)", r.URL.EscapedPath(), APIPrefix))
+	})
+}
+
+// fail answers err: an unknown task or artifact is a 404, bad input a 400,
+// anything else a 500.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var in *artifact.InputError
+	var unknown *bernstein.UnknownArtifactError
+	switch {
+	case errors.Is(err, bernstein.ErrUnknownTask):
+		writeError(w, http.StatusNotFound, "task_id", err.Error())
+	case errors.As(err, &unknown):
+		field := "key"
+		if unknown.Pinned {
+			field = "version"
+		}
+		writeError(w, http.StatusNotFound, field, err.Error())
+	case errors.As(err, &in):
+		writeError(w, http.StatusBadRequest, in.Field, in.Msg)
+	default:
+		a.s.opts.Logger.Error("api", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
+		writeError(w, http.StatusInternalServerError, "", err.Error())
+	}
+}
+
+// taskID reads and checks the task id of the path, before anything reads
+// a ref: an id that is not one (a '..', a '/' from '%2F', ...) is a 400.
+func taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := refs.ValidateTaskID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "task_id", strings.TrimPrefix(err.Error(), "task id "))
+		return "", false
+	}
+	return id, true
+}
+
+// view takes a consistent snapshot for task ("" for every task).
+func (a *api) view(w http.ResponseWriter, r *http.Request, task string) (*bernstein.ReadView, bool) {
+	v, err := a.s.store.ReadView(task)
+	if err != nil {
+		a.fail(w, r, err)
+		return nil, false
+	}
+	return v, true
+}
+
+// Memo names.
+const (
+	memoTask        = "task"
+	memoReport      = "report"
+	memoJournal     = "journal"
+	memoProductions = "productions"
+)
+
+// taskInfo is v.Task(task), memoized.
+func (a *api) taskInfo(v *bernstein.ReadView, task string) (*bernstein.TaskInfo, error) {
+	key, err := v.TaskKey(task)
+	if err != nil {
+		return nil, err
+	}
+	val, err := a.memo.get(memoTask+"\x00"+task, key, func() (any, int64, error) {
+		info, err := v.Task(task)
+		return info, 4096, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*bernstein.TaskInfo), nil
+}
+
+// report is v.Artifacts(task), memoized.
+func (a *api) report(v *bernstein.ReadView, task string) (*verify.TaskReport, error) {
+	key, err := v.TaskKey(task)
+	if err != nil {
+		return nil, err
+	}
+	val, err := a.memo.get(memoReport+"\x00"+task, key, func() (any, int64, error) {
+		rep, err := v.Artifacts(task)
+		if err != nil {
+			return nil, 0, err
+		}
+		size := int64(1024)
+		for _, ver := range rep.Versions {
+			size += 512 + int64(len(ver.Payload))
+		}
+		return rep, size, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*verify.TaskReport), nil
+}
+
+// journalRows is v.Journal(task), memoized.
+func (a *api) journalRows(v *bernstein.ReadView, task string) ([]bernstein.FeedRow, error) {
+	key, err := v.JournalKey(task)
+	if err != nil {
+		return nil, err
+	}
+	val, err := a.memo.get(memoJournal+"\x00"+task, key, func() (any, int64, error) {
+		rows, err := v.Journal(task)
+		if err != nil {
+			return nil, 0, err
+		}
+		size := int64(1024)
+		for _, row := range rows {
+			size += 512 + int64(len(row.Row.Data))
+		}
+		return rows, size, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.([]bernstein.FeedRow), nil
+}
+
+// GET /api/v1/tasks: 'task list --output-json'.
+func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
+	v, ok := a.view(w, r, "")
+	if !ok {
+		return
+	}
+	ids, err := v.TaskIDs()
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	tasks := make([]*bernstein.TaskInfo, 0, len(ids))
+	for _, id := range ids {
+		info, err := a.taskInfo(v, id)
+		if err != nil {
+			a.fail(w, r, fmt.Errorf("task %s: %w", id, err))
+			return
+		}
+		tasks = append(tasks, info)
+	}
+	writeJSON(w, http.StatusOK, bernstein.NewTaskListDoc(tasks))
+}
+
+// TaskDetail is the document of GET /api/v1/tasks/{id}: the task as 'task
+// show --output-json' prints it, its artifacts as 'artifact list <task>
+// --output-json' prints them, and the id of the latest event published
+// before they were read (a client that follows the event stream from there
+// misses nothing).
+type TaskDetail struct {
+	Task        *bernstein.TaskInfo       `json:"task"`
+	Artifacts   bernstein.ArtifactListDoc `json:"artifacts"`
+	LastEventID int64                     `json:"last_event_id"`
+}
+
+// GET /api/v1/tasks/{id}.
+func (a *api) task(w http.ResponseWriter, r *http.Request) {
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	last := a.s.bus.LastID()
+	v, ok := a.view(w, r, id)
+	if !ok {
+		return
+	}
+	info, err := a.taskInfo(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rep, err := a.report(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TaskDetail{Task: info, Artifacts: bernstein.NewArtifactListDoc(rep), LastEventID: last})
+}
+
+// GET /api/v1/tasks/{id}/artifacts: 'artifact list <task> --output-json'.
+func (a *api) artifacts(w http.ResponseWriter, r *http.Request) {
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	v, ok := a.view(w, r, id)
+	if !ok {
+		return
+	}
+	rep, err := a.report(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bernstein.NewArtifactListDoc(rep))
+}
+
+// GET /api/v1/tasks/{id}/artifacts/{key}[?version=N][&strict=true]:
+// 'artifact show <task> <key> --output-json'. A version whose content is
+// withheld (tampered, its journal broken or rolled back, or not verified
+// with strict) is a 200 whose payload is null and content_withheld says
+// why: the document is the answer, as the CLI prints it.
+func (a *api) artifact(w http.ResponseWriter, r *http.Request) {
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	key := r.PathValue("key")
+	if err := artifact.ValidateKey(key); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	sel := bernstein.ShowSelection{Key: key}
+	q := r.URL.Query()
+	if q.Has("version") {
+		n, err := strconv.ParseInt(q.Get("version"), 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "version", fmt.Sprintf("%q is not a version number (1, 2, ...)", q.Get("version")))
+			return
+		}
+		sel.Version = &n
+	}
+	if q.Has("strict") {
+		b, err := strconv.ParseBool(q.Get("strict"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "strict", fmt.Sprintf("%q is not true or false", q.Get("strict")))
+			return
+		}
+		sel.Strict = b
+	}
+	v, ok := a.view(w, r, id)
+	if !ok {
+		return
+	}
+	rep, err := a.report(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	doc, err := bernstein.NewArtifactShowDoc(rep, sel)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// GET /api/v1/tasks/{id}/progress: 'task progress --output-json', the wire
+// form with its proof.
+func (a *api) progress(w http.ResponseWriter, r *http.Request) {
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	v, ok := a.view(w, r, id)
+	if !ok {
+		return
+	}
+	info, err := a.taskInfo(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var wire *progress.Wire = info.Progress
+	writeJSON(w, http.StatusOK, wire)
+}
+
+// Journal pages: at most maxJournalLimit rows, journalLimit unless asked.
+const (
+	journalLimit    = 1000
+	maxJournalLimit = 10000
+)
+
+// GET /api/v1/tasks/{id}/journal[?after=N][&limit=M]: the journal rows
+// after index N (all rows without it), oldest first, at most M of them.
+func (a *api) journal(w http.ResponseWriter, r *http.Request) {
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	after, limit := int64(-1), journalLimit
+	if q.Has("after") {
+		n, err := strconv.ParseInt(q.Get("after"), 10, 64)
+		if err != nil || n < -1 {
+			writeError(w, http.StatusBadRequest, "after", fmt.Sprintf("%q is not a journal index (-1, 0, 1, ...)", q.Get("after")))
+			return
+		}
+		after = n
+	}
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > maxJournalLimit {
+			writeError(w, http.StatusBadRequest, "limit", fmt.Sprintf("%q is not a number of rows from 1 to %d", q.Get("limit"), maxJournalLimit))
+			return
+		}
+		limit = n
+	}
+	v, ok := a.view(w, r, id)
+	if !ok {
+		return
+	}
+	rows, err := a.journalRows(v, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bernstein.NewJournalDoc(id, rows, after, limit))
+}
+
+// GET /api/v1/artifacts: 'artifact list --output-json' without a task.
+func (a *api) productions(w http.ResponseWriter, r *http.Request) {
+	v, ok := a.view(w, r, "")
+	if !ok {
+		return
+	}
+	val, err := a.memo.get(memoProductions, v.SpineKey(), func() (any, int64, error) {
+		ps, err := v.Productions()
+		return ps, int64(256 * len(ps)), err
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bernstein.NewProductionsDoc(val.([]verify.Production)))
+}

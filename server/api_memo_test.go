@@ -1,0 +1,83 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestMemo: one computation per name and key however many ask at once; a
+// new key replaces the answer; errors are not kept; answers expire; the
+// bounds hold, least recently used out first.
+func TestMemo(t *testing.T) {
+	m := newMemo()
+	var calls atomic.Int32
+	release := make(chan struct{})
+	slow := func() (any, int64, error) {
+		calls.Add(1)
+		<-release
+		return "v1", 10, nil
+	}
+	var wg sync.WaitGroup
+	vals := make([]any, 100)
+	for i := range vals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals[i], _ = m.get("report\x00T", "k1", slow)
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 1 || m.computations("report\x00T") != 1 {
+		t.Fatalf("100 concurrent readers computed %d times", n)
+	}
+	for _, v := range vals {
+		if v != "v1" {
+			t.Fatalf("a reader got %v", v)
+		}
+	}
+	v, _ := m.get("report\x00T", "k2", func() (any, int64, error) { return "v2", 10, nil })
+	if v != "v2" || m.computations("report\x00T") != 2 {
+		t.Fatalf("a new key: %v, %d computations", v, m.computations("report\x00T"))
+	}
+	if m.bytes != 10 || m.order.Len() != 1 {
+		t.Fatalf("the replaced answer is still counted: %d bytes, %d entries", m.bytes, m.order.Len())
+	}
+	boom := errors.New("boom")
+	if _, err := m.get("x", "k", func() (any, int64, error) { return nil, 0, boom }); err != boom {
+		t.Fatal(err)
+	}
+	if v, err := m.get("x", "k", func() (any, int64, error) { return "ok", 1, nil }); err != nil || v != "ok" {
+		t.Fatalf("an error was kept: %v %v", v, err)
+	}
+
+	defer func(age time.Duration) { memoMaxAge = age }(memoMaxAge)
+	memoMaxAge = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	m.get("x", "k", func() (any, int64, error) { return "again", 1, nil })
+	if m.computations("x") != 3 {
+		t.Fatalf("an expired answer was used: %d computations", m.computations("x"))
+	}
+	memoMaxAge = time.Hour
+
+	defer func(n int, b int64) { memoMaxEntries, memoMaxBytes = n, b }(memoMaxEntries, memoMaxBytes)
+	memoMaxEntries, memoMaxBytes = 4, 100
+	m = newMemo()
+	for i := range 6 {
+		m.get(fmt.Sprint(i), "k", func() (any, int64, error) { return i, 10, nil })
+	}
+	m.get("2", "k", nil) // used: stays
+	m.get("6", "k", func() (any, int64, error) { return 6, 10, nil })
+	if m.order.Len() != 4 || m.entries["2"] == nil || m.entries["3"] != nil || m.entries["0"] != nil {
+		t.Fatalf("after the bound: %d entries %v", m.order.Len(), m.entries)
+	}
+	m.get("big", "k", func() (any, int64, error) { return "big", 95, nil })
+	if m.bytes > memoMaxBytes {
+		t.Fatalf("%d bytes kept, at most %d", m.bytes, memoMaxBytes)
+	}
+}

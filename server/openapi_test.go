@@ -1,0 +1,334 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/bernstein/bernstein/server"
+)
+
+// The API's OpenAPI description is checked by a validator this project did
+// not write (santhosh-tekuri/jsonschema, JSON Schema 2020-12): the
+// description against the official OpenAPI 3.1 schema (testdata), and
+// every API response the tests receive against the description: its status
+// must be documented for its operation (5xx may fall to default), its
+// documented headers present, its body valid against the documented
+// schema. Bodies of accepted posts are checked against the request schema.
+// TestOpenAPICoverage then checks that the tests received every documented
+// status of every operation.
+
+const specURL = "https://bernstein.invalid/api/v1/openapi.json"
+
+type apiSpec struct {
+	doc map[string]any
+	c   *jsonschema.Compiler
+
+	mu       sync.Mutex
+	compiled map[string]*jsonschema.Schema
+	seen     map[string]bool // "METHOD template status"
+}
+
+var (
+	specOnce sync.Once
+	theSpec  *apiSpec
+	specErr  error
+)
+
+// loadSpec compiles the description once for all the tests.
+func loadSpec(t *testing.T) *apiSpec {
+	t.Helper()
+	specOnce.Do(func() {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(server.OpenAPI()))
+		if err != nil {
+			specErr = err
+			return
+		}
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource(specURL, doc); err != nil {
+			specErr = err
+			return
+		}
+		theSpec = &apiSpec{doc: doc.(map[string]any), c: c, compiled: map[string]*jsonschema.Schema{}, seen: map[string]bool{}}
+	})
+	if specErr != nil {
+		t.Fatalf("openapi.json: %v", specErr)
+	}
+	return theSpec
+}
+
+// schema compiles the schema at a JSON pointer of the description.
+func (sp *apiSpec) schema(t *testing.T, pointer string) *jsonschema.Schema {
+	t.Helper()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if s, ok := sp.compiled[pointer]; ok {
+		return s
+	}
+	s, err := sp.c.Compile(specURL + "#" + pointer)
+	if err != nil {
+		t.Fatalf("compile %s: %v", pointer, err)
+	}
+	sp.compiled[pointer] = s
+	return s
+}
+
+func jsonPointer(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
+}
+
+// resolve follows a local $ref of the description.
+func (sp *apiSpec) resolve(v map[string]any) map[string]any {
+	ref, ok := v["$ref"].(string)
+	if !ok {
+		return v
+	}
+	var cur any = sp.doc
+	for _, p := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+		cur = cur.(map[string]any)[p]
+	}
+	return cur.(map[string]any)
+}
+
+// template finds the documented path an escaped request path matches.
+func (sp *apiSpec) template(path string) (string, bool) {
+	rel, ok := strings.CutPrefix(path, server.APIPrefix)
+	if !ok {
+		return "", false
+	}
+	segs := strings.Split(rel, "/")
+	for tmpl := range sp.doc["paths"].(map[string]any) {
+		ts := strings.Split(tmpl, "/")
+		if len(ts) != len(segs) {
+			continue
+		}
+		match := true
+		for i := range ts {
+			if !(strings.HasPrefix(ts[i], "{") && segs[i] != "") && ts[i] != segs[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return tmpl, true
+		}
+	}
+	return "", false
+}
+
+// short cuts a body for an error message.
+func short(b []byte) []byte {
+	if len(b) > 400 {
+		return append(b[:400:400], "..."...)
+	}
+	return b
+}
+
+// check validates one API response against the description; a path or
+// method the description does not have must be an Error document (the 404
+// and 405 of the API).
+func (sp *apiSpec) check(t *testing.T, method, path string, res *http.Response, body []byte) {
+	t.Helper()
+	if method == http.MethodHead {
+		return
+	}
+	if res.StatusCode == http.StatusTemporaryRedirect {
+		return // the mux's, before the API: see TestAPIDotSegments
+	}
+	var inst any
+	if err := json.Unmarshal(body, &inst); err != nil {
+		t.Errorf("%s %s: %d, body is not JSON: %v\n%s", method, path, res.StatusCode, err, body)
+		return
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	tmpl, ok := sp.template(path)
+	var op map[string]any
+	if ok {
+		op, _ = sp.doc["paths"].(map[string]any)[tmpl].(map[string]any)[strings.ToLower(method)].(map[string]any)
+	}
+	if op == nil {
+		if res.StatusCode != http.StatusNotFound && res.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s is not in the description, and answered %d", method, path, res.StatusCode)
+		}
+		if err := sp.schema(t, "/components/schemas/Error").Validate(inst); err != nil {
+			t.Errorf("%s %s: %d is not an Error document: %v\n%s", method, path, res.StatusCode, err, short(body))
+		}
+		return
+	}
+	status := strconv.Itoa(res.StatusCode)
+	responses := op["responses"].(map[string]any)
+	r, ok := responses[status].(map[string]any)
+	where := jsonPointer("paths", tmpl, strings.ToLower(method), "responses", status)
+	if !ok {
+		if res.StatusCode < 500 || responses["default"] == nil {
+			t.Errorf("%s %s (%s): status %d is not documented\n%s", method, path, tmpl, res.StatusCode, short(body))
+			return
+		}
+		r, where = responses["default"].(map[string]any), jsonPointer("paths", tmpl, strings.ToLower(method), "responses", "default")
+	}
+	if ref, ok := r["$ref"].(string); ok {
+		where = strings.TrimPrefix(ref, "#")
+		r = sp.resolve(r)
+	}
+	sp.mu.Lock()
+	sp.seen[fmt.Sprintf("%s %s %d", method, tmpl, res.StatusCode)] = true
+	sp.mu.Unlock()
+	headers, _ := r["headers"].(map[string]any)
+	for name := range headers {
+		if res.Header.Get(name) == "" {
+			t.Errorf("%s %s: %d without its documented header %s", method, path, res.StatusCode, name)
+		}
+	}
+	if err := sp.schema(t, where+"/content/application~1json/schema").Validate(inst); err != nil {
+		t.Errorf("%s %s: %d does not match %s: %v\n%s", method, path, res.StatusCode, where, err, short(body))
+	}
+}
+
+// checkRequest validates a request body the API accepted against the
+// operation's request schema.
+func (sp *apiSpec) checkRequest(t *testing.T, method, tmpl string, body []byte) {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("request body: %v", err)
+	}
+	where := jsonPointer("paths", tmpl, strings.ToLower(method), "requestBody", "content", "application/json", "schema")
+	if err := sp.schema(t, where).Validate(inst); err != nil {
+		t.Errorf("an accepted %s %s body does not match its schema: %v\n%s", method, tmpl, err, body)
+	}
+}
+
+// TestOpenAPIDescription: openapi.json is a valid OpenAPI 3.1 document by
+// the official schema; every schema in it compiles; it describes every
+// route the API mounts and no other; GET /api/v1/openapi.json serves it.
+func TestOpenAPIDescription(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	meta, err := os.Open("testdata/openapi-3.1-schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meta.Close()
+	metaDoc, err := jsonschema.UnmarshalJSON(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const metaURL = "https://spec.openapis.org/oas/3.1/schema/2022-10-07"
+	if err := c.AddResource(metaURL, metaDoc); err != nil {
+		t.Fatal(err)
+	}
+	oas, err := c.Compile(metaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(server.OpenAPI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oas.Validate(doc); err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI 3.1 document: %v", err)
+	}
+	// The meta-schema does catch a broken description.
+	broken := map[string]any{"openapi": "3.1.0", "info": map[string]any{"title": "x"}, "paths": map[string]any{}}
+	if oas.Validate(broken) == nil {
+		t.Fatal("the meta-schema accepted a description without info.version")
+	}
+
+	sp := loadSpec(t)
+	for name := range sp.doc["components"].(map[string]any)["schemas"].(map[string]any) {
+		sp.schema(t, jsonPointer("components", "schemas", name))
+	}
+	var documented []string
+	for tmpl, item := range sp.doc["paths"].(map[string]any) {
+		for m, op := range item.(map[string]any) {
+			if m == "parameters" {
+				continue
+			}
+			documented = append(documented, strings.ToUpper(m)+" "+tmpl)
+			if op.(map[string]any)["responses"] == nil {
+				t.Errorf("%s %s documents no response", m, tmpl)
+			}
+		}
+	}
+	sort.Strings(documented)
+	want := []string{
+		"GET /artifacts", "GET /openapi.json", "GET /tasks", "GET /tasks/{id}", "GET /tasks/{id}/artifacts",
+		"GET /tasks/{id}/artifacts/{key}", "GET /tasks/{id}/journal", "GET /tasks/{id}/progress", "POST /tasks/{id}/artifacts",
+	}
+	if strings.Join(documented, "\n") != strings.Join(want, "\n") {
+		t.Errorf("documented operations:\n%s\nwant:\n%s", strings.Join(documented, "\n"), strings.Join(want, "\n"))
+	}
+
+	r := newTaskRepo(t, "T-1")
+	c2 := newAPIClient(t, r)
+	res, body := c2.do(http.MethodGet, server.APIPrefix+"/openapi.json", nil, nil)
+	if res.StatusCode != http.StatusOK || !bytes.Equal(body, server.OpenAPI()) {
+		t.Errorf("GET openapi.json: %d, %d bytes", res.StatusCode, len(body))
+	}
+}
+
+// apiTestsRun counts the API tests that ran to their end: the coverage
+// check means something only when all of them did.
+var apiTestsRun = struct {
+	sync.Mutex
+	done map[string]bool
+}{done: map[string]bool{}}
+
+func apiTestDone(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			apiTestsRun.Lock()
+			apiTestsRun.done[t.Name()] = true
+			apiTestsRun.Unlock()
+		}
+	})
+}
+
+// TestOpenAPICoverage: the API tests received every status the description
+// documents for every operation (default, the 500 of an unreadable
+// repository, aside). It runs after them (go test runs a package's tests
+// in file order), and only when all of them ran.
+func TestOpenAPICoverage(t *testing.T) {
+	apiTestsRun.Lock()
+	ran := len(apiTestsRun.done)
+	apiTestsRun.Unlock()
+	if ran < 5 {
+		t.Skipf("only %d of the API tests ran", ran)
+	}
+	sp := loadSpec(t)
+	var missing []string
+	for tmpl, item := range sp.doc["paths"].(map[string]any) {
+		for m, op := range item.(map[string]any) {
+			if m == "parameters" {
+				continue
+			}
+			for status := range op.(map[string]any)["responses"].(map[string]any) {
+				key := fmt.Sprintf("%s %s %s", strings.ToUpper(m), tmpl, status)
+				if status != "default" && !sp.seen[key] {
+					missing = append(missing, key)
+				}
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("documented responses no test received:\n%s", strings.Join(missing, "\n"))
+	}
+}
