@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# End-to-end tests with a real MCP client this project did not write: the
-# official TypeScript SDK (pinned in e2e/mcp/package-lock.json) drives the
-# bernstein binary over stdio and streamable HTTP under `node --test`.
+# End-to-end tests with clients this project did not write, under
+# `node --test`, against the bernstein binary built here:
+# - e2e/mcp: the official TypeScript MCP SDK (pinned in
+#   e2e/mcp/package-lock.json) drives bernstein over stdio and streamable
+#   HTTP;
+# - e2e/browser: Debian's chromium, driven by playwright-core (pinned in
+#   e2e/browser/package-lock.json; it downloads no browser), opens the live
+#   task page of `bernstein serve` (docs/http.md, Pages). Its screenshot goes
+#   to e2e/browser/artifacts/task-page.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,14 +23,30 @@ if [ "$major" -lt 18 ]; then
   echo "Node.js 18 or later is required for the end-to-end tests (found $(node --version))" >&2
   exit 1
 fi
+if [ "$major" -lt 20 ]; then
+  echo "Node.js 20 or later is required for the browser end-to-end test: playwright-core (e2e/browser) needs it (found $(node --version))" >&2
+  exit 1
+fi
+# The browser: Debian's chromium (scripts/deps.sh installs it), or CHROMIUM.
+chromium=${CHROMIUM:-$(command -v chromium || true)}
+if [ -z "$chromium" ] || [ ! -x "$chromium" ]; then
+  echo "chromium is required for the browser end-to-end test (e2e/browser) and was not found${CHROMIUM:+ at $CHROMIUM}:" >&2
+  echo "run 'make deps' (scripts/deps.sh installs Debian's chromium), or set CHROMIUM to a chromium binary" >&2
+  exit 1
+fi
 
 ${GO:-go} build -o bin/bernstein ./cmd/bernstein
 
-# Install the pinned client when node_modules is missing or older than the lock.
-e2e=e2e/mcp
-if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
-  (cd "$e2e" && npm ci --no-audit --no-fund)
-fi
+# install installs a suite's pinned packages when node_modules is missing or
+# older than the lock. No browser is ever downloaded.
+install() {
+  if [ ! -f "$1/node_modules/.package-lock.json" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
+    (cd "$1" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+  fi
+}
 
-cd "$e2e"
-BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs
+install e2e/mcp
+(cd e2e/mcp && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
+
+install e2e/browser
+(cd e2e/browser && BERNSTEIN_BIN="$root/bin/bernstein" CHROMIUM="$chromium" node --test ./*.test.mjs)

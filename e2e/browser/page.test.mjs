@@ -1,0 +1,450 @@
+// End to end: the live task page of `bernstein serve` in a real headless
+// browser (Debian's chromium, driven by playwright-core, which downloads no
+// browser). Every write comes from a separate bernstein process, as an
+// agent's would; the page must show it without a navigation, highlighted,
+// bound to the run position that produced it. The binary comes from
+// BERNSTEIN_BIN, the browser from CHROMIUM (default /usr/bin/chromium);
+// scripts/test-e2e.sh sets both. The screenshot goes to
+// e2e/browser/artifacts/task-page.png (git-ignored).
+//
+// Every wait is a locator or a page condition, never a sleep.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { launch, serve, tamperedCopy, taskPath, workspace } from './helpers.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const SCREENSHOT = join(HERE, 'artifacts', 'task-page.png');
+
+const WRITER = 'e2e-writer';
+// As hostile as the validators allow: a task id with ':' and '.', an agent
+// with every punctuation it may carry, keys with runs of '.', '_' and '-'.
+const TASK = 'T-1:web.e2e';
+const AGENT = 'agent+e2e@evil.example:8080_x-y.z';
+const KEY_REPORT = 'summary';
+const KEY_TABLE = '0.._-table';
+const KEY_LINK = 'z-link..';
+const KEY_SECRET = 'secret.-_';
+// A title with markup: it must show as text.
+const TITLE = '<img src=x onerror="window.__xss=4"><script>window.__xss=5</script> Ship the <b>page</b>';
+// A report with every payload markdown can carry.
+const REPORT = [
+  '# Findings',
+  '',
+  '<script>window.__xss=1</script>',
+  '',
+  '<img src=x onerror="window.__xss=2">',
+  '',
+  'A [x](javascript:window.__xss=3) and [a safe one](https://example.com/ok).',
+  '',
+  'Plain **bold** text and ~~struck~~ text.',
+  '',
+  '| a | b |',
+  '|---|---|',
+  '| <b onmouseover="window.__xss=6">c</b> | d |',
+  '',
+].join('\n');
+// A table whose header and cells are markup.
+const COLUMNS = ['name', '<i onmouseover="window.__xss=7">html</i>', 'note'];
+const ROWS = [
+  ['<b onmouseover="window.__xss=8">bold</b>', '<img src=x onerror="window.__xss=9">', '</td></tr></table><script>window.__xss=10</script>'],
+  ['plain', 'javascript:window.__xss=11', '=HYPERLINK("http://example.com")'],
+];
+const LINK = 'https://example.com/dash?q="><script>window.__xss=12</script>';
+const SECRET_TAIL = `E2E-BODY-${process.pid}-${Date.now()}`;
+const SECRET = `SECRET-${SECRET_TAIL}`;
+
+const csvCell = (s) => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+const csv = (rows) => rows.map((r) => r.map(csvCell).join(',')).join('\n') + '\n';
+
+// version selects one version's article by key and number.
+const version = (key, n) => `article.version[data-key=${JSON.stringify(key)}][data-version="${n}"]`;
+const group = (key) => `section.artifact-group[data-key=${JSON.stringify(key)}]`;
+
+describe('the live task page in chromium', { timeout: 120_000 }, () => {
+  let ws;
+  let server;
+  let browser;
+  let page;
+  let token;
+  let commit1;
+  let navigations = 0;
+  const consoleMessages = [];
+  const pageErrors = [];
+  const dialogs = [];
+  const started = Date.now();
+
+  // watch records, on a page, everything that must never happen: dialogs,
+  // page errors, CSP violations (as console messages and as
+  // securitypolicyviolation events) and main-frame navigations.
+  async function watch(p, counter) {
+    await p.addInitScript(() => {
+      window.__cspViolations = [];
+      document.addEventListener('securitypolicyviolation', (e) => {
+        window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
+      });
+    });
+    p.on('console', (m) => consoleMessages.push({ type: m.type(), text: m.text() }));
+    p.on('pageerror', (e) => pageErrors.push(String(e)));
+    p.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+    if (counter) p.on('framenavigated', (f) => { if (f === p.mainFrame()) counter(); });
+    p.setDefaultTimeout(15_000);
+  }
+
+  // assertInert checks that no payload ran, anywhere on p.
+  async function assertInert(p) {
+    const state = await p.evaluate(() => ({
+      xss: window.__xss,
+      csp: window.__cspViolations,
+      scripts: [...document.scripts].map((s) => s.getAttribute('src')),
+      handlers: [...document.querySelectorAll('*')].flatMap((el) => [...el.attributes]
+        .filter((a) => /^on/i.test(a.name)).map((a) => `${el.tagName} ${a.name}`)),
+      badHrefs: [...document.querySelectorAll('[href], [src], [action], [formaction]')]
+        .map((el) => el.getAttribute('href') ?? el.getAttribute('src') ?? el.getAttribute('action') ?? el.getAttribute('formaction'))
+        .filter((u) => /^\s*(javascript|vbscript|data:text)/i.test(u) || /javascript:/i.test(u)),
+      embedded: document.querySelectorAll('main img, main iframe, main object, main embed, main video, main audio, main svg, main form').length,
+    }));
+    assert.equal(state.xss, undefined, 'window.__xss was set: a payload ran');
+    assert.deepEqual(state.csp, [], 'securitypolicyviolation events');
+    assert.ok(state.scripts.every((s) => s && s.startsWith('/static/app.js?v=')), `scripts on the page: ${state.scripts}`);
+    assert.deepEqual(state.handlers, [], 'event-handler attributes in the DOM');
+    assert.deepEqual(state.badHrefs, [], 'javascript: URLs in the DOM');
+    assert.equal(state.embedded, 0, 'embedded content in the page');
+    assert.deepEqual(dialogs, [], 'dialogs fired');
+    assert.deepEqual(pageErrors, [], 'page errors');
+    const csp = consoleMessages.filter((m) => /Content Security Policy|Refused to (execute|load|apply|connect|frame|evaluate)/i.test(m.text));
+    assert.deepEqual(csp, [], 'CSP violations reported in the console');
+    const script = consoleMessages.filter((m) => m.text.startsWith('bernstein:'));
+    assert.deepEqual(script, [], 'warnings of the page script (a fragment fetch failed)');
+  }
+
+  // assertNoNavigation: the page was loaded once and never left.
+  async function assertNoNavigation() {
+    assert.equal(navigations, 1, 'main-frame navigations since the page was opened');
+    assert.equal(await page.evaluate(() => window.__e2eMarker), 'still-here', 'the window marker did not survive: the page reloaded');
+  }
+
+  async function post(key, ...args) {
+    return ws.cliJSON('artifact', 'post', TASK, key, '--agent', AGENT, '--claim-token', token, ...args);
+  }
+
+  // assertLive waits for the version of receipt r to be inserted from the
+  // stream, highlighted, verified, at its run position, posted by AGENT.
+  async function assertLive(r, checkpoint) {
+    const sel = version(r.key, r.version);
+    const art = page.locator(`${sel}.fresh[data-inserted="live"]`);
+    await art.waitFor();
+    assert.equal(await page.locator(sel).count(), 1, `${sel} is on the page once`);
+    const runText = (await art.locator('.run-position').textContent()).replace(/\s+/g, ' ');
+    assert.match(runText, new RegExp(`#${r.journal_index}\\b.*\\b${checkpoint.slice(0, 7)}\\b`), `run position: ${runText}`);
+    const got = await art.evaluate((a) => ({
+      state: a.dataset.state,
+      withheld: a.dataset.withheld,
+      type: a.dataset.type,
+      journal: a.dataset.journalIndex,
+      badge: a.querySelector('.badge').dataset.state,
+      badgeText: a.querySelector('.badge').textContent.trim(),
+      runJournal: a.querySelector('.run-position').dataset.journalIndex,
+      checkpoint: a.querySelector('.run-position').dataset.checkpoint,
+      actor: a.querySelector('.actor').textContent,
+      spine: a.querySelector('.spine-hash').textContent,
+      copy: a.querySelector('button.copy').hidden ? 'hidden' : a.querySelector('button.copy').dataset.copy,
+    }));
+    assert.deepEqual(got, {
+      state: 'verified',
+      withheld: 'false',
+      type: r.type,
+      journal: String(r.journal_index),
+      badge: 'verified',
+      badgeText: 'verified',
+      runJournal: String(r.journal_index),
+      checkpoint,
+      actor: AGENT,
+      spine: r.spine_entry_hash,
+      copy: r.spine_entry_hash,
+    });
+    return art;
+  }
+
+  before(async () => {
+    ws = workspace(WRITER);
+    await ws.cli('task', 'create', TASK, '--title', TITLE, '--gate', 'unit=true');
+    token = (await ws.cli('task', 'claim', TASK, '--agent', AGENT)).trim();
+    // A checkpoint before the page opens: every post is bound to it.
+    commit1 = (await ws.cliJSON('checkpoint', TASK)).data.commit;
+    server = await serve(ws);
+    browser = await launch();
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    page = await context.newPage();
+    await watch(page, () => { navigations += 1; });
+    await page.goto(server.url + taskPath(TASK));
+    await page.locator('#live-status[data-state="live"]').waitFor();
+    await page.evaluate(() => { window.__e2eMarker = 'still-here'; });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.kill('SIGTERM');
+    ws?.remove();
+    for (const m of consoleMessages) console.log(`console ${m.type}: ${m.text}`);
+    console.log(`browser suite: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  });
+
+  it('renders the task on the server: title as text, the strip with the declared gate', async () => {
+    assert.equal(await page.locator('body').getAttribute('data-page'), 'task');
+    assert.equal(await page.locator('body').getAttribute('data-task'), TASK);
+    assert.equal(await page.locator('.task-title').textContent(), TITLE);
+    assert.ok((await page.title()).includes(TITLE), `the title shows as text: ${await page.title()}`);
+    const strip = page.locator('#progress-strip');
+    assert.equal(await strip.getAttribute('data-earned-steps'), '1');
+    assert.equal(await strip.locator('[data-field="checkpoints"]').textContent(), '1');
+    assert.equal(await strip.locator('[data-field="gates_passed"]').textContent(), '0');
+    assert.match(await strip.textContent(), /\(1 declared\)/);
+    assert.equal(await strip.locator('[data-field="claim_agent"]').textContent(), AGENT);
+    assert.equal(await page.locator('#no-artifacts').isVisible(), true);
+  });
+
+  it('shows a report posted by another process, live, highlighted, verified, at its run position', async () => {
+    const r = await post(KEY_REPORT, '--type', 'report', '--body', REPORT);
+    const art = await assertLive(r, commit1);
+    const md = art.locator('.markdown');
+    assert.equal(await md.locator('h1').textContent(), 'Findings');
+    assert.equal(await md.locator('strong').textContent(), 'bold');
+    assert.equal(await md.locator('del').textContent(), 'struck');
+    const safe = md.locator('a[href="https://example.com/ok"]');
+    assert.equal(await safe.textContent(), 'a safe one');
+    assert.match(await safe.getAttribute('rel'), /noopener/);
+    assert.match(await safe.getAttribute('rel'), /noreferrer/);
+    // The javascript: link is no anchor with that href, and nothing of the
+    // raw HTML became an element.
+    const anchors = await md.locator('a').evaluateAll((as) => as.map((a) => [a.textContent, a.getAttribute('href')]));
+    assert.deepEqual(anchors.filter(([, h]) => h !== null && !/^https?:\/\//.test(h)), [], `anchors of the report: ${JSON.stringify(anchors)}`);
+    assert.deepEqual(anchors.filter(([t, h]) => t === 'x' && h !== null), [], 'the javascript: link is an anchor with an href');
+    assert.equal(await md.locator('script, img, b, [onerror], [onmouseover]').count(), 0);
+    assert.equal(await md.locator('td').first().textContent(), 'c', 'the markdown table cell keeps its text, not its markup');
+    assert.equal(await page.locator('#no-artifacts').isVisible(), false);
+    // The Copy button of an inserted version copies its spine entry hash.
+    await art.locator('button.copy').click();
+    await art.locator('button.copy[data-copied="true"]').waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), r.spine_entry_hash);
+    await assertNoNavigation();
+  });
+
+  it('shows a table with markup in its header and cells as text', async () => {
+    const file = ws.file('table.csv', csv([COLUMNS, ...ROWS]));
+    const r = await post(KEY_TABLE, '--type', 'table', '--csv', file);
+    const art = await assertLive(r, commit1);
+    const table = art.locator('table.data-table');
+    assert.equal(await table.getAttribute('data-rows'), String(ROWS.length));
+    assert.equal(await table.getAttribute('data-columns'), String(COLUMNS.length));
+    const header = await table.locator('thead th:not(.rownum)').allTextContents();
+    assert.deepEqual(header, COLUMNS);
+    const cells = await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.deepEqual(cells, ROWS);
+    assert.equal(await table.locator('b, i, img, script, a').count(), 0, 'markup in cells became elements');
+    // The group of a new key lands in key order.
+    const keys = await page.locator('section.artifact-group').evaluateAll((gs) => gs.map((g) => g.dataset.key));
+    assert.deepEqual(keys, [KEY_TABLE, KEY_REPORT]);
+    await table.locator('tbody td').first().hover();
+    await table.locator('thead th:not(.rownum)').nth(1).hover();
+    await assertNoNavigation();
+  });
+
+  it('shows a link as an anchor with its kind, never embedded', async () => {
+    const r = await post(KEY_LINK, '--type', 'link', '--url', LINK, '--kind', 'dashboard');
+    const art = await assertLive(r, commit1);
+    const a = art.locator('a.artifact-link');
+    assert.equal(await a.count(), 1);
+    assert.equal(await a.getAttribute('data-link-kind'), 'dashboard');
+    assert.equal(await a.getAttribute('rel'), 'noopener noreferrer');
+    assert.equal(await a.getAttribute('target'), '_blank');
+    assert.equal(await a.textContent(), LINK);
+    const href = await a.evaluate((el) => el.href);
+    assert.equal(decodeURIComponent(href), decodeURIComponent(new URL(LINK).href), 'the anchor goes where the URL says');
+    assert.equal(await art.locator('iframe, img, object, embed, script').count(), 0);
+    const keys = await page.locator('section.artifact-group').evaluateAll((gs) => gs.map((g) => g.dataset.key));
+    assert.deepEqual(keys, [KEY_TABLE, KEY_REPORT, KEY_LINK]);
+    await assertNoNavigation();
+  });
+
+  it('moves the strip on a checkpoint of a new commit and a gate pass; later posts bind to the new checkpoint', async () => {
+    const strip = page.locator('#progress-strip');
+    const before = await strip.getAttribute('data-vector-hash');
+    await ws.git('commit', '-q', '--allow-empty', '-m', 'second');
+    const cp = await ws.cliJSON('checkpoint', TASK);
+    const commit2 = cp.data.commit;
+    assert.notEqual(commit2, commit1);
+    assert.equal(cp.progress.checkpoints, 2);
+    assert.equal(cp.progress.earned_steps, 2, 'a new commit earns a step');
+    await page.locator(`#progress-strip.fresh[data-vector-hash="${cp.progress.vector_hash}"][data-earned-steps="2"]`).waitFor();
+    assert.notEqual(cp.progress.vector_hash, before);
+    assert.equal(await strip.locator('[data-field="checkpoints"]').textContent(), '2');
+    assert.equal(await strip.locator('[data-field="earned_steps"]').textContent(), '2');
+    assert.equal(await strip.locator('[data-field="vector_hash"]').textContent(), cp.progress.vector_hash.slice(0, 12));
+
+    const gate = await ws.cliJSON('gate', 'run', TASK, 'unit', '--quiet');
+    assert.equal(gate.data.passed, true);
+    await page.locator(`#progress-strip[data-vector-hash="${gate.progress.vector_hash}"][data-earned-steps="3"]`).waitFor();
+    assert.equal(await strip.locator('[data-field="gates_passed"]').textContent(), '1');
+    assert.equal(await strip.locator('[data-field="gate_attempts"]').textContent(), '1');
+
+    // A second version of the report: bound to the new checkpoint; the
+    // first moves into the history, without its content.
+    const r = await post(KEY_REPORT, '--type', 'report', '--body', 'Second **version**, after the second checkpoint.');
+    await assertLive(r, commit2);
+    const g = page.locator(group(KEY_REPORT));
+    assert.equal(await g.getAttribute('data-latest'), '2');
+    assert.equal(await g.locator('.latest article.version').count(), 1);
+    assert.equal(await g.locator('.latest article.version').getAttribute('data-version'), '2');
+    assert.equal(await g.locator('details.history').isHidden(), false);
+    assert.equal(await g.locator('.history-count').textContent(), '1');
+    assert.equal(await g.locator('.count').getAttribute('data-count'), '2');
+    const old = g.locator(`.history-list ${version(KEY_REPORT, 1)}`);
+    assert.equal(await old.count(), 1);
+    assert.equal(await old.locator('.content').count(), 0);
+    assert.equal(await old.locator('.run-position').getAttribute('data-checkpoint'), commit1);
+    await assertNoNavigation();
+  });
+
+  it('keeps every payload inert', async () => {
+    await assertInert(page);
+    await assertNoNavigation();
+  });
+
+  it('resumes a dropped connection: a post made while the server is down appears once it is back', async () => {
+    await page.evaluate(() => {
+      const el = document.getElementById('live-status');
+      window.__liveStates = [el.dataset.state];
+      new MutationObserver(() => {
+        const s = el.dataset.state;
+        if (window.__liveStates[window.__liveStates.length - 1] !== s) window.__liveStates.push(s);
+      }).observe(el, { attributes: true, attributeFilter: ['data-state'] });
+    });
+    const port = server.port;
+    const seen = await page.locator('body').getAttribute('data-seen-event-id');
+    assert.match(seen ?? '', /^\d+$/, 'body[data-seen-event-id] names the last event received');
+    const isStream = (q) => q.url().startsWith(`${server.url}/api/v1/events?`);
+    // The browser's own retry must hit the closed port at least once.
+    const refused = page.waitForEvent('requestfailed', {
+      predicate: (q) => isStream(q) && /CONNECTION_REFUSED/.test(q.failure()?.errorText ?? ''),
+    });
+    await server.kill('SIGKILL');
+    await page.locator('#live-status[data-state="reconnecting"]').waitFor();
+    const r = await post(KEY_REPORT, '--type', 'report', '--body', 'Posted while the server was down.');
+    await refused.catch((err) => { throw new Error(`the browser never retried the stream while the server was down: ${err}`); });
+    assert.equal(await page.locator('#live-status').getAttribute('data-state'), 'reconnecting');
+    const resumed = page.waitForResponse((q) => isStream(q.request()) && q.status() === 200);
+    server = await serve(ws, { addr: `127.0.0.1:${port}` });
+    const headers = await (await resumed).request().allHeaders();
+    assert.equal(headers['last-event-id'], seen, 'the browser resumes from the last event it saw');
+    await assertLive(r, (await ws.git('rev-parse', 'HEAD')).trim());
+    await page.locator('#live-status[data-state="live"]').waitFor();
+    const states = await page.evaluate(() => window.__liveStates);
+    assert.deepEqual(states.slice(0, 2), ['live', 'reconnecting'], `#live-status went ${states.join(' → ')}`);
+    assert.equal(states[states.length - 1], 'live', `#live-status went ${states.join(' → ')}`);
+    assert.ok(!states.includes('offline'), `the browser gave up the stream: #live-status went ${states.join(' → ')}`);
+    // Nothing twice: every version on the page once.
+    const ids = await page.locator('article.version').evaluateAll((as) => as.map((a) => `${a.dataset.key}@${a.dataset.version}`));
+    assert.deepEqual(ids, [...new Set(ids)], 'a version shown twice');
+    assert.equal(await page.locator(group(KEY_REPORT)).locator('.history-count').textContent(), '2');
+    await assertNoNavigation();
+  });
+
+  it('shows, live, what a fresh render shows', async () => {
+    const fresh = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await watch(fresh);
+    await fresh.goto(server.url + taskPath(TASK));
+    const snapshot = (p) => p.evaluate(() => ({
+      strip: { ...document.getElementById('progress-strip').dataset },
+      groups: [...document.querySelectorAll('section.artifact-group')].map((g) => ({
+        key: g.dataset.key,
+        type: g.dataset.type,
+        latest: g.dataset.latest,
+        count: g.querySelector('.count').dataset.count,
+        history: g.querySelector('.history-count').textContent,
+        versions: [...g.querySelectorAll('article.version')].map((a) => ({
+          version: a.dataset.version,
+          state: a.dataset.state,
+          journal: a.dataset.journalIndex,
+          checkpoint: a.querySelector('.run-position').dataset.checkpoint,
+          content: a.querySelector('.content')?.textContent ?? null,
+        })),
+      })),
+    }));
+    const live = await snapshot(page);
+    const rendered = await snapshot(fresh);
+    assert.deepEqual(live, rendered);
+    await assertInert(fresh);
+    await fresh.close();
+  });
+
+  it('saves a screenshot of the task page', async (t) => {
+    mkdirSync(dirname(SCREENSHOT), { recursive: true });
+    await page.locator(`${group(KEY_REPORT)} details.history summary`).click();
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    t.diagnostic(`screenshot: ${SCREENSHOT}`);
+    console.log(`screenshot: ${SCREENSHOT}`);
+    await assertNoNavigation();
+  });
+
+  let secret;
+  it('shows the content of the version a copy will tamper with, while it is intact', async () => {
+    secret = await post(KEY_SECRET, '--type', 'report', '--body', `${SECRET} must never reach a page once tampered.`);
+    const art = await assertLive(secret, (await ws.git('rev-parse', 'HEAD')).trim());
+    assert.match(await art.locator('.markdown').textContent(), new RegExp(SECRET));
+    await assertInert(page);
+    await assertNoNavigation();
+  });
+
+  for (const mode of ['packed', 'loose']) {
+    it(`renders a tampered version (a ${mode} blob, in a copy) as withheld with its reason and no content`, async (t) => {
+      assert.ok(secret, 'the version was posted');
+      const copy = await tamperedCopy(ws, secret.blob, mode, SECRET);
+      const tampered = await serve(ws, { repo: copy });
+      const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      try {
+        await watch(p);
+        await p.goto(tampered.url + taskPath(TASK));
+        const v = p.locator(`${version(KEY_SECRET, 1)}[data-state="tampered"][data-withheld="true"]`);
+        await v.waitFor();
+        assert.equal(await v.locator('.badge').getAttribute('data-state'), 'tampered');
+        assert.equal(await v.locator('.badge').textContent(), 'tampered');
+        assert.match(await v.locator('.withheld').textContent(), /^content withheld: \S/, 'it says content withheld and why');
+        const reason = (await v.locator('.withheld-reason').textContent()).trim();
+        t.diagnostic(`withheld: ${reason}`);
+        assert.ok(reason.includes(`${KEY_SECRET} v1`) && reason.includes(`journal index ${secret.journal_index}`),
+          `the reason names the key, version and journal index: ${reason}`);
+        assert.equal(await v.locator('.content').count(), 0);
+        assert.match(await v.locator('.writer').textContent(), /unproven/);
+        assert.equal(await p.locator('#artifacts').getAttribute('data-verified'), 'false');
+        // Neither the content nor what is left of it (a loose copy has one
+        // byte flipped) reaches the DOM.
+        assert.ok(!(await p.content()).includes(SECRET_TAIL), 'the tampered content reached the DOM');
+        // The other versions of the copy still verify and show.
+        assert.equal(await p.locator(`${version(KEY_REPORT, 3)}[data-state="verified"] .content`).count(), 1);
+        // Nor does any response the page's script could fetch carry it.
+        for (const path of [`/fragments/versions/${encodeURIComponent(KEY_SECRET)}/1`, `/fragments/artifacts/${encodeURIComponent(KEY_SECRET)}`]) {
+          const res = await p.request.get(tampered.url + taskPath(TASK) + path);
+          assert.equal(res.status(), 200, path);
+          const html = await res.text();
+          assert.match(html, /data-withheld="true"/, path);
+          assert.ok(!html.includes(SECRET_TAIL), `the tampered content is in ${path}`);
+        }
+        // The version's own page withholds it too.
+        await p.goto(tampered.url + `${taskPath(TASK)}/versions/${encodeURIComponent(KEY_SECRET)}/1`);
+        await p.locator(`${version(KEY_SECRET, 1)}[data-withheld="true"] .withheld`).waitFor();
+        assert.ok(!(await p.content()).includes(SECRET_TAIL), 'the tampered content reached the version page');
+        await assertInert(p);
+      } finally {
+        await p.close();
+        await tampered.kill('SIGTERM');
+      }
+      await assertNoNavigation();
+    });
+  }
+});
