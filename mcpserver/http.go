@@ -5,11 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/record"
 )
 
 // Over HTTP a caller is the bearer claim token printed by 'task claim': one
@@ -29,14 +32,71 @@ type bearerClaim struct {
 	claimant *bernstein.Claimant
 }
 
-// HTTPHandler serves the tools over streamable HTTP, every request
-// authenticated by its bearer claim token. o.Identity is ignored.
+// HTTPLimits bound the sessions of the HTTP handler; a zero field takes its
+// default.
+type HTTPLimits struct {
+	// SessionIdle closes a session no request used for this long (default
+	// 30 minutes). A GET stream held open does not count as use.
+	SessionIdle time.Duration
+	// MaxSessions caps the sessions open at once (default 512) and
+	// MaxSessionsPerToken those opened with one claim token (default 16):
+	// opening one more first closes the least recently used session (of the
+	// token, then of all). Only when every session in the way is serving a
+	// request is the new one refused (503).
+	MaxSessions         int
+	MaxSessionsPerToken int
+}
+
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	if l.SessionIdle <= 0 {
+		l.SessionIdle = 30 * time.Minute
+	}
+	if l.MaxSessions <= 0 {
+		l.MaxSessions = 512
+	}
+	if l.MaxSessionsPerToken <= 0 {
+		l.MaxSessionsPerToken = 16
+	}
+	return l
+}
+
+// HTTP serves the tools over streamable HTTP, every request authenticated
+// by its bearer claim token, its sessions capped and reaped.
+type HTTP struct {
+	store  *bernstein.Store
+	srv    *mcp.Server
+	stream http.Handler
+	lim    HTTPLimits
+
+	mu       sync.Mutex
+	sessions map[string]*sessionUse // by Mcp-Session-Id
+	opening  map[record.Hash]int    // sessions being opened, by token hash
+	evicted  int64
+}
+
+// sessionUse is what the handler knows of one session.
+type sessionUse struct {
+	owner    record.Hash // the hash of the claim token it was opened with
+	last     time.Time   // when a request last began or ended
+	inflight int
+}
+
+// HTTPHandler serves the tools over streamable HTTP with the default
+// session limits. o.Identity is ignored.
 func HTTPHandler(store *bernstein.Store, o Options) http.Handler {
+	return NewHTTP(store, o, HTTPLimits{})
+}
+
+// NewHTTP serves the tools over streamable HTTP within lim. o.Identity is
+// ignored.
+func NewHTTP(store *bernstein.Store, o Options, lim HTTPLimits) *HTTP {
 	o.Identity = bearerIdentity
+	lim = lim.withDefaults()
 	srv := New(store, o)
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:              o.Logger,
 		MaxRequestBodyBytes: MaxRequestBytes,
+		SessionTimeout:      lim.SessionIdle,
 	})
 	// The SDK carries the verified claim to the tool handlers as TokenInfo,
 	// and binds each session to the token it was opened with.
@@ -50,20 +110,142 @@ func HTTPHandler(store *bernstein.Store, o Options) http.Handler {
 			Extra:  map[string]any{"agent": bc.claimant.Agent, "task": bc.claimant.Task, "token": bc.token},
 		}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stream)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearerToken(r)
-		if !ok {
-			unauthorized(w, "no bearer claim token: send 'Authorization: Bearer <token>' with the token 'bernstein task claim' printed")
-			return
+	return &HTTP{store: store, srv: srv, stream: withInfo, lim: lim,
+		sessions: map[string]*sessionUse{}, opening: map[record.Hash]int{}}
+}
+
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := bearerToken(r)
+	if !ok {
+		unauthorized(w, "no bearer claim token: send 'Authorization: Bearer <token>' with the token 'bernstein task claim' printed")
+		return
+	}
+	c, err := h.store.ClaimByToken(token)
+	if err != nil {
+		unauthorized(w, "the bearer claim token matches no live claim (released, completed or never issued)")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), claimKey{}, bearerClaim{token: token, claimant: c}))
+	if id := r.Header.Get(sessionHeader); id != "" {
+		h.use(id, 1)
+		defer h.use(id, -1)
+		h.stream.ServeHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		h.stream.ServeHTTP(w, r) // the SDK answers what a request without a session can be
+		return
+	}
+	// A POST without a session opens one: make room for it first.
+	owner := bernstein.TokenHash(token)
+	if !h.makeRoom(owner) {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many MCP sessions are serving requests: retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	defer func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.opening[owner]--; h.opening[owner] == 0 {
+			delete(h.opening, owner)
 		}
-		c, err := store.ClaimByToken(token)
-		if err != nil {
-			unauthorized(w, "the bearer claim token matches no live claim (released, completed or never issued)")
-			return
+		if id := w.Header().Get(sessionHeader); id != "" {
+			h.sessions[id] = &sessionUse{owner: owner, last: time.Now()}
 		}
-		ctx := context.WithValue(r.Context(), claimKey{}, bearerClaim{token: token, claimant: c})
-		withInfo.ServeHTTP(w, r.WithContext(ctx))
-	})
+	}()
+	h.stream.ServeHTTP(w, r)
+}
+
+// sessionHeader is the header that names a streamable HTTP session.
+const sessionHeader = "Mcp-Session-Id"
+
+// use records a request beginning (+1) or ending (-1) on session id.
+func (h *HTTP) use(id string, d int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if u, ok := h.sessions[id]; ok {
+		u.inflight += d
+		u.last = time.Now()
+	}
+}
+
+// makeRoom closes the least recently used sessions in the way of one more
+// session of owner, and reserves its place; false when every session in
+// the way is serving a request.
+func (h *HTTP) makeRoom(owner record.Hash) bool {
+	h.mu.Lock()
+	live := h.live() // under h.mu: no session registers meanwhile
+	for id := range h.sessions {
+		if live[id] == nil {
+			delete(h.sessions, id) // closed by the SDK: idle, deleted or failed
+		}
+	}
+	var victims []*mcp.ServerSession
+	evict := func(of func(*sessionUse) bool, n int) bool {
+		for n > 0 {
+			var vid string
+			var v *sessionUse
+			for id, u := range h.sessions {
+				if u.inflight == 0 && of(u) && (v == nil || u.last.Before(v.last)) {
+					vid, v = id, u
+				}
+			}
+			if v == nil {
+				return false
+			}
+			delete(h.sessions, vid)
+			victims = append(victims, live[vid])
+			n--
+		}
+		return true
+	}
+	count := func(of func(*sessionUse) bool) int {
+		n := 0
+		for _, u := range h.sessions {
+			if of(u) {
+				n++
+			}
+		}
+		return n
+	}
+	mine := func(u *sessionUse) bool { return u.owner == owner }
+	all := func(*sessionUse) bool { return true }
+	opening := 0
+	for _, n := range h.opening {
+		opening += n
+	}
+	ok := evict(mine, count(mine)+h.opening[owner]+1-h.lim.MaxSessionsPerToken) &&
+		evict(all, len(h.sessions)+opening+1-h.lim.MaxSessions)
+	if ok {
+		h.opening[owner]++
+	}
+	h.evicted += int64(len(victims))
+	h.mu.Unlock()
+	for _, v := range victims {
+		v.Close()
+	}
+	return ok
+}
+
+// live maps the id of every open session to the session.
+func (h *HTTP) live() map[string]*mcp.ServerSession {
+	m := map[string]*mcp.ServerSession{}
+	for ss := range h.srv.Sessions() {
+		if id := ss.ID(); id != "" {
+			m[id] = ss
+		}
+	}
+	return m
+}
+
+// Sessions is the number of sessions open.
+func (h *HTTP) Sessions() int { return len(h.live()) }
+
+// Evicted is the number of sessions closed to make room for new ones.
+func (h *HTTP) Evicted() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.evicted
 }
 
 func bearerToken(r *http.Request) (string, bool) {

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -208,3 +209,128 @@ func TestHTTPSessionBoundToToken(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// openSession opens a session with a raw initialize request and returns its
+// id ("" if none was opened) and the status.
+func openSession(t *testing.T, url, token string) (string, int) {
+	t.Helper()
+	res := rawPost(t, url, "Bearer "+token)
+	return res.Header.Get("Mcp-Session-Id"), res.StatusCode
+}
+
+// pingSession sends a ping on session id and returns the status.
+func pingSession(t *testing.T, url, token, id string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", id)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestHTTPSessionCaps checks that sessions opened and abandoned cannot pile
+// up: a token holds at most MaxSessionsPerToken, all tokens together at
+// most MaxSessions, the least recently used giving way; a session in use
+// keeps working throughout.
+func TestHTTPSessionCaps(t *testing.T) {
+	r := newRepo(t)
+	tokens := map[string]string{}
+	for _, id := range []string{"T-1", "T-2", "T-3", "T-4"} {
+		r.createTask(id)
+		tokens[id] = r.claim(id, "agent-"+strings.ToLower(id))
+	}
+	h := mcpserver.NewHTTP(r.store, mcpserver.Options{}, mcpserver.HTTPLimits{MaxSessions: 6, MaxSessionsPerToken: 3})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	// A real client on T-4, used throughout.
+	real, err := connectHTTP(t, srv.URL, tokens["T-4"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []string
+	for i := range 40 {
+		id, status := openSession(t, srv.URL, tokens["T-1"])
+		if status != http.StatusOK || id == "" {
+			t.Fatalf("session %d: status %d, id %q", i, status, id)
+		}
+		if i < 2 {
+			first = append(first, id)
+		}
+		if n := h.Sessions(); n > 6 {
+			t.Fatalf("%d sessions open after %d opened (cap 6)", n, i+1)
+		}
+		if i%10 == 0 {
+			readHandle(t, real, "T-4")
+		}
+	}
+	for _, id := range first {
+		if st := pingSession(t, srv.URL, tokens["T-1"], id); st != http.StatusNotFound {
+			t.Errorf("an abandoned session past the token's cap answered %d", st)
+		}
+	}
+	// Other tokens: the global cap, least recently used first; the real
+	// client, used meanwhile, stays.
+	for i := range 30 {
+		tok := tokens[[]string{"T-2", "T-3"}[i%2]]
+		if _, status := openSession(t, srv.URL, tok); status != http.StatusOK {
+			t.Fatalf("session of another token: %d", status)
+		}
+		readHandle(t, real, "T-4")
+		if n := h.Sessions(); n > 6 {
+			t.Fatalf("%d sessions open (cap 6)", n)
+		}
+	}
+	if h.Evicted() < 60 {
+		t.Errorf("%d sessions evicted, want at least 60", h.Evicted())
+	}
+	ok[postResult](t, real.call(mcpserver.ToolPostArtifact, report("T-4", "still", "here")))
+}
+
+// TestHTTPIdleSessionsReaped checks that a session no request uses is closed
+// after SessionIdle.
+func TestHTTPIdleSessionsReaped(t *testing.T) {
+	r := newRepo(t)
+	r.createTask("T-1")
+	tok := r.claim("T-1", "owner")
+	h := mcpserver.NewHTTP(r.store, mcpserver.Options{}, mcpserver.HTTPLimits{SessionIdle: 200 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var ids []string
+	for range 5 {
+		id, _ := openSession(t, srv.URL, tok)
+		ids = append(ids, id)
+	}
+	if n := h.Sessions(); n != 5 {
+		t.Fatalf("%d sessions open, want 5", n)
+	}
+	// One kept in use outlives the others.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Sessions() > 1 && time.Now().Before(deadline) {
+		if st := pingSession(t, srv.URL, tok, ids[0]); st != http.StatusOK {
+			t.Fatalf("the session in use: %d", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := h.Sessions(); n != 1 {
+		t.Fatalf("%d sessions open after the idle ones' timeout, want 1", n)
+	}
+	for _, id := range ids[1:] {
+		if st := pingSession(t, srv.URL, tok, id); st != http.StatusNotFound {
+			t.Errorf("an idle session answered %d after its timeout", st)
+		}
+	}
+	for h.Sessions() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := h.Sessions(); n != 0 {
+		t.Errorf("%d sessions open after every one went idle", n)
+	}
+}

@@ -6,12 +6,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/mcpserver"
@@ -29,15 +27,39 @@ type Options struct {
 	Version string
 	// Logger receives diagnostics; nil logs nothing.
 	Logger *slog.Logger
+	// ReadToken, when set, is required of every request but MCP's (which
+	// authenticates by claim token): see access.go and docs/http.md,
+	// Security. --allow-remote requires one.
+	ReadToken string
+	// Limits bound connections, streams and MCP sessions; zero fields take
+	// their defaults (DefaultLimits).
+	Limits Limits
+}
+
+// mcpHandler is the MCP endpoint over store, its sessions within o.Limits.
+func mcpHandler(store *bernstein.Store, o Options) http.Handler {
+	lim := o.Limits.withDefaults()
+	return mcpserver.NewHTTP(store, mcpserver.Options{Version: o.Version, Logger: o.Logger}, mcpserver.HTTPLimits{
+		SessionIdle: lim.SessionIdle, MaxSessions: lim.MaxSessions, MaxSessionsPerToken: lim.MaxSessionsPerToken,
+	})
+}
+
+// protect wraps mux with what every route gets: browsers may not drive
+// state-changing requests across origins, and with a read token every
+// request but MCP's must show it.
+func protect(store *bernstein.Store, o Options, mux http.Handler) http.Handler {
+	if o.ReadToken != "" {
+		mux = &readGate{token: []byte(o.ReadToken), store: store, next: mux}
+	}
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // Handler returns a mux that serves only the MCP endpoint over store
 // (`bernstein mcp --http`).
 func Handler(store *bernstein.Store, o Options) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, mcpserver.HTTPHandler(store, mcpserver.Options{Version: o.Version, Logger: o.Logger}))
-	// Browsers may not drive state-changing requests across origins.
-	return http.NewCrossOriginProtection().Handler(mux)
+	mux.Handle(MCPPath, mcpHandler(store, o))
+	return protect(store, o, mux)
 }
 
 // Server is everything `bernstein serve` serves over one store: the MCP
@@ -73,12 +95,16 @@ func (s *Server) Close() error { return s.bus.Close() }
 // Handler returns the mux of every route.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, mcpserver.HTTPHandler(s.store, mcpserver.Options{Version: s.opts.Version, Logger: s.opts.Logger}))
+	mux.Handle(MCPPath, mcpHandler(s.store, s.opts))
 	mux.HandleFunc("GET "+EventsPath, s.events)
 	s.routeAPI(mux)
 	s.routePages(mux)
-	// Browsers may not drive state-changing requests across origins.
-	return http.NewCrossOriginProtection().Handler(mux)
+	return protect(s.store, s.opts, mux)
+}
+
+// Serve serves every route on l within the server's limits until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	return ServeLimits(ctx, l, s.Handler(), s.opts.Limits)
 }
 
 // Listen opens addr, refusing an address that is not on loopback unless
@@ -107,28 +133,8 @@ func URL(l net.Listener) string {
 	return "http://" + l.Addr().String()
 }
 
-// Serve serves h on l until ctx ends, then shuts down gracefully.
+// Serve serves h on l until ctx ends, within the default limits, then shuts
+// down gracefully.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	// Requests live in base: ending it ends the open event streams, which
-	// do not end by themselves, so shutdown does not wait on them.
-	base, endRequests := context.WithCancel(context.Background())
-	defer endRequests()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	endRequests()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return ServeLimits(ctx, l, h, Limits{})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -98,19 +99,33 @@ cannot be listened on.`,
 }
 
 func newServeCmd(g *globals, io *IO) *cobra.Command {
-	var addr string
+	var addr, readToken string
 	var allowRemote bool
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7420]",
-		Short: "Serve bernstein over HTTP (MCP at /mcp)",
+		Use:   "serve [--addr 127.0.0.1:7420] [--allow-remote] [--read-token T]",
+		Short: "Serve bernstein over HTTP: the pages, the task API, events and MCP",
 		Long: `Serve bernstein over HTTP on ADDR, loopback only unless --allow-remote.
 
-  /mcp   the MCP tools over streamable HTTP; each request carries
-         'Authorization: Bearer <claim token>' (the token 'bernstein task
-         claim' printed), which stands for one agent on one task and stops
-         working the moment the claim is released or the task ends (401)
+  /              the tasks; /tasks/{id} one task, live
+  /api/v1        the task API (JSON); /api/v1/events the event stream (SSE)
+  /mcp           the MCP tools over streamable HTTP; each request carries
+                 'Authorization: Bearer <claim token>' (the token 'bernstein
+                 task claim' printed), which stands for one agent on one task
+                 and stops working the moment the claim is released or the
+                 task ends (401)
 
 ` + mcpTools + `
+
+Who may see what (docs/http.md, Security): on loopback, reads are open and
+writes need a claim token. With --allow-remote every request but MCP's also
+needs the read token: serve generates one at start (or takes --read-token,
+or BERNSTEIN_READ_TOKEN) and prints the URL that carries it; a page opened
+from that URL keeps the token in a cookie, and API clients send
+'Authorization: Bearer <read token>'. A read token given without
+--allow-remote is required on loopback too. Cross-origin writes are refused.
+
+Every connection has read, write and idle timeouts; connections, event
+streams and MCP sessions are capped, and idle MCP sessions are closed.
 
 Port 0 picks a free port. The URL is printed on stderr once the server
 listens.
@@ -121,11 +136,20 @@ be opened, or an address that cannot be listened on.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serveAll(ctx, g, io, addr, allowRemote)
+			readToken = envDefault(readToken, "BERNSTEIN_READ_TOKEN")
+			if readToken != "" {
+				if err := server.ValidateReadToken(readToken); err != nil {
+					return exitCode(1, fmt.Errorf("--read-token: %w", err))
+				}
+			} else if allowRemote {
+				readToken = server.NewReadToken()
+			}
+			return serveAll(ctx, g, io, addr, allowRemote, readToken)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "listen on ADDR (host:port)")
-	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow an address that is not on loopback")
+	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow an address that is not on loopback (requires a read token: generated unless given)")
+	cmd.Flags().StringVar(&readToken, "read-token", "", "the read token every request but MCP's must show (default $BERNSTEIN_READ_TOKEN; generated with --allow-remote)")
 	return cmd
 }
 
@@ -145,8 +169,9 @@ func serveHTTP(ctx context.Context, g *globals, io *IO, addr string, allowRemote
 }
 
 // serveAll serves everything `bernstein serve` serves: the MCP endpoint,
-// the task API, the event stream and the pages.
-func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote bool) error {
+// the task API, the event stream and the pages; with a read token, every
+// request but MCP's must show it.
+func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote bool, readToken string) error {
 	s, err := g.open()
 	if err != nil {
 		return err
@@ -156,7 +181,10 @@ func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote 
 	if err != nil {
 		return exitCode(1, err)
 	}
-	srv, err := server.New(s, server.Options{Version: version})
+	// Problems the server meets after it started (a scan of the refs that
+	// failed, the event log) go to stderr.
+	logger := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.New(s, server.Options{Version: version, ReadToken: readToken, Logger: logger})
 	if err != nil {
 		l.Close()
 		return err
@@ -165,9 +193,13 @@ func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go srv.Run(ctx)
-	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
-	fmt.Fprintf(io.Err, "bernstein: open %s/ (tasks), API at %s/api/v1, events at %s%s\n", server.URL(l), server.URL(l), server.URL(l), server.EventsPath)
-	return server.Serve(ctx, l, srv.Handler())
+	base := server.URL(l)
+	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", base, server.MCPPath)
+	if readToken != "" {
+		fmt.Fprintf(io.Err, "bernstein: every request but MCP's needs the read token: API clients send 'Authorization: Bearer %s'\n", readToken)
+	}
+	fmt.Fprintf(io.Err, "bernstein: open %s (tasks), API at %s/api/v1, events at %s%s\n", server.ReadURL(base, readToken), base, base, server.EventsPath)
+	return srv.Serve(ctx, l)
 }
 
 // stdioTransport speaks MCP over the command's stdin and stdout.

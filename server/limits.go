@@ -1,0 +1,358 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Limits bound what clients can hold of `bernstein serve`: how long a
+// connection may take to send a request, to take a response and to sit
+// idle; how many connections, event streams and MCP sessions may be open at
+// once. A zero field takes its default (DefaultLimits); docs/http.md,
+// Security, gives the reasons.
+type Limits struct {
+	// ReadHeaderTimeout bounds the reading of a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the reading of a whole request, body included.
+	// An event stream (GET /api/v1/events, GET /mcp) is released from it
+	// once its request is read.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a response, from the moment its request is read:
+	// a client that does not take it in time loses the connection. The
+	// event stream instead bounds each write (a slow subscriber is dropped
+	// and resumes with Last-Event-ID); the MCP GET stream lives as long as
+	// its session.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection no request uses.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes int
+	// MaxConns caps the open connections. Beyond it a new connection takes
+	// the place of one outside a handler: first of one that never had a
+	// request served (silent, or still trickling its headers in), else of
+	// one kept alive and idle, the longest waiting of either; when every
+	// connection is inside a handler, the new one is answered 503 and
+	// closed.
+	MaxConns int
+	// MaxStreams caps the open event streams (the event stream and MCP's
+	// GET stream together), so that streams alone cannot take every
+	// connection; one beyond it is answered 503.
+	MaxStreams int
+	// MaxSessions caps the MCP sessions open at once, and
+	// MaxSessionsPerToken those of one claim token: opening one more closes
+	// the one least recently used. SessionIdle closes a session no request
+	// used for that long.
+	MaxSessions         int
+	MaxSessionsPerToken int
+	SessionIdle         time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultReadHeaderTimeout   = 5 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxHeaderBytes      = 64 << 10
+	DefaultMaxConns            = 4096 // or half the descriptor limit, if lower
+	DefaultMaxSessions         = 512
+	DefaultMaxSessionsPerToken = 16
+	DefaultSessionIdle         = 30 * time.Minute
+)
+
+// DefaultLimits returns the limits `bernstein serve` runs with. MaxConns is
+// DefaultMaxConns or half the process's descriptor limit, whichever is
+// lower (the other half stays with the repository: objects, refs, logs);
+// MaxStreams is half of MaxConns.
+func DefaultLimits() Limits { return Limits{}.withDefaults() }
+
+func (l Limits) withDefaults() Limits {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	set(&l.ReadTimeout, DefaultReadTimeout)
+	set(&l.WriteTimeout, DefaultWriteTimeout)
+	set(&l.IdleTimeout, DefaultIdleTimeout)
+	set(&l.SessionIdle, DefaultSessionIdle)
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxConns
+		var rl syscall.Rlimit
+		if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Cur/2 < uint64(l.MaxConns) {
+			l.MaxConns = max(int(rl.Cur/2), 8)
+		}
+	}
+	if l.MaxStreams == 0 {
+		l.MaxStreams = max(l.MaxConns/2, 1)
+	}
+	if l.MaxSessions == 0 {
+		l.MaxSessions = DefaultMaxSessions
+	}
+	if l.MaxSessionsPerToken == 0 {
+		l.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
+	return l
+}
+
+// connLimiter is a listener that holds at most max connections open. A
+// connection beyond the cap evicts one outside a handler (see
+// oldestIdleLocked); if every connection is inside a handler, the new one
+// is refused with a 503.
+// When accepting fails for want of descriptors, it evicts one the same way,
+// so the server's retry finds one free.
+type connLimiter struct {
+	net.Listener
+	max int
+
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+
+	refusing                   atomic.Int32 // refusals being written
+	accepted, evicted, refused atomic.Int64
+}
+
+// maxRefusing bounds the refusals written at once; beyond it a connection
+// over the cap is closed without a word.
+const maxRefusing = 64
+
+func newConnLimiter(l net.Listener, max int) *connLimiter {
+	return &connLimiter{Listener: l, max: max, conns: map[*trackedConn]struct{}{}}
+}
+
+// trackedConn is one accepted connection.
+type trackedConn struct {
+	net.Conn
+	l      *connLimiter
+	busy   int       // requests inside a handler (l.mu)
+	served bool      // a request of it has reached a handler (l.mu)
+	since  time.Time // when it last left a handler, or was accepted (l.mu)
+	once   sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				l.evictOne()
+			}
+			return nil, err
+		}
+		l.mu.Lock()
+		var victim *trackedConn
+		if len(l.conns) >= l.max {
+			if victim = l.oldestIdleLocked(); victim == nil {
+				l.mu.Unlock()
+				l.refuse(c)
+				continue
+			}
+			delete(l.conns, victim)
+		}
+		tc := &trackedConn{Conn: c, l: l, since: time.Now()}
+		l.conns[tc] = struct{}{}
+		l.mu.Unlock()
+		if victim != nil {
+			victim.Conn.Close()
+			l.evicted.Add(1)
+		}
+		l.accepted.Add(1)
+		return tc, nil
+	}
+}
+
+// oldestIdleLocked is the connection to evict: of those outside a handler,
+// one that never had a request served (a slow or silent client) before one
+// kept alive after its requests, and of either the one that has waited
+// longest; nil when every connection is inside a handler. l.mu is held.
+func (l *connLimiter) oldestIdleLocked() *trackedConn {
+	var v *trackedConn
+	for c := range l.conns {
+		if c.busy > 0 {
+			continue
+		}
+		if v == nil || (!c.served && v.served) || (c.served == v.served && c.since.Before(v.since)) {
+			v = c
+		}
+	}
+	return v
+}
+
+func (l *connLimiter) evictOne() {
+	l.mu.Lock()
+	v := l.oldestIdleLocked()
+	if v != nil {
+		delete(l.conns, v)
+	}
+	l.mu.Unlock()
+	if v != nil {
+		v.Conn.Close()
+		l.evicted.Add(1)
+	}
+}
+
+// refusal is what a connection beyond the cap reads before it is closed.
+var refusal = func() []byte {
+	body := `{"error":{"field":"","message":"the server has too many connections open: retry shortly"}}` + "\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n" +
+		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+// refuse answers c 503 and closes it, reading what it sent meanwhile so
+// that the close does not reset the connection under the answer; at most
+// maxRefusing at once, for at most 200 ms each.
+func (l *connLimiter) refuse(c net.Conn) {
+	l.refused.Add(1)
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
+		c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := c.Write(refusal); err != nil {
+			return
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		buf := make([]byte, 4096)
+		for n := 0; n < 64<<10; {
+			k, err := c.Read(buf)
+			n += k
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (l *connLimiter) begin(c *trackedConn) {
+	l.mu.Lock()
+	c.busy++
+	c.served = true
+	l.mu.Unlock()
+}
+
+func (l *connLimiter) end(c *trackedConn) {
+	l.mu.Lock()
+	c.busy--
+	c.since = time.Now()
+	l.mu.Unlock()
+}
+
+// open is the number of connections held.
+func (l *connLimiter) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+type connKey struct{}
+
+// guard applies the per-request limits around h: it marks the connection
+// busy while the handler runs, gives every response but a stream its write
+// deadline, releases a stream from the read deadline once its request is
+// read, and caps the streams open at once.
+type guard struct {
+	h       http.Handler
+	lim     Limits
+	streams atomic.Int64
+}
+
+// isStream tells the requests that stay open for as long as the client
+// listens: the event stream and MCP's GET stream.
+func isStream(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == EventsPath || r.URL.Path == MCPPath)
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+		tc.l.begin(tc)
+		defer tc.l.end(tc)
+	}
+	rc := http.NewResponseController(w)
+	if !isStream(r) {
+		rc.SetWriteDeadline(time.Now().Add(g.lim.WriteTimeout))
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	if g.streams.Add(1) > int64(g.lim.MaxStreams) {
+		g.streams.Add(-1)
+		rc.SetWriteDeadline(time.Now().Add(g.lim.WriteTimeout))
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "", "too many event streams are open: retry shortly")
+		return
+	}
+	defer g.streams.Add(-1)
+	// The request is read: the stream lives past ReadTimeout (a client
+	// that goes away is noticed by the next write, a heartbeat at least).
+	// No deadline from an earlier request on this connection applies.
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
+	g.h.ServeHTTP(w, r)
+}
+
+// ServeLimits serves h on l until ctx ends, within lim (zero fields take
+// their defaults), then shuts down gracefully.
+func ServeLimits(ctx context.Context, l net.Listener, h http.Handler, lim Limits) error {
+	lim = lim.withDefaults()
+	cl := newConnLimiter(l, lim.MaxConns)
+	// Requests live in base: ending it ends the open event streams, which
+	// do not end by themselves, so shutdown does not wait on them.
+	base, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	srv := &http.Server{
+		Handler:           &guard{h: h, lim: lim},
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*trackedConn); ok {
+				return context.WithValue(ctx, connKey{}, tc)
+			}
+			return ctx
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(cl) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	endRequests()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
