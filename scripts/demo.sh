@@ -46,3 +46,4 @@ git -C "$BERNSTEIN_REPO" show refs/bernstein/journal/DEMO-1~2:artifacts/summary/
 step "git fsck --strict"
 git -C "$BERNSTEIN_REPO" fsck --strict --no-dangling 2>&1 | grep -v 'unborn branch' || true
 printf '\nThe demo repository is %s (keys in %s).\n' "$BERNSTEIN_REPO" "$BERNSTEIN_HOME"
+printf 'To watch it live: BERNSTEIN_HOME=%s %s serve --repo %s  (then open the URL it prints)\n' "$BERNSTEIN_HOME" "$bin" "$BERNSTEIN_REPO"
