@@ -433,3 +433,35 @@ func ctxWithNoWait(parent context.Context) context.Context {
 	cancel()
 	return ctx
 }
+
+// TestEventsFromGitFetch: rows another host wrote arrive by a plain `git
+// fetch` into the served repository and reach the stream like any other.
+func TestEventsFromGitFetch(t *testing.T) {
+	a := newTaskRepo(t, "G-1")
+	a.post("k", "posted on host a before the clone")
+	root := t.TempDir()
+	b := filepath.Join(root, "b")
+	if out, err := exec.Command("git", "clone", "-q", a.dir, b).CombinedOutput(); err != nil {
+		t.Fatalf("clone: %v %s", err, out)
+	}
+	fetch := func() {
+		t.Helper()
+		if out, err := exec.Command("git", "-C", b, "fetch", "-q", "origin", "refs/bernstein/*:refs/bernstein/*").CombinedOutput(); err != nil {
+			t.Fatalf("fetch: %v %s", err, out)
+		}
+	}
+	fetch()
+	rb := &repo{t: t, dir: b, home: filepath.Join(root, "home-b"), task: "G-1"}
+	rb.opts = bernstein.Options{Repo: b, Home: rb.home}
+	hs, stop := rb.serve()
+	defer stop()
+	c := connect(t, hs.URL+server.EventsPath+"?task=G-1", "")
+	defer c.close()
+	a.post("k", "posted on host a, fetched by b")
+	fetch()
+	e := c.next(server.EventArtifact)
+	// Host b trusts no key yet: the row is counted as unverifiable.
+	if e.Data["version"] != float64(2) || e.Data["proof"] != "unverifiable" || e.Data["writer"] != "test-writer" {
+		t.Fatalf("event of a fetched row: %s", e.Raw)
+	}
+}
