@@ -182,7 +182,8 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 		}},
 		{"signed-by-an-unpinned-writer", "unverifiable", func(t *testing.T, f *fixture) *forger {
 			// The forger runs bernstein init with a key of its own: its
-			// key is published in refs/bernstein/keys like any writer's.
+			// key is published in its refs/bernstein/writers ref like any
+			// writer's.
 			home := filepath.Join(t.TempDir(), "mallory")
 			if _, err := bernstein.Init(bernstein.Options{Repo: f.dir, Home: home}, "mallory"); err != nil {
 				t.Fatal(err)
@@ -423,7 +424,7 @@ func TestAgentWriterMustBePinned(t *testing.T) {
 
 	// The agent's own writer pins the orchestrator's key and posts v2.
 	orchestratorPins := filepath.Join(t.TempDir(), "orchestrator_signers")
-	os.WriteFile(orchestratorPins, []byte(f.git("show", "refs/bernstein/keys:allowed_signers")), 0o644)
+	os.WriteFile(orchestratorPins, []byte(f.publishedSigners()), 0o644)
 	agentHome := filepath.Join(t.TempDir(), "agent-home")
 	if _, err := bernstein.Init(bernstein.Options{Repo: f.dir, Home: agentHome}, "agent-writer"); err != nil {
 		t.Fatal(err)
@@ -464,7 +465,7 @@ func TestAgentWriterMustBePinned(t *testing.T) {
 
 	// Pinned, everything is verified and work goes on.
 	both := filepath.Join(t.TempDir(), "both_signers")
-	os.WriteFile(both, []byte(f.git("show", "refs/bernstein/keys:allowed_signers")), 0o644)
+	os.WriteFile(both, []byte(f.publishedSigners()), 0o644)
 	o := f.opts
 	o.AllowedSigners = both
 	pinned, err := bernstein.Open(o)

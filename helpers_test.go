@@ -272,3 +272,15 @@ func mustOutput(t *testing.T, cmd *exec.Cmd) []byte {
 	}
 	return out
 }
+
+// publishedSigners reads, with plain git, the allowed_signers line every
+// writer's ref publishes (refs/bernstein/writers/*), joined into one file's
+// content: what a user pins after checking the fingerprints.
+func (f *fixture) publishedSigners() string {
+	f.t.Helper()
+	var b strings.Builder
+	for _, ref := range strings.Fields(f.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/")) {
+		b.WriteString(f.git("show", ref+":allowed_signers"))
+	}
+	return b.String()
+}

@@ -1,19 +1,13 @@
 package bernstein
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/keys"
-	"github.com/bernstein/bernstein/record"
-	"github.com/bernstein/bernstein/refs"
 )
 
 // InitResult says what Init did.
@@ -157,117 +151,3 @@ func (s *Store) checkHomeOutside() error {
 	return nil
 }
 
-// publishKey adds the writer's key to refs/bernstein/keys unless it is
-// already there.
-func (t *tx) publishKey() (bool, error) {
-	c, err := t.chain(refs.Keys, func(c *chainState) error {
-		cc, err := t.s.readChainCommit(c.head)
-		if err != nil {
-			return fmt.Errorf("%s: %w", refs.Keys, err)
-		}
-		c.tree = cc.Commit.Tree
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	pubName := t.id.Writer + ".pub"
-	line := t.id.AuthorizedKey() + "\n"
-	var es []gitstore.TreeEntry
-	if !c.head.IsZero() {
-		if es, err = t.readTree(c.tree); err != nil {
-			return false, err
-		}
-	}
-	pubs := map[string][]byte{}
-	for _, e := range es {
-		if !strings.HasSuffix(e.Name, ".pub") {
-			continue
-		}
-		data, err := t.s.objects.ReadType(e.ID, gitstore.TypeBlob)
-		if err != nil {
-			return false, err
-		}
-		pubs[strings.TrimSuffix(e.Name, ".pub")] = data
-	}
-	if existing, ok := pubs[t.id.Writer]; ok {
-		if bytes.Equal(existing, []byte(line)) {
-			return false, nil
-		}
-		return false, fmt.Errorf("%s already publishes a different key for writer %s", refs.Keys, t.id.Writer)
-	}
-	pubs[t.id.Writer] = []byte(line)
-	rec := KeyRecord{V: record.Version, Writer: t.id.Writer, Principal: keys.Principal(t.id.Writer), PublicKey: t.id.AuthorizedKey()}
-	rb, err := record.Canonical(rec)
-	if err != nil {
-		return false, err
-	}
-	sig, err := t.id.SignDetached(rb)
-	if err != nil {
-		return false, err
-	}
-	writers := make([]string, 0, len(pubs))
-	for w := range pubs {
-		writers = append(writers, w)
-	}
-	sort.Strings(writers)
-	var allowed strings.Builder
-	for _, w := range writers {
-		allowed.WriteString(keys.AllowedSignersLine(w, strings.TrimSpace(string(pubs[w]))))
-		allowed.WriteByte('\n')
-	}
-	keep := es[:0:0]
-	for _, e := range es {
-		if e.Name != AllowedSignersFile {
-			keep = append(keep, e)
-		}
-	}
-	add := func(name string, data []byte) {
-		keep = append(keep, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
-	}
-	add(pubName, []byte(line))
-	add(t.id.Writer+".json", append(rb, '\n'))
-	add(t.id.Writer+".json.sig", []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
-	add(AllowedSignersFile, []byte(allowed.String()))
-	tree := t.addTree(keep)
-	if err := t.addCommit(c, tree, t.id.Writer, record.Message("publish key of "+t.id.Writer, rb), true); err != nil {
-		return false, err
-	}
-	if err := t.appendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// PublishedKeys reads refs/bernstein/keys: writer -> authorized key line.
-// These keys are not trusted by themselves; see Options.AllowedSigners.
-func (s *Store) PublishedKeys() (map[string]string, error) {
-	return s.publishedKeys(s.refs)
-}
-
-func (s *Store) publishedKeys(view refs.Source) (map[string]string, error) {
-	head, err := view.ReadOptional(refs.Keys)
-	if err != nil || head.IsZero() {
-		return map[string]string{}, err
-	}
-	cc, err := s.readChainCommit(head)
-	if err != nil {
-		return nil, err
-	}
-	es, err := s.readTree(cc.Commit.Tree)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, e := range es {
-		if !strings.HasSuffix(e.Name, ".pub") {
-			continue
-		}
-		data, err := s.objects.ReadType(e.ID, gitstore.TypeBlob)
-		if err != nil {
-			return nil, err
-		}
-		out[strings.TrimSuffix(e.Name, ".pub")] = strings.TrimSpace(string(data))
-	}
-	return out, nil
-}

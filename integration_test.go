@@ -67,8 +67,9 @@ func TestPlainGitAgrees(t *testing.T) {
 
 	// Every spine and audit commit verifies with the published allowed_signers.
 	allowed := filepath.Join(t.TempDir(), "allowed_signers")
-	os.WriteFile(allowed, []byte(f.git("show", "refs/bernstein/keys:allowed_signers")), 0o644)
-	for _, ref := range []string{"refs/bernstein/spine/test-writer", "refs/bernstein/audit/test-writer", "refs/bernstein/keys"} {
+	os.WriteFile(allowed, []byte(f.publishedSigners()), 0o644)
+	for _, ref := range []string{"refs/bernstein/spine/test-writer", "refs/bernstein/audit/test-writer", "refs/bernstein/writers/test-writer",
+		"refs/bernstein/journal/T%3A1", "refs/bernstein/ledger/T%3A1"} {
 		ids := strings.Fields(f.git("rev-list", ref))
 		if len(ids) == 0 {
 			t.Fatalf("%s is empty", ref)
@@ -151,7 +152,7 @@ func TestInitIsIdempotent(t *testing.T) {
 	}
 	// Nothing private went into the repository.
 	pem, _ := os.ReadFile(filepath.Join(f.home, "signing.pem"))
-	if out, _ := f.gitErr("grep", "-r", "PRIVATE KEY", "refs/bernstein/keys"); strings.Contains(out, "PRIVATE") || bytes.Contains([]byte(f.git("show", "refs/bernstein/keys:test-writer.pub")), pem[:20]) {
+	if out, _ := f.gitErr("grep", "-r", "PRIVATE KEY", "refs/bernstein/writers/test-writer"); strings.Contains(out, "PRIVATE") || bytes.Contains([]byte(f.git("show", "refs/bernstein/writers/test-writer:test-writer.pub")), pem[:20]) {
 		t.Fatalf("private key material published")
 	}
 	// A value the user chose is kept.

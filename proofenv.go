@@ -11,7 +11,7 @@ import (
 )
 
 // proofEnv is what proving rows needs: the trusted keys, the published ones
-// (read from refs/bernstein/keys at keysHead), the objects.
+// (their refs' state named by keysHead), the objects.
 type proofEnv struct {
 	*verify.Env
 	keysHead gitstore.Oid
@@ -34,9 +34,9 @@ func (s *Store) proofEnv(view refs.Source) (*proofEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := view.ReadOptional(refs.Keys)
+	head, err := keysVersion(view)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", refs.Keys, err)
+		return nil, fmt.Errorf("published keys: %w", err)
 	}
 	s.pubMu.Lock()
 	pub, ok := s.pub[head]
@@ -44,7 +44,7 @@ func (s *Store) proofEnv(view refs.Source) (*proofEnv, error) {
 	if !ok {
 		published, err := s.publishedKeys(view)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", refs.Keys, err)
+			return nil, fmt.Errorf("published keys: %w", err)
 		}
 		pub = map[string]ssh.PublicKey{}
 		for w, line := range published {

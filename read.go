@@ -46,7 +46,7 @@ func requireTask(view refs.Source, task string) error {
 
 // Productions lists the artifact keys the local lineage spines carry.
 func (s *Store) Productions() ([]verify.Production, error) {
-	view, err := s.refs.Snapshot(refs.SpinePrefix, refs.Keys)
+	view, err := s.refs.Snapshot(refs.SpinePrefix, refs.Keys, refs.WritersPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ type ReadView struct {
 // of every task. A task id that is not valid is bad input (field task_id),
 // refused before any ref is read.
 func (s *Store) ReadView(task string) (*ReadView, error) {
-	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys}
+	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys, refs.WritersPrefix}
 	if task != "" {
 		if err := validateTask(task); err != nil {
 			return nil, err
@@ -49,12 +49,12 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := snap.ReadOptional(refs.Keys)
+	keys, err := keysVersion(snap)
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s\n", refs.Keys, keys)
+	fmt.Fprintf(h, "keys %s\n", keys)
 	for _, n := range names {
 		fmt.Fprintf(h, "%s %s\n", n, spines[n])
 	}
@@ -110,7 +110,7 @@ func (v *ReadView) JournalKey(task string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k, err := v.snap.ReadOptional(refs.Keys)
+	k, err := keysVersion(v.snap)
 	if err != nil {
 		return "", err
 	}

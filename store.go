@@ -203,7 +203,7 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.refs.Snapshot(refs.Prefix)
 	}
-	return s.refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys)
+	return s.refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix)
 }
 
 // GitDir returns the repository's (common) git directory.

@@ -111,7 +111,7 @@ func (sig refsSignal) quietBefore(t time.Time) bool {
 }
 
 // indexScope is the refs the index reads: the ledgers and what proves them.
-var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.SpinePrefix}
+var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.WritersPrefix, refs.SpinePrefix}
 
 // refreshLocked brings the index up to the ledger heads as they are now,
 // folding only the ledgers that moved; rebuild folds every one. ix.mu is
@@ -226,7 +226,7 @@ func (s *Store) confirmClaim(task string, h record.Hash) (*Claimant, gitstore.Oi
 	s.tokens.mu.Lock()
 	s.tokens.confirms++
 	s.tokens.mu.Unlock()
-	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Keys, refs.SpinePrefix)
+	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Keys, refs.WritersPrefix, refs.SpinePrefix)
 	if err != nil {
 		return nil, gitstore.ZeroOid, err
 	}

@@ -89,7 +89,7 @@ func TestVerifyChecks(t *testing.T) {
 	// old payload. The signer is the writer's own key, so only verifying
 	// the signature over the payload tells: pinned (on the writer's host
 	// and on a clone that pins the key) and unpinned (a clone whose only
-	// key is the one refs/bernstein/keys publishes).
+	// key is the one its refs/bernstein/writers ref publishes).
 	run("spine-stale-signature", func(t *testing.T, r *mxRepo) {
 		v := r.postFresh()
 		body, blob := r.payload("forged notes under the writer's stale signatures")

@@ -810,10 +810,11 @@ func (r *mxRepo) rewriteAudit(o mxAuditOpts, edit func([]mxAudit) []mxAudit) {
 }
 
 // replaceKeys publishes the attacker's key as the writer's in a new commit
-// of refs/bernstein/keys signed by the attacker.
+// of the writer's refs/bernstein/writers ref signed by the attacker.
 func (r *mxRepo) replaceKeys(attacker *keys.Identity) {
 	r.t.Helper()
-	head := r.rev(refs.Keys)
+	ref := refs.Writer(mxWriter)
+	head := r.rev(ref)
 	c, _ := r.commit(head)
 	rb := record.MustCanonical(bernstein.KeyRecord{V: record.Version, Writer: mxWriter, Principal: keys.Principal(mxWriter), PublicKey: attacker.AuthorizedKey()})
 	sig, err := attacker.SignDetached(rb)
@@ -828,14 +829,14 @@ func (r *mxRepo) replaceKeys(attacker *keys.Identity) {
 	})
 	nc := gitstore.Commit{Tree: tree, Parents: []gitstore.Oid{head}, Author: c.Author, Committer: c.Committer,
 		Message: record.Message("publish key of "+mxWriter, rb)}
-	r.git("update-ref", refs.Keys, r.writeCommit(nc, attacker).String())
+	r.git("update-ref", ref, r.writeCommit(nc, attacker).String())
 }
 
-// allowedSigners saves the keys ref's allowed_signers to a file.
+// allowedSigners saves the published allowed_signers lines to a file.
 func (r *mxRepo) allowedSigners() string {
 	r.t.Helper()
 	p := filepath.Join(r.t.TempDir(), "allowed_signers")
-	if err := os.WriteFile(p, []byte(r.git("show", refs.Keys+":"+bernstein.AllowedSignersFile)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(r.publishedSigners()), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
 	return p
@@ -1458,7 +1459,7 @@ func TestVerifyMatrix(t *testing.T) {
 		checkVersions(t, d, tp.expect())
 	})
 
-	// 10. refs/bernstein/keys replaced by an attacker's key, spine and audit
+	// 10. The writer's published key replaced by an attacker's, spine and audit
 	// re-signed with it (entries unchanged).
 	run("10-keys-replaced", func(t *testing.T, r *mxRepo) {
 		pin := r.allowedSigners()

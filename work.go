@@ -506,7 +506,7 @@ func (s *Store) current(task string) (*taskFold, error) {
 
 // taskScope is the refs a task's folds read.
 func taskScope(task string) []string {
-	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.SpinePrefix}
+	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.WritersPrefix, refs.SpinePrefix}
 }
 
 // foldTask folds task's chains as view has them.

@@ -19,8 +19,20 @@ const (
 	LedgerPrefix  = Prefix + "ledger/"
 	SpinePrefix   = Prefix + "spine/"
 	AuditPrefix   = Prefix + "audit/"
-	Keys          = Prefix + "keys"
+	// WritersPrefix holds one ref per writer, publishing its public key:
+	// each writer appends to its own, so keys from many hosts merge without
+	// a conflict and no push needs force.
+	WritersPrefix = Prefix + "writers/"
+	// Keys is where writers published their keys before WritersPrefix: one
+	// ref for all, still read.
+	Keys = Prefix + "keys"
 )
+
+// KeyScope is what a snapshot needs to read the published keys.
+var KeyScope = []string{Keys, WritersPrefix}
+
+// Writer returns the ref that publishes writer's key.
+func Writer(writer string) string { return WritersPrefix + writer }
 
 // ValidateTaskID returns an error naming what is wrong with a task id.
 func ValidateTaskID(id string) error {
