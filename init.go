@@ -150,4 +150,3 @@ func (s *Store) checkHomeOutside() error {
 	}
 	return nil
 }
-

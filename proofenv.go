@@ -10,11 +10,16 @@ import (
 	"github.com/bernstein/bernstein/verify"
 )
 
-// proofEnv is what proving rows needs: the trusted keys, the published ones
-// (their refs' state named by keysHead), the objects.
+// proofEnv is what proving rows needs: the trusted keys, the published ones,
+// the objects.
 type proofEnv struct {
 	*verify.Env
-	keysHead gitstore.Oid
+	// proofVersion names what a row's proof depends on besides the row: the
+	// published keys (their refs' heads) and the trust set (pins, the
+	// --allowed-signers file, the local writer). Folds remembered under one
+	// version are not reused under another, so a pin or unpin takes effect
+	// at once, also in a long-running server.
+	proofVersion gitstore.Oid
 }
 
 // VerifyEnv assembles what verification reads: the refs of view (one
@@ -58,5 +63,6 @@ func (s *Store) proofEnv(view refs.Source) (*proofEnv, error) {
 		s.pub = map[gitstore.Oid]map[string]ssh.PublicKey{head: pub}
 		s.pubMu.Unlock()
 	}
-	return &proofEnv{Env: &verify.Env{Objects: s.objects, Refs: view, Trust: trust, Published: pub}, keysHead: head}, nil
+	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+trust.Fingerprint()))
+	return &proofEnv{Env: &verify.Env{Objects: s.objects, Refs: view, Trust: trust, Published: pub}, proofVersion: version}, nil
 }

@@ -169,7 +169,7 @@ func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*
 	s.stateMu.Lock()
 	cached, ok := s.journals[task]
 	s.stateMu.Unlock()
-	if ok && cached.key.keys != env.keysHead {
+	if ok && cached.key.keys != env.proofVersion {
 		ok = false
 	}
 	if ok && cached.key.head == head {
@@ -177,7 +177,7 @@ func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*
 	}
 	if !ok {
 		if h, st, found := s.loadJournalCache(env, task); found {
-			cached, ok = journalCache{foldCacheKey{h, env.keysHead}, st}, true
+			cached, ok = journalCache{foldCacheKey{h, env.proofVersion}, st}, true
 			if h == head {
 				s.stateMu.Lock()
 				s.journals[task] = cached
@@ -206,7 +206,7 @@ func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*
 	}
 	st.Proof.extend("journal", env.Anchored(), commits, st.apply)
 	s.stateMu.Lock()
-	s.journals[task] = journalCache{foldCacheKey{head, env.keysHead}, st}
+	s.journals[task] = journalCache{foldCacheKey{head, env.proofVersion}, st}
 	s.stateMu.Unlock()
 	if len(commits) >= cacheMinRows {
 		s.saveJournalCache(env, task, head, st)
@@ -219,7 +219,7 @@ func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*l
 	s.stateMu.Lock()
 	cached, ok := s.ledgers[task]
 	s.stateMu.Unlock()
-	if ok && cached.key.keys != env.keysHead {
+	if ok && cached.key.keys != env.proofVersion {
 		ok = false
 	}
 	if ok && cached.key.head == head {
@@ -250,7 +250,7 @@ func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*l
 		return fold.State.ApplyHashed(row, h)
 	})
 	s.stateMu.Lock()
-	s.ledgers[task] = ledgerCache{foldCacheKey{head, env.keysHead}, fold}
+	s.ledgers[task] = ledgerCache{foldCacheKey{head, env.proofVersion}, fold}
 	s.stateMu.Unlock()
 	return fold, nil
 }

@@ -60,9 +60,10 @@ type Store struct {
 	identOnce sync.Once
 	ident     *keys.Identity
 	identErr  error
-	trustOnce sync.Once
+	trustMu   sync.Mutex
 	trust     *keys.TrustSet
 	trustErr  error
+	trustPins pinStamp // the pin file the trust set was read with
 
 	treeMu sync.Mutex
 	trees  map[gitstore.Oid][]gitstore.TreeEntry
@@ -221,23 +222,39 @@ func (s *Store) Identity() (*keys.Identity, error) {
 	return s.ident, s.identErr
 }
 
-// Trust returns the keys this reader trusts: the pinned allowed signers and
-// the local writer's own key.
+// Trust returns the keys this reader trusts: the --allowed-signers file,
+// this repository's pin file (pins.go) and the local writer's own key. A
+// pin file changed since the last call (by `bernstein keys pin` in another
+// process) is read again.
 func (s *Store) Trust() (*keys.TrustSet, error) {
-	s.trustOnce.Do(func() {
-		var pinned []keys.AllowedSigner
-		if s.opts.AllowedSigners != "" {
-			pinned, s.trustErr = keys.ReadAllowedSigners(s.opts.AllowedSigners)
-			if s.trustErr != nil {
-				return
-			}
-		}
-		id, err := s.Identity()
-		if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
-			s.trustErr = err
-			return
-		}
-		s.trust = keys.NewTrustSet(pinned, id)
-	})
+	s.trustMu.Lock()
+	defer s.trustMu.Unlock()
+	stamp := s.pinStamp()
+	if (s.trust != nil || s.trustErr != nil) && stamp == s.trustPins {
+		return s.trust, s.trustErr
+	}
+	s.trust, s.trustErr = s.loadTrust()
+	s.trustPins = stamp
 	return s.trust, s.trustErr
+}
+
+func (s *Store) loadTrust() (*keys.TrustSet, error) {
+	var pinned []keys.AllowedSigner
+	if s.opts.AllowedSigners != "" {
+		as, err := keys.ReadAllowedSigners(s.opts.AllowedSigners)
+		if err != nil {
+			return nil, err
+		}
+		pinned = as
+	}
+	pins, err := s.readPins()
+	if err != nil {
+		return nil, err
+	}
+	pinned = append(pinned, pins...)
+	id, err := s.Identity()
+	if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
+		return nil, err
+	}
+	return keys.NewTrustSet(pinned, id), nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -26,9 +27,11 @@ import (
 //
 // Keeping it current costs O(1) while no ledger moves. Every ledger update
 // renames a file into refs/bernstein/ledger/ (or rewrites packed-refs), and a
-// keys update renames refs/bernstein/keys, so the modification times and
-// inodes of those directories and of packed-refs (the signal) change with
-// them. A lookup stats those three paths and compares; only when the signal
+// key published renames one into refs/bernstein/writers/ (or, in earlier
+// versions, refs/bernstein/keys into refs/bernstein/), so the modification
+// times and inodes of those directories and of packed-refs (the signal)
+// change with them. A pin or unpin changes the trust set, which a lookup
+// compares as well. A lookup stats those four paths and compares; only when the signal
 // moved does it list the ledger heads, and then it folds only the ledgers
 // whose heads differ from the ones it indexed (each fold extending the
 // store's cached one). A signal read less than racyWindow after its newest
@@ -51,7 +54,8 @@ type tokenIndex struct {
 	built  bool
 	sig    refsSignal
 	clean  bool                    // sig can be trusted to move with the next change
-	keys   gitstore.Oid            // the keys head the folds were proven against
+	keys   gitstore.Oid            // the proof version (keys and trust) the folds were proven under
+	trust  *keys.TrustSet          // the trust set read at the last refresh
 	heads  map[string]gitstore.Oid // task -> the ledger head indexed
 	byTask map[string]record.Hash  // task -> its live claim's token hash
 	byHash map[record.Hash][]string
@@ -70,7 +74,7 @@ type fileSig struct {
 }
 
 // refsSignal is the stat of the paths every ledger or keys update changes.
-type refsSignal [3]fileSig
+type refsSignal [4]fileSig
 
 func statSig(path string) fileSig {
 	fi, err := os.Stat(path)
@@ -89,6 +93,7 @@ func (s *Store) refsSignal() refsSignal {
 		statSig(filepath.Join(s.gitDir, "packed-refs")),
 		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.LedgerPrefix, "/")))),
 		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.Prefix, "/")))),
+		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.WritersPrefix, "/")))),
 	}
 }
 
@@ -132,10 +137,10 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 	if err != nil {
 		return err
 	}
-	if rebuild || !ix.built || env.keysHead != ix.keys {
+	if rebuild || !ix.built || env.proofVersion != ix.keys {
 		// Proofs depend on the published keys: fold everything again.
 		ix.heads, ix.byTask, ix.byHash = map[string]gitstore.Oid{}, map[string]record.Hash{}, map[record.Hash][]string{}
-		ix.keys = env.keysHead
+		ix.keys = env.proofVersion
 	}
 	seen := make(map[string]bool, len(ledgers))
 	for name, head := range ledgers {
@@ -162,7 +167,7 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 			ix.setLocked(task, "")
 		}
 	}
-	ix.built, ix.sig, ix.clean = true, sig, sig.quietBefore(at)
+	ix.built, ix.sig, ix.clean, ix.trust = true, sig, sig.quietBefore(at), env.Trust
 	return nil
 }
 
@@ -194,7 +199,13 @@ func (ix *tokenIndex) setLocked(task string, h record.Hash) {
 func (ix *tokenIndex) candidates(s *Store, h record.Hash, force bool) ([]string, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if force || !ix.built || !ix.clean || s.refsSignal() != ix.sig {
+	trust, err := s.Trust()
+	if err != nil {
+		return nil, err
+	}
+	// A pin or unpin (a new trust set) changes which claims are proven even
+	// when no ref moved.
+	if force || !ix.built || !ix.clean || s.refsSignal() != ix.sig || trust != ix.trust {
 		if err := ix.refreshLocked(s, false); err != nil {
 			return nil, err
 		}
@@ -250,7 +261,7 @@ func (s *Store) confirmClaim(task string, h record.Hash) (*Claimant, gitstore.Oi
 }
 
 // claimByToken resolves token through the index. A token the index does not
-// have costs a hash, three stats and a map lookup while no ledger moves; a
+// have costs a hash, four stats, a read of the pin file and a map lookup while no ledger moves; a
 // task it names is confirmed by that task's proven fold. When the
 // confirmation disagrees with the index, the index is refreshed (the ledger
 // moved since) or, if the ledger did not move, rebuilt from every proven

@@ -333,10 +333,10 @@ func (s *Store) remember(t *tx) {
 			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
 		}
 		if c.ledger != nil {
-			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.keysHead}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
+			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.proofVersion}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
 		}
 		if c.journal != nil {
-			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.keysHead}, c.journal}
+			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.proofVersion}, c.journal}
 		}
 	}
 	for id, es := range t.trees {

@@ -210,6 +210,19 @@ func (t *TrustSet) IsTrusted(writer string, key ssh.PublicKey) bool {
 	return false
 }
 
+// Writers lists the writers the set trusts a key for, sorted.
+func (t *TrustSet) Writers() []string {
+	if t == nil {
+		return nil
+	}
+	out := make([]string, 0, len(t.byWriter))
+	for w := range t.byWriter {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Anchored reports whether the set trusts any key at all.
 func (t *TrustSet) Anchored() bool { return t != nil && len(t.byWriter) > 0 }
 

@@ -217,7 +217,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 	rep.Counts.Failures = len(rep.Failures)
 	rep.Verified = len(rep.Failures) == 0 && rep.Counts.Unverifiable == 0 && rep.Counts.SignaturesUnpinned == 0
 	if !rep.Verified && len(rep.Failures) == 0 {
-		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures are by writers whose keys are not pinned here (pass --allowed-signers)",
+		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures are by writers whose keys are not pinned here (see 'bernstein keys list', then 'bernstein keys pin')",
 			rep.Counts.Unverifiable, rep.Counts.SignaturesUnpinned)
 	}
 	return rep, nil

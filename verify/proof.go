@@ -21,7 +21,7 @@ type RowFault = record.RowFault
 
 // ProveCommit decides a row commit's proof: the writer its committer names
 // and whether that writer signed it with a trusted key (Verified), with the
-// key refs/bernstein/keys publishes for it while nothing pins it
+// key its writers ref publishes while nothing pins it
 // (Unverifiable), or not at all (Tampered).
 func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 	writer, ok := CommitWriter(c.Committer)

@@ -69,7 +69,7 @@ type Env struct {
 	Objects *gitstore.Repo
 	Refs    refs.Source // one consistent view of the refs
 	Trust   *keys.TrustSet
-	// Published are the keys refs/bernstein/keys publishes, by writer. They
+	// Published are the keys the writers refs publish, by writer. They
 	// are not trusted; they only tell "unverifiable" from "tampered".
 	Published map[string]ssh.PublicKey
 }
@@ -288,12 +288,12 @@ func checkSignature(env *Env, writer string, payload, armored []byte) (sigState,
 		return sigNoKey, fmt.Sprintf("no key is known for writer %s", writer)
 	}
 	if ssh.FingerprintSHA256(pub) != ssh.FingerprintSHA256(claimed) {
-		return sigBad, fmt.Sprintf("signed by %s, which refs/bernstein/keys does not publish for writer %s", ssh.FingerprintSHA256(claimed), writer)
+		return sigBad, fmt.Sprintf("signed by %s, which is not the key published for writer %s", ssh.FingerprintSHA256(claimed), writer)
 	}
 	if err := keys.VerifyCommit(payload, armored, claimed); err != nil {
 		return sigBad, err.Error()
 	}
-	return sigUnpinned, fmt.Sprintf("writer %s's key is published but not pinned (pass --allowed-signers)", writer)
+	return sigUnpinned, fmt.Sprintf("writer %s's key is published but not pinned (see 'bernstein keys list')", writer)
 }
 
 // checkSealSignature checks the detached sigstore signature a seal commit's

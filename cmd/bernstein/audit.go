@@ -24,7 +24,7 @@ every payload and output blob re-hashed (sha256 and git object id); every
 journal row bound to exactly one spine entry and every spine entry to a row;
 the audit mirrors carrying every post and transition; every spine and audit
 commit signature checked against the writer's pinned key (the local writer's
-own, or --allowed-signers); every HMAC recomputed where the writer's HMAC key
+own, one pinned with 'bernstein keys pin', or --allowed-signers); every HMAC recomputed where the writer's HMAC key
 is on this host (elsewhere it is reported as not checked, never as tampered).
 Journal seals decide each task's journal_identity.
 
@@ -40,9 +40,9 @@ why. For example:
 
 The JSON document carries the same fields (task_id, key, version,
 journal_index, writer, seq, check, reason). "N signatures checked" counts
-every commit signature checked; those by writers whose keys are published in
-refs/bernstein/keys but not pinned here are counted apart: they prove nothing
-until pinned. Nothing is written and no key is created.
+every commit signature checked; those by writers whose keys are published
+(refs/bernstein/writers/<writer>) but not pinned here are counted apart: they
+prove nothing until pinned ('bernstein keys list', 'bernstein keys pin'). Nothing is written and no key is created.
 
 Exit status: 0 everything holds (versions whose writer's key is not pinned are
 reported unverifiable; with --strict they make the exit 1); 1 something is

@@ -108,7 +108,7 @@ command is suggested). Each command's --help gives its own exit status.`,
 		newDiffCmd(g, io),
 		newGateCmd(g, io),
 		newEvidenceCmd(g, io),
-		newAuditCmd(g, io),
+		newAuditCmd(g, io), newKeysCmd(g, io),
 		newArtifactCmd(g, io, true),
 		newMCPCmd(g, io), newServeCmd(g, io),
 	)

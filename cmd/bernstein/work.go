@@ -249,7 +249,8 @@ rows (distinct commits checkpointed, distinct non-empty diffs captured, gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
 and attempts). It cannot be posted, only earned; artifacts never move it, and
 repeating work earns nothing. Only rows whose commits a trusted writer signed
-count (your own writer's key, and keys pinned with --allowed-signers); the
+count (your own writer's key, keys pinned with 'bernstein keys pin' or
+--allowed-signers); the
 proof line names any row that did not count. --output-json prints the wire
 form, with earned_steps, phase_ordinal, vector_hash, the heads it was folded
 at and the proof.

@@ -1,0 +1,384 @@
+package bernstein
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Trust pinning. A reader trusts its own writer's key, the keys of an
+// --allowed-signers file, and the keys pinned for this repository in its
+// pin file, $BERNSTEIN_HOME/pins/<id>.allowed_signers (git's allowed_signers
+// format, one line per writer: `bernstein keys pin` writes it; <id> is
+// derived from the repository's git directory path). A published key is
+// never trusted on its own.
+
+// PinFile is the path of this repository's pin file.
+func (s *Store) PinFile() string {
+	dir := s.gitDir
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(s.home, "pins", hex.EncodeToString(sum[:8])+".allowed_signers")
+}
+
+// pinStamp identifies a version of the pin file (its content hash; the
+// file is small), so that trust read from it is read again when it changes.
+type pinStamp [sha256.Size]byte
+
+func (s *Store) pinStamp() pinStamp {
+	b, err := os.ReadFile(s.PinFile())
+	if err != nil {
+		return pinStamp{}
+	}
+	return sha256.Sum256(append(b, 1)) // never the zero stamp of no file
+}
+
+// readPins reads the pin file (none yet is no pin).
+func (s *Store) readPins() ([]keys.AllowedSigner, error) {
+	b, err := os.ReadFile(s.PinFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	as, err := keys.ParseAllowedSigners(b)
+	if err != nil {
+		return nil, fmt.Errorf("pin file %s: %w", s.PinFile(), err)
+	}
+	return as, nil
+}
+
+// Trust levels of a writer's key, as `keys list` shows them.
+const (
+	TrustOwn      = "own"      // this host's writer
+	TrustPinned   = "pinned"   // the published key is the pinned one
+	TrustUnpinned = "unpinned" // published, nothing pins it
+	TrustChanged  = "CHANGED"  // pinned, and the published key is another one
+	TrustNotFound = "pinned, not published"
+)
+
+// WriterTrust is one writer's key as this host sees it.
+type WriterTrust struct {
+	Writer      string   `json:"writer"`
+	Key         string   `json:"key"`         // the published key, "" when none is
+	Fingerprint string   `json:"fingerprint"` // of the published key
+	Source      string   `json:"source"`      // the ref that publishes it
+	Trust       string   `json:"trust"`
+	Pinned      []string `json:"pinned"` // fingerprints pinned for the writer (pin file and --allowed-signers)
+}
+
+// WriterKeys lists every writer whose key is published or pinned here.
+func (s *Store) WriterKeys() ([]WriterTrust, error) {
+	view, err := s.refs.Snapshot(refs.KeyScope...)
+	if err != nil {
+		return nil, err
+	}
+	published, err := s.publishedKeyList(view)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := s.Trust()
+	if err != nil {
+		return nil, err
+	}
+	var own string
+	if id, err := s.Identity(); err == nil {
+		own = id.Writer
+	}
+	byWriter := map[string]*WriterTrust{}
+	for _, p := range published {
+		wk := &WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source}
+		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(p.Key)); err == nil {
+			wk.Fingerprint = ssh.FingerprintSHA256(k)
+		}
+		byWriter[p.Writer] = wk
+	}
+	for _, w := range trust.Writers() {
+		if _, ok := byWriter[w]; !ok {
+			byWriter[w] = &WriterTrust{Writer: w}
+		}
+	}
+	out := make([]WriterTrust, 0, len(byWriter))
+	for w, wk := range byWriter {
+		for _, k := range trust.Trusted(w) {
+			wk.Pinned = append(wk.Pinned, ssh.FingerprintSHA256(k))
+		}
+		sort.Strings(wk.Pinned)
+		switch {
+		case w == own:
+			wk.Trust = TrustOwn
+		case len(wk.Pinned) == 0:
+			wk.Trust = TrustUnpinned
+		case wk.Key == "":
+			wk.Trust = TrustNotFound
+		case contains(wk.Pinned, wk.Fingerprint):
+			wk.Trust = TrustPinned
+		default:
+			wk.Trust = TrustChanged
+		}
+		out = append(out, *wk)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
+	return out, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrKeyChanged reports a pin that would replace a different pinned key.
+var ErrKeyChanged = errors.New("writer key changed")
+
+// PinOptions say what `keys pin` pins.
+type PinOptions struct {
+	Writers []string // the writers to pin (empty with All)
+	All     bool     // every writer found
+	// From reads the keys from an allowed_signers file instead of the
+	// published ones (a key handed over out of band).
+	From string
+	// Replace lets a pin replace a writer's different pinned key.
+	Replace bool
+}
+
+// PinKeys pins writers' keys in this repository's pin file and returns
+// what it pinned. A writer whose pinned key differs from the one to pin is
+// refused with ErrKeyChanged unless Replace: a changed key is loud, the way
+// ssh treats a changed host key.
+func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
+	if !o.All && len(o.Writers) == 0 {
+		return nil, errors.New("name the writers to pin, or pass --all")
+	}
+	for _, w := range o.Writers {
+		if err := refs.ValidateWriter(w); err != nil {
+			return nil, err
+		}
+	}
+	candidates := map[string]string{} // writer -> authorized key line
+	if o.From != "" {
+		as, err := keys.ReadAllowedSigners(o.From)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			if len(a.Namespaces) > 0 && !contains(a.Namespaces, keys.Namespace) {
+				continue // not a key for git signatures
+			}
+			line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))
+			for _, p := range a.Principals {
+				w := strings.TrimSuffix(p, "@bernstein")
+				if refs.ValidateWriter(w) == nil {
+					candidates[w] = line
+				}
+			}
+		}
+	} else {
+		published, err := s.PublishedKeys()
+		if err != nil {
+			return nil, err
+		}
+		for w, line := range published {
+			candidates[w] = line
+		}
+	}
+	names := o.Writers
+	if o.All {
+		names = names[:0:0]
+		for w := range candidates {
+			names = append(names, w)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, errors.New("no key to pin: no writer publishes one")
+		}
+	}
+	unlock, err := s.lockPins()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	pins, err := s.readPins()
+	if err != nil {
+		return nil, err
+	}
+	pinnedFor := func(w string) []keys.AllowedSigner {
+		var out []keys.AllowedSigner
+		for _, a := range pins {
+			if pinsWriter(a, w) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	var done []WriterTrust
+	var changed []string
+	next := append([]keys.AllowedSigner(nil), pins...)
+	for _, w := range names {
+		line, ok := candidates[w]
+		if !ok {
+			return nil, fmt.Errorf("writer %s: no key found (%s)", w, sourceName(o.From))
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			return nil, fmt.Errorf("writer %s: %v", w, err)
+		}
+		fp := ssh.FingerprintSHA256(k)
+		old := pinnedFor(w)
+		same := false
+		for _, a := range old {
+			same = same || ssh.FingerprintSHA256(a.Key) == fp
+		}
+		if same {
+			done = append(done, WriterTrust{Writer: w, Key: line, Fingerprint: fp, Trust: TrustPinned, Pinned: []string{fp}})
+			continue
+		}
+		if len(old) > 0 && !o.Replace {
+			changed = append(changed, fmt.Sprintf("writer %s: the key to pin is %s, but %s is pinned", w, fp, ssh.FingerprintSHA256(old[0].Key)))
+			continue
+		}
+		// Replace: drop the writer's old pins.
+		next = append(withoutWriter(next, w), keys.AllowedSigner{Principals: []string{keys.Principal(w)}, Namespaces: []string{keys.Namespace}, Key: k})
+		done = append(done, WriterTrust{Writer: w, Key: line, Fingerprint: fp, Trust: TrustPinned, Pinned: []string{fp}})
+	}
+	if len(changed) > 0 {
+		return nil, fmt.Errorf("%w: %s. If the writer's key was changed on purpose (check with its owner), pin it with --replace", ErrKeyChanged, strings.Join(changed, "; "))
+	}
+	if err := s.writePins(next); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// pinsWriter reports whether an allowed_signers entry names writer w.
+func pinsWriter(a keys.AllowedSigner, w string) bool {
+	for _, p := range a.Principals {
+		if strings.TrimSuffix(p, "@bernstein") == w {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutWriter drops the entries that name writer w.
+func withoutWriter(as []keys.AllowedSigner, w string) []keys.AllowedSigner {
+	var out []keys.AllowedSigner
+	for _, a := range as {
+		if !pinsWriter(a, w) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ErrNotPinned reports an unpin of a writer the pin file does not name.
+var ErrNotPinned = errors.New("writer is not pinned")
+
+// UnpinKeys removes writers from this repository's pin file.
+func (s *Store) UnpinKeys(writers []string) error {
+	unlock, err := s.lockPins()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	pins, err := s.readPins()
+	if err != nil {
+		return err
+	}
+	for _, w := range writers {
+		n := len(pins)
+		pins = withoutWriter(pins, w)
+		if len(pins) == n {
+			return fmt.Errorf("%w: %s (pin file %s)", ErrNotPinned, w, s.PinFile())
+		}
+	}
+	return s.writePins(pins)
+}
+
+func sourceName(from string) string {
+	if from != "" {
+		return "in " + from
+	}
+	return "published in " + refs.WritersPrefix + "* or " + refs.Keys
+}
+
+// lockPins serializes changes to the pin file across processes, so that
+// two pins made at once are both kept.
+func (s *Store) lockPins() (func(), error) {
+	path := s.PinFile() + ".lock"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// writePins writes the pin file whole (temporary file, sync, rename).
+func (s *Store) writePins(as []keys.AllowedSigner) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Writer keys pinned for the bernstein repository %s\n", s.gitDir)
+	fmt.Fprintf(&b, "# (git's allowed_signers format; written by 'bernstein keys pin')\n")
+	for _, a := range as {
+		for _, p := range a.Principals {
+			b.WriteString(keys.AllowedSignersLine(strings.TrimSuffix(p, "@bernstein"), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))))
+			b.WriteByte('\n')
+		}
+	}
+	path := s.PinFile()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return gitstore.SyncDir(filepath.Dir(path))
+}
