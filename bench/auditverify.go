@@ -161,12 +161,14 @@ func runVerify(b *bench) error {
 	for _, t := range targets {
 		goal(fmt.Sprintf("verify no slower than git fsck --full (%d posts)", t.repo.posts), t.verify.median() <= t.fsck.median(),
 			"verify/fsck = "+dratio(t.verify.median(), t.fsck.median()))
+		b.summary(fmt.Sprintf("audit verify / git fsck --full, %d posts", t.repo.posts), ms(t.verify.median()), ms(t.fsck.median()), dratio(t.verify.median(), t.fsck.median()), "<= 1.0x", t.verify.median() <= t.fsck.median())
 	}
 	if len(targets) > 1 && vr > 0 {
 		growth := float64(last.repo.posts) / float64(first.repo.posts)
 		goal("verify memory flat as the repository grows", float64(fr) <= 1.5*float64(vr),
 			fmt.Sprintf("peak RSS x%.2f, Go heap x%.2f for x%.0f posts (flat: within 1.5x)", float64(fr)/float64(vr),
 				float64(last.heapPeak)/float64(first.heapPeak), growth))
+		b.summary(fmt.Sprintf("verify peak RSS, %d / %d posts", last.repo.posts, first.repo.posts), mib(fr), mib(vr), ratio(float64(fr), float64(vr)), "<= 1.5x", float64(fr) <= 1.5*float64(vr))
 	}
 	b.printf("\n  notes: every verify exited 0 with verified=true, hmac_checked=true and no failures, and its counts matched\n")
 	b.printf("  what was built (rows, artifact versions, sealed tasks); every git fsck --full exited 0 with no complaint.\n")

@@ -339,6 +339,8 @@ func runFold(b *bench) error {
 	}
 	goal("cold fold within 3x of git's walk (CLI)", float64(cold) <= 3*float64(glog), "CLI/git log = "+dratio(cold, glog))
 	goal("cold fold within 3x of git's walk (API)", float64(api) <= 3*float64(glog), "API/git log = "+dratio(api, glog))
+	b.summary("cold fold, CLI / git log", ms(cold), ms(glog), dratio(cold, glog), "<= 3x", float64(cold) <= 3*float64(glog))
+	b.summary("cold fold, API / git log", ms(api), ms(glog), dratio(api, glog), "<= 3x", float64(api) <= 3*float64(glog))
 	if len(warm) >= 2 {
 		big := warm[len(warm)-1]
 		wt := float64(warmTimes[len(warm)-1].median())

@@ -262,6 +262,7 @@ func runHistory(b *bench) error {
 			ms(t1.median()), t1.span(), q, qc, readGoal, mibOr(medianInt(rss[ci][0])), mibOr(medianInt(rss[ci][len(repos)-1])))
 		goals = append(goals, verdict{fmt.Sprintf("%s at %d / at %d", strings.Fields(c.label)[0]+" "+strings.Fields(c.label)[1], last.versions, first.versions),
 			q <= readGoal, fmt.Sprintf("%.2fx (at most %.2fx: linear plus %.0f%%); CPU %.2fx", q, readGoal, 100*(histReadGoal-1), qc)})
+		b.summary(fmt.Sprintf("%s, %d / %d versions", strings.Join(strings.Fields(c.label)[:2], " "), last.versions, first.versions), ms(t1.median()), ms(t0.median()), fmt.Sprintf("%.2fx", q), fmt.Sprintf("<= %.2fx", readGoal), q <= readGoal)
 	}
 	t0, t1 := cliPost[0], cliPost[len(repos)-1]
 	b.printf("    %-38s %10s %13s %10s %13s %6.2fx %6.2fx %7s\n", "artifact post T k (version n+1, ...)", ms(t0.median()), t0.span(),
@@ -306,6 +307,7 @@ func runHistory(b *bench) error {
 	}
 	goals = append(goals, verdict{fmt.Sprintf("CLI post at %d vs at %d versions", last.versions, first.versions), float64(t1.median()) <= 1.3*float64(t0.median()),
 		"ratio " + dratio(t1.median(), t0.median()) + " (flat: within 1.3x)"})
+	b.summary(fmt.Sprintf("CLI post at %d / at %d versions", last.versions, first.versions), ms(t1.median()), ms(t0.median()), dratio(t1.median(), t0.median()), "<= 1.3x", float64(t1.median()) <= 1.3*float64(t0.median()))
 
 	// 3. The MCP server's memory.
 	m := mcps[0]
@@ -388,6 +390,7 @@ func runHistory(b *bench) error {
 	}
 	goals = append(goals, verdict{fmt.Sprintf("MCP server RSS after %d / after %d posts", samples[len(samples)-1], samples[m.base]), float64(rssLast) <= histRSSGoal*float64(rssBase),
 		fmt.Sprintf("%.2fx (flat: at most %.1fx)", float64(rssLast)/float64(rssBase), histRSSGoal)})
+	b.summary(fmt.Sprintf("MCP server VmRSS after %d / %d posts", samples[len(samples)-1], samples[m.base]), mib(rssLast), mib(rssBase), ratio(float64(rssLast), float64(rssBase)), fmt.Sprintf("<= %.1fx", histRSSGoal), float64(rssLast) <= histRSSGoal*float64(rssBase))
 	goals = append(goals, verdict{"MCP post latency, last posts / first posts", float64(late.median()) <= 1.3*float64(early.median()),
 		"ratio " + dratio(late.median(), early.median()) + " (flat: within 1.3x)"})
 

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // section is one benchmark: later ones are appended here.
@@ -63,6 +64,8 @@ type bench struct {
 	out     io.Writer
 	failed  []string
 	started time.Time
+	section string       // the section running now
+	sum     []summaryRow // headlines for the table at the end (see summary)
 }
 
 // fail records a failure; the run goes on and exits non-zero at the end.
@@ -154,6 +157,7 @@ func run() int {
 	for _, s := range chosen {
 		b.printf("\n== section %s: %s ==\n", s.name, s.desc)
 		b.printf("  machine load before: %s\n", machineLoad())
+		b.section = s.name
 		if err := s.run(b); err != nil {
 			b.fail("section %s: %v", s.name, err)
 		}
@@ -164,6 +168,7 @@ func run() int {
 			b.fail("memprofile: %v", err)
 		}
 	}
+	b.printSummary()
 	b.printf("\nwall time %s\n", time.Since(b.started).Round(100*time.Millisecond))
 	if len(b.failed) > 0 {
 		b.printf("\nFAILED (%d):\n", len(b.failed))
@@ -282,4 +287,72 @@ func gitVersion() string {
 		return "git: " + err.Error()
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// summaryRow is one headline of a section.
+type summaryRow struct {
+	section, measure, ours, base, ratio, goal, met string
+}
+
+// summary records a headline of the running section for the table printed
+// after all sections: what was measured, our figure and the same-run
+// baseline's (as printed, with units), their ratio, the goal ("" for none)
+// and whether the ratio meets it. A ratio that could not be computed ("n/a")
+// meets nothing.
+func (b *bench) summary(measure, ours, base, ratio, goal string, met bool) {
+	r := summaryRow{section: b.section, measure: measure, ours: ours, base: base, ratio: ratio, goal: goal, met: "-"}
+	switch {
+	case goal == "":
+	case ratio == "n/a" || ratio == "":
+		r.met = "not measured"
+	case met:
+		r.met = "met"
+	default:
+		r.met = "not met"
+	}
+	b.sum = append(b.sum, r)
+}
+
+// printSummary prints every section's headlines as one table.
+func (b *bench) printSummary() {
+	if len(b.sum) == 0 {
+		return
+	}
+	head := summaryRow{"section", "measure", "ours", "baseline", "ratio", "goal", "met"}
+	cols := func(r summaryRow) []string {
+		return []string{r.section, r.measure, r.ours, r.base, r.ratio, r.goal, r.met}
+	}
+	width := make([]int, 7)
+	for _, r := range append([]summaryRow{head}, b.sum...) {
+		for i, c := range cols(r) {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(r summaryRow) {
+		var sb strings.Builder
+		sb.WriteString(" ")
+		for i, c := range cols(r) {
+			sb.WriteString(" ")
+			if i >= 2 && i <= 4 { // figures: right-aligned
+				sb.WriteString(strings.Repeat(" ", width[i]-utf8.RuneCountInString(c)) + c)
+			} else {
+				sb.WriteString(c + strings.Repeat(" ", width[i]-utf8.RuneCountInString(c)))
+			}
+			sb.WriteString(" ")
+		}
+		b.printf("%s\n", strings.TrimRight(sb.String(), " "))
+	}
+	b.printf("\n== summary: the headline of every section (medians of %d rounds; each ratio of two figures from this run) ==\n", *flagRounds)
+	line(head)
+	met, missed := 0, 0
+	for _, r := range b.sum {
+		line(r)
+		switch r.met {
+		case "met":
+			met++
+		case "not met":
+			missed++
+		}
+	}
+	b.printf("  goals: %d met, %d not met (information only: a missed goal does not fail the run)\n", met, missed)
 }

@@ -233,6 +233,10 @@ func runPost(b *bench) error {
 	goal("API within 5x of floor (concurrent)", floor/conc, floor/conc <= 5, "floor/API = "+ratio(floor, conc))
 	goal("API about 80x baseline (sequential)", seq/base, seq/base >= 80, "API/baseline = "+ratio(seq, base))
 	goal("CLI at least 5x baseline", cli/base, cli/base >= 5, "CLI/baseline = "+ratio(cli, base))
+	b.summary("CLI post / git plumbing post", fmt.Sprintf("%.1f/s", cli), fmt.Sprintf("%.1f/s", base), ratio(cli, base), ">= 5x", cli/base >= 5)
+	b.summary("API post, 1 goroutine: fsync floor / API", fmt.Sprintf("%.0f/s", seq), fmt.Sprintf("%.0f/s", floor), ratio(floor, seq), "<= 5x", floor/seq <= 5)
+	b.summary("API post, 1 goroutine / git plumbing post", fmt.Sprintf("%.0f/s", seq), fmt.Sprintf("%.1f/s", base), ratio(seq, base), ">= 80x", seq/base >= 80)
+	b.summary(fmt.Sprintf("API post, %d goroutines: fsync floor / API", *flagWorkers), fmt.Sprintf("%.0f/s", conc), fmt.Sprintf("%.0f/s", floor), ratio(floor, conc), "<= 5x", floor/conc <= 5)
 
 	// Where the time of a sequential post goes.
 	if modes[modeAPISeq] && len(results[modeAPISeq].rates.vals) > 0 {

@@ -877,6 +877,7 @@ func runServe(b *bench) error {
 		p99, bp99 := p99s[keyOfRun(cli, n)], p99s[keyOfRun(cli, subs[0])]
 		goals = append(goals, verdict{fmt.Sprintf("post to event p99, %s post, %d subscribers", lat[keyOfRun(cli, n)][0].mode, n), p99 < serveLatencyGoal,
 			fmt.Sprintf("%s (under %s); %s the p99 with %d", ms(p99), ms(serveLatencyGoal), dratio(p99, bp99), subs[0])})
+		b.summary(fmt.Sprintf("post to event p99, %s, %d / %d subscribers", lat[keyOfRun(cli, n)][0].mode, n, subs[0]), ms(p99), ms(bp99), dratio(p99, bp99), "p99 < "+ms(serveLatencyGoal), p99 < serveLatencyGoal)
 	}
 
 	// 2. Memory of idle subscribers.
@@ -1055,5 +1056,6 @@ func (b *bench) serveAPI(goal func(name string, ok bool, text string)) error {
 	b.printf("    %-44s %10s %8s   (peak RSS %s)\n", "artifact list T --output-json (process)", ms(cliT), "(base)", mibOr(medianInt(rss)))
 	goal(fmt.Sprintf("GET %s warm vs artifact list", strings.Replace(ep.path, benchTask, "T", 1)), warm < cliT,
 		fmt.Sprintf("%s (cold %s)", dratio(warm, cliT), dratio(cold, cliT)))
+	b.summary(fmt.Sprintf("GET %s warm / artifact list process", strings.Replace(ep.path, benchTask, "T", 1)), ms(warm), ms(cliT), dratio(warm, cliT), "< 1x", warm < cliT)
 	return nil
 }
