@@ -34,8 +34,14 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // routePages mounts the pages: / (the tasks), /tasks/{id} (one task),
 // /tasks/{id}/versions/{key}/{n} (one artifact version), the fragments the
-// task page's script fetches when an event arrives, and the assets.
+// task page's script fetches when an event arrives, and the assets. The
+// templates, assets and the markdown renderer are prepared here, before the
+// first request, rather than at process start.
 func (s *Server) routePages(mux *http.ServeMux) {
+	templates()
+	assets()
+	markdown()
+	reportPolicy()
 	mux.HandleFunc("GET /{$}", s.pageTasks)
 	mux.HandleFunc("GET /tasks/{id}", s.pageTask)
 	mux.HandleFunc("GET /tasks/{id}/versions/{key}/{n}", s.pageVersion)
@@ -58,7 +64,7 @@ func pageHeaders(h http.Header) {
 // is a clean 500 rather than half a page.
 func (s *Server) write(w http.ResponseWriter, status int, set, name string, data any) {
 	var b bytes.Buffer
-	if err := templates[set].ExecuteTemplate(&b, name, data); err != nil {
+	if err := templates()[set].ExecuteTemplate(&b, name, data); err != nil {
 		s.opts.Logger.Error("render", "template", set+"/"+name, "err", err)
 		status = http.StatusInternalServerError
 		b.Reset()

@@ -40,7 +40,7 @@ func TestRenderHostileRowData(t *testing.T) {
 		data any
 	}{{"group", g}, {"version", v}, {"version", shown}, {"strip", st}, {"problem", problemPage{Status: 404, Message: hostile}}} {
 		var b bytes.Buffer
-		if err := templates["task"].ExecuteTemplate(&b, c.name, c.data); err != nil {
+		if err := templates()["task"].ExecuteTemplate(&b, c.name, c.data); err != nil {
 			t.Fatal(err)
 		}
 		assertInert(t, c.name, b.String())
@@ -51,7 +51,7 @@ func TestRenderHostileRowData(t *testing.T) {
 	page := page{Title: hostile, Body: body{Page: "task", Task: hostile, TaskPath: TaskPath(hostile), Events: eventsURL(hostile, 7), LastEventID: "7"},
 		Main: &taskPage{Info: &bernstein.TaskInfo{ID: hostile, Title: hostile}, Strip: st, Groups: []group{g}, Reason: hostile}}
 	var b bytes.Buffer
-	if err := templates["task"].ExecuteTemplate(&b, "base", page); err != nil {
+	if err := templates()["task"].ExecuteTemplate(&b, "base", page); err != nil {
 		t.Fatal(err)
 	}
 	assertInert(t, "page", b.String())

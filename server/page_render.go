@@ -12,6 +12,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -26,8 +27,10 @@ import (
 var webFS embed.FS
 
 // templates are the page sets: each page is base.html and partials.html
-// with its own "main".
-var templates = func() map[string]*template.Template {
+// with its own "main". They are parsed on first use, not at process start:
+// every CLI command links this package (for serve) and would otherwise pay
+// for parsing them.
+var templates = sync.OnceValue(func() map[string]*template.Template {
 	out := map[string]*template.Template{}
 	for _, name := range []string{"tasks", "task", "version", "problem"} {
 		t := template.New(name).Funcs(template.FuncMap{
@@ -45,7 +48,7 @@ var templates = func() map[string]*template.Template {
 		out[name] = template.Must(t.ParseFS(webFS, "web/templates/base.html", "web/templates/partials.html", "web/templates/"+name+".html"))
 	}
 	return out
-}()
+})
 
 // asset is one embedded static file, named in pages with its hash so that
 // a browser never runs a stale script against a newer page.
@@ -55,7 +58,8 @@ type asset struct {
 	ctype string
 }
 
-var assets = func() map[string]asset {
+// assets are read and hashed on first use.
+var assets = sync.OnceValue(func() map[string]asset {
 	out := map[string]asset{}
 	entries, err := fs.ReadDir(webFS, "web/static")
 	if err != nil {
@@ -77,16 +81,16 @@ var assets = func() map[string]asset {
 		out[e.Name()] = asset{body: b, hash: hex.EncodeToString(sum[:8]), ctype: ctype}
 	}
 	return out
-}()
+})
 
 // assetPath is the URL of an embedded asset, with its content hash.
 func assetPath(name string) string {
-	return AssetsPrefix + name + "?v=" + assets[name].hash
+	return AssetsPrefix + name + "?v=" + assets()[name].hash
 }
 
 // serveAsset is GET /static/{file}.
 func serveAsset(w http.ResponseWriter, r *http.Request) {
-	a, ok := assets[r.PathValue("file")]
+	a, ok := assets()[r.PathValue("file")]
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -101,17 +105,20 @@ func serveAsset(w http.ResponseWriter, r *http.Request) {
 
 // markdown renders CommonMark with GitHub's tables, strikethrough,
 // autolinks and task lists. Raw HTML is never passed through (goldmark's
-// default), and its output is sanitized all the same.
-var markdown = goldmark.New(goldmark.WithExtensions(
-	extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute)),
-	extension.Strikethrough, extension.Linkify, extension.TaskList,
-))
+// default), and its output is sanitized all the same. Built on first use.
+var markdown = sync.OnceValue(func() goldmark.Markdown {
+	return goldmark.New(goldmark.WithExtensions(
+		extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute)),
+		extension.Strikethrough, extension.Linkify, extension.TaskList,
+	))
+})
 
 // reportPolicy is stricter than bluemonday's UGCPolicy: text structure
 // only, no images or other embedded content, no id, class (but a code
 // block's language), style or event attributes, and links to http and
-// https only, opening apart from the page (noopener noreferrer).
-var reportPolicy = func() *bluemonday.Policy {
+// https only, opening apart from the page (noopener noreferrer). Built on
+// first use.
+var reportPolicy = sync.OnceValue(func() *bluemonday.Policy {
 	p := bluemonday.NewPolicy()
 	p.AllowElements("p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "code",
 		"em", "strong", "del", "s", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "kbd")
@@ -128,15 +135,15 @@ var reportPolicy = func() *bluemonday.Policy {
 	p.RequireNoReferrerOnLinks(true)
 	p.AddTargetBlankToFullyQualifiedLinks(true)
 	return p
-}()
+})
 
 // renderMarkdown renders a report body to sanitized HTML.
 func renderMarkdown(body string) (template.HTML, error) {
 	var b bytes.Buffer
-	if err := markdown.Convert([]byte(body), &b); err != nil {
+	if err := markdown().Convert([]byte(body), &b); err != nil {
 		return "", err
 	}
-	return template.HTML(reportPolicy.SanitizeReader(&b).String()), nil
+	return template.HTML(reportPolicy().SanitizeReader(&b).String()), nil
 }
 
 // renderPayload parses canonical payload bytes and prepares them for the
