@@ -424,7 +424,7 @@ func (b *bench) buildPeer(cache string, p *peerTool) {
 			if msg == "" {
 				msg = "go mod download printed " + firstBytes(bytes.TrimSpace(out), 200)
 			}
-			reasons = append(reasons, fmt.Sprintf("%s@%s: %s", mod, p.version, lastLine(msg)))
+			reasons = append(reasons, fmt.Sprintf("%s@%s: %s", mod, p.version, strings.TrimSuffix(lastLine(msg), ".")))
 			continue
 		}
 		tmp := bin + ".tmp"
