@@ -61,6 +61,26 @@ func Open(dir string) (*Repo, error) {
 	return openDepth(dir, 0)
 }
 
+// OpenWithAlternates opens dir, as Open does, and also reads the objects of
+// the extra alternate directories: what git's GIT_ALTERNATE_OBJECT_DIRECTORIES
+// adds, as in a pre-receive hook, whose GIT_OBJECT_DIRECTORY is the quarantine
+// of the objects a push brings and whose alternate is the repository's own.
+func OpenWithAlternates(dir string, extra []string) (*Repo, error) {
+	r, err := openDepth(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range extra {
+		alt, err := openDepth(d, 1)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("alternate %s: %w", d, err)
+		}
+		r.alternates = append(r.alternates, alt)
+	}
+	return r, nil
+}
+
 func openDepth(dir string, depth int) (*Repo, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {

@@ -570,28 +570,35 @@ type workOutput struct {
 
 // checkOutput re-hashes a work row's stored output.
 func (v *Verifier) checkOutput(rep *TaskReport, row record.Row) {
+	if reason := outputFault(v.Env.Objects, row); reason != "" {
+		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(row.Index), Check: "output", Reason: reason})
+	}
+}
+
+// outputFault re-hashes the output a work row stores and says what does not
+// hold ("" when it does, or when the row stores none).
+func outputFault(objs *gitstore.Repo, row record.Row) string {
 	o := rowOutput(row)
 	if o == nil {
-		return
+		return ""
 	}
-	fail := func(reason string) {
-		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(row.Index), Check: "output",
-			Reason: fmt.Sprintf("%s row at journal index %d: output %s %s", row.Kind, row.Index, o.Path, reason)})
+	fail := func(reason string) string {
+		return fmt.Sprintf("%s row at journal index %d: output %s %s", row.Kind, row.Index, o.Path, reason)
 	}
 	id, err := gitstore.ParseOid(o.Blob)
 	if err != nil {
-		fail("has a bad blob id")
-		return
+		return fail("has a bad blob id")
 	}
-	t, data, err := v.Env.Objects.Read(id)
+	t, data, err := objs.Read(id)
 	switch {
 	case err != nil:
-		fail("is unreadable: " + err.Error())
+		return fail("is unreadable: " + err.Error())
 	case t != gitstore.TypeBlob || gitstore.HashObject(gitstore.TypeBlob, data) != id:
-		fail("does not hash to its blob id")
+		return fail("does not hash to its blob id")
 	case record.Sum(data) != o.Hash || int64(len(data)) != o.Size:
-		fail("does not hash to the row's hash")
+		return fail("does not hash to the row's hash")
 	}
+	return ""
 }
 
 // rowOutput returns the stored output a work row names, or nil.

@@ -1,14 +1,11 @@
 package verify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
@@ -304,42 +301,9 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: prev_version_hash does not name version %d's spine entry", where, prevVersion))
 	}
 	// The payload: re-hashed, never trusting the object store's name for it.
-	blobID, err := gitstore.ParseOid(ver.Blob)
-	if err != nil {
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: bad blob id: %v", where, err))
-		return
-	}
-	t, data, err := v.Env.Objects.Read(blobID)
-	switch {
-	case errors.Is(err, gitstore.ErrMissing):
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: blob %s is missing", where, blobID))
-		return
-	case err != nil:
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: blob %s unreadable: %v", where, blobID, err))
-		return
-	case t != gitstore.TypeBlob:
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: object %s is a %s, not a blob", where, blobID, t))
-		return
-	}
-	sum := sha256.Sum256(data)
-	switch {
-	case gitstore.HashObject(gitstore.TypeBlob, data) != blobID:
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: stored bytes do not hash to blob %s", where, blobID))
-		return
-	case record.Hash(record.HashPrefix+hex.EncodeToString(sum[:])) != ver.ContentHash:
-		v.fail(rep, ver, "content_hash", fmt.Sprintf("%s: stored bytes do not hash to the row's content hash", where))
-		return
-	case int64(len(data)) != ver.Size:
-		v.fail(rep, ver, "blob", fmt.Sprintf("%s: stored bytes are %d long, the row says %d", where, len(data), ver.Size))
-		return
-	}
-	p, err := artifact.Parse(data)
-	if err != nil {
-		v.fail(rep, ver, "payload", fmt.Sprintf("%s: payload does not parse: %v", where, err))
-		return
-	}
-	if p.Type != ver.Type || p.LinkKind != ver.LinkKind {
-		v.fail(rep, ver, "payload", fmt.Sprintf("%s: payload is a %s, the row says %s", where, p.Type, ver.Type))
+	data, check, reason := checkPayload(v.Env.Objects, ver, where)
+	if check != "" {
+		v.fail(rep, ver, check, reason)
 		return
 	}
 	// What plain git shows at the row's commit must be exactly this version.
@@ -354,32 +318,7 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		return
 	}
 	ver.Writer = rec.Writer
-	e := rec.Artifact
-	var diff []string
-	if e.TaskID != rep.Task {
-		diff = append(diff, "task_id")
-	}
-	if e.Key != ver.Key {
-		diff = append(diff, "key")
-	}
-	if e.Version != ver.Version {
-		diff = append(diff, "version")
-	}
-	if e.ContentHash != ver.ContentHash {
-		diff = append(diff, "content_hash")
-	}
-	if e.PrevVersionHash != ver.PrevVersionHash {
-		diff = append(diff, "prev_version_hash")
-	}
-	if e.JournalIndex != ver.JournalIndex {
-		diff = append(diff, "journal_index")
-	}
-	if e.Actor != row.Actor {
-		diff = append(diff, "actor")
-	}
-	if proof.Writer != "" && rec.Writer != proof.Writer {
-		diff = append(diff, "writer")
-	}
+	diff := BindingDiff(rep.Task, ver, row.Actor, proof.Writer, rec.Artifact, rec.Writer)
 	if len(diff) > 0 {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", ")))
 		return
