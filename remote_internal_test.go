@@ -1,0 +1,137 @@
+package bernstein
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/gitstore"
+)
+
+// TestPushViaTemporaryRefs: a push with more refspecs than a command line
+// takes goes through temporary refs (refs/bernstein-push/<pid>/*), lands
+// every ref, and leaves no temporary ref behind.
+func TestPushViaTemporaryRefs(t *testing.T) {
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	root := t.TempDir()
+	remote := filepath.Join(root, "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
+	if _, err := Init(opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", opts.Repo, "remote", "add", "origin", "file://"+remote).CombinedOutput(); err != nil {
+		t.Fatalf("git remote add: %v %s", err, out)
+	}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		if _, err := s.CreateTask(TaskSpec{ID: fmt.Sprintf("T-%02d", i), Title: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := pushArgBudget
+	pushArgBudget = 100 // a few refspecs
+	defer func() { pushArgBudget = saved }()
+	res, err := s.Push("origin")
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	local, _, err := s.refs.List("refs/bernstein/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pushed) != len(local) {
+		t.Fatalf("pushed %d refs, have %d", len(res.Pushed), len(local))
+	}
+	out, err := exec.Command("git", "--git-dir", remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(got) != len(local) {
+		t.Fatalf("the remote has %d refs, want %d: %v", len(got), len(local), got)
+	}
+	for _, l := range got {
+		name, id, _ := strings.Cut(l, " ")
+		if local[name].String() != id {
+			t.Fatalf("the remote's %s is %s, the local one %s", name, id, local[name])
+		}
+	}
+	if tmp, _, err := s.refs.List(pushTempRoot); err != nil || len(tmp) != 0 {
+		t.Fatalf("temporary refs left: %v %v", tmp, err)
+	}
+	// The remote-tracking refs follow what was pushed: nothing is left to push.
+	res, err = s.Push("origin")
+	if err != nil || len(res.Pushed) != 0 || res.UpToDate != len(local) {
+		t.Fatalf("second push: %+v %v", res, err)
+	}
+}
+
+// TestFetchRelate: the walk that compares two heads of a chain.
+func TestFetchRelate(t *testing.T) {
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	root := t.TempDir()
+	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
+	if _, err := Init(opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const audit = "refs/bernstein/audit/test-writer"
+	var heads []gitstore.Oid
+	task := 0
+	grow := func(n int) {
+		for range n {
+			if _, err := s.CreateTask(TaskSpec{ID: fmt.Sprintf("R-%d", task), Title: "t"}); err != nil {
+				t.Fatal(err)
+			}
+			task++
+			h, err := s.refs.Read(audit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heads = append(heads, h)
+		}
+	}
+	grow(5) // heads 0..4
+	// Move the mirror back to head 2 by hand and grow it again: heads 5, 6
+	// diverge from 3, 4.
+	if out, err := exec.Command("git", "-C", opts.Repo, "update-ref", audit, heads[2].String()).CombinedOutput(); err != nil {
+		t.Fatalf("git update-ref: %v %s", err, out)
+	}
+	grow(2)
+	cases := []struct {
+		l, r   int
+		rel    relation
+		lo, ro int
+		base   int
+	}{
+		{1, 1, relSame, 0, 0, 1},
+		{1, 4, relBehind, 0, 3, 1},
+		{4, 1, relAhead, 3, 0, 1},
+		{0, 4, relBehind, 0, 4, 0},
+		{4, 6, relDiverged, 2, 2, 2},
+		{3, 5, relDiverged, 1, 1, 2},
+		{6, 1, relAhead, 3, 0, 1},
+	}
+	for _, c := range cases {
+		a, err := s.relate(heads[c.l], heads[c.r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.rel != c.rel || a.localOnly != c.lo || a.remoteOnly != c.ro || a.base != heads[c.base] {
+			t.Fatalf("relate(%d, %d) = %+v, want %+v", c.l, c.r, a, c)
+		}
+	}
+}
