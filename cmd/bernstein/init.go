@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,7 +10,7 @@ import (
 )
 
 func newInitCmd(g *globals, io *IO) *cobra.Command {
-	var writer string
+	var writer, remote string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -25,15 +26,41 @@ to "pack,derived-metadata,reference" in the repository's config, so that git's
 own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
 changes nothing.
 
-Exit status: 0 set up (or already set up); 1 error.`,
+With --remote REMOTE it also sets up that remote's fetch and push refspecs
+for refs/bernstein/*, as 'bernstein remote setup REMOTE' does; a remote the
+repository does not have is refused before anything is set up.
+
+Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remote != "" {
+				// Refuse a mistyped remote before anything is created; a
+				// folder that is no repository yet has no remote at all.
+				if err := bernstein.CheckRemote(g.options(), remote); err != nil && !errors.Is(err, bernstein.ErrNotRepository) {
+					return err
+				}
+			}
 			res, err := bernstein.Init(g.options(), writer)
 			if err != nil {
 				return err
 			}
+			var setup *bernstein.RemoteSetupResult
+			if remote != "" {
+				if setup, err = bernstein.RemoteSetup(g.options(), remote); err != nil {
+					return err
+				}
+			}
 			if asJSON {
+				if setup != nil {
+					return printJSON(io, struct {
+						*bernstein.InitResult
+						Remote *bernstein.RemoteSetupResult `json:"remote"`
+					}{res, setup})
+				}
 				return printJSON(io, res)
+			}
+			if setup != nil {
+				defer printSetup(io, setup)
 			}
 			if res.RepoCreated {
 				fmt.Fprintf(io.Out, "Created git repository %s\n", res.GitDir)
@@ -57,5 +84,6 @@ Exit status: 0 set up (or already set up); 1 error.`,
 	}
 	cmd.Flags().StringVar(&writer, "writer", "", "writer id for a new identity, [a-z0-9-]{1,64} (default: host name plus a random suffix)")
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&remote, "remote", "", "also set up this remote's refspecs for refs/bernstein/* (see 'bernstein remote setup')")
 	return cmd
 }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRemoteSetupCLI: remote setup and init --remote configure the
+// refspecs once, refuse an unknown remote with one line, and print JSON
+// when asked.
+func TestRemoteSetupCLI(t *testing.T) {
+	e := newCLIEnv(t)
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	e.git("remote", "add", "origin", "file://"+remote)
+
+	r := e.want(1, "remote", "setup", "upstream")
+	oneErrorLine(t, []string{"remote", "setup", "upstream"}, r)
+	if !strings.Contains(r.err, `unknown remote "upstream"`) || !strings.Contains(r.err, "it has origin") {
+		t.Fatalf("unknown remote: %q", r.err)
+	}
+
+	var res struct {
+		Remote  string   `json:"remote"`
+		Added   []string `json:"added"`
+		Present []string `json:"present"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("init", "--remote", "origin", "--output-json")), &struct {
+		Remote *struct {
+			Remote  string   `json:"remote"`
+			Added   []string `json:"added"`
+			Present []string `json:"present"`
+		} `json:"remote"`
+	}{Remote: &res}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"remote.origin.fetch refs/bernstein/*:refs/bernstein-remotes/origin/*",
+		"remote.origin.push HEAD",
+		"remote.origin.push refs/bernstein/*:refs/bernstein/*",
+	}
+	if res.Remote != "origin" || strings.Join(res.Added, "|") != strings.Join(want, "|") {
+		t.Fatalf("init --remote origin: %+v", res)
+	}
+	out := e.ok("remote", "setup")
+	if strings.Contains(out, "added") || strings.Count(out, "present:") != 2 {
+		t.Fatalf("second setup: %q", out)
+	}
+	if n := len(strings.Fields(e.git("config", "--get-all", "remote.origin.push"))); n != 2 {
+		t.Fatalf("%d push refspecs after two setups", n)
+	}
+}
+
+// TestPushFetchCLI: push and fetch against a bare remote, in text and JSON.
+func TestPushFetchCLI(t *testing.T) {
+	e := newCLIEnv(t)
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	e.git("remote", "add", "origin", "file://"+remote)
+	r := e.want(1, "push", "nowhere")
+	oneErrorLine(t, []string{"push", "nowhere"}, r)
+	e.ok("task", "create", "T-1", "--title", "one")
+	out := e.ok("push")
+	if !strings.Contains(out, "pushed to origin (atomic)") || !strings.Contains(out, "task T-1 (ledger)") {
+		t.Fatalf("push: %q", out)
+	}
+	var pushed struct {
+		Pushed   []any `json:"pushed"`
+		UpToDate int   `json:"up_to_date"`
+		Atomic   bool  `json:"atomic"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("push", "--output-json")), &pushed); err != nil {
+		t.Fatal(err)
+	}
+	if len(pushed.Pushed) != 0 || pushed.UpToDate == 0 || !pushed.Atomic {
+		t.Fatalf("second push: %+v", pushed)
+	}
+	var fetched struct {
+		Created  []any `json:"created"`
+		UpToDate int   `json:"up_to_date"`
+		Diverged []any `json:"diverged"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("fetch", "--output-json")), &fetched); err != nil {
+		t.Fatal(err)
+	}
+	if len(fetched.Created) != 0 || fetched.UpToDate != pushed.UpToDate || fetched.Diverged == nil {
+		t.Fatalf("fetch: %+v", fetched)
+	}
+}
