@@ -112,6 +112,7 @@ command is suggested). Each command's --help gives its own exit status.`,
 		newArtifactCmd(g, io, true),
 		newMCPCmd(g, io), newServeCmd(g, io),
 	)
+	root.AddCommand(remoteCommands(g, io)...) // push, fetch, clone, remote (remote.go)
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
