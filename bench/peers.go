@@ -114,7 +114,8 @@ func runPeers(b *bench) error {
 	for _, m := range modes {
 		results[m] = &modeResults{}
 	}
-	var commitLat durations // gittuf: the untimed signed commit before each record
+	var commitLat durations                                       // gittuf: the untimed signed commit before each record
+	early, late := map[string]durations{}, map[string]durations{} // the first and the last tenth of each run's appends
 	for r := 0; r < *flagRounds; r++ {
 		var line []string
 		for i := range modes {
@@ -151,6 +152,8 @@ func runPeers(b *bench) error {
 			res.cpu = append(res.cpu, float64(run.cpuPerPost()))
 			res.lat = append(res.lat, run.lat...)
 			res.posts = run.posts
+			k := max(1, len(run.lat)/10)
+			early[m], late[m] = append(early[m], run.lat[:k]...), append(late[m], run.lat[len(run.lat)-k:]...)
 			line = append(line, fmt.Sprintf("%s %.1f/s", m, run.rate()))
 		}
 		b.printf("  round %d: %s\n", r+1, strings.Join(line, ", "))
@@ -164,7 +167,7 @@ func runPeers(b *bench) error {
 		peerAPISeq:  "bernstein Store.Post, 1 goroutine",
 		peerAPIConc: fmt.Sprintf("bernstein Store.Post, %d goroutines", *flagWorkers),
 	}
-	b.printf("\n  %-40s %7s %9s %15s %10s %10s %9s %9s\n", "append", "entries", "per s", "min..max", "per entry", "CPU/entry", "p50", "p99")
+	b.printf("\n  %-40s %7s %9s %15s %10s %10s %9s %9s %11s\n", "append", "entries", "per s", "min..max", "per entry", "CPU/entry", "p50", "p99", "last/first")
 	for _, m := range modes {
 		res := results[m]
 		if len(res.rates.vals) == 0 {
@@ -172,13 +175,14 @@ func runPeers(b *bench) error {
 			continue
 		}
 		med := res.rates.median()
-		b.printf("  %-40s %7d %9.1f %15s %10s %10s %9s %9s\n", labels[m], res.posts, med,
+		b.printf("  %-40s %7d %9.1f %15s %10s %10s %9s %9s %11s\n", labels[m], res.posts, med,
 			fmt.Sprintf("%.1f..%.1f", res.rates.min(), res.rates.max()), ms(time.Duration(float64(time.Second)/med)),
-			ms(time.Duration(median(res.cpu))), ms(percentile(res.lat, 50)), ms(percentile(res.lat, 99)))
+			ms(time.Duration(median(res.cpu))), ms(percentile(res.lat, 50)), ms(percentile(res.lat, 99)), dratio(late[m].median(), early[m].median()))
 	}
+	b.printf("  (CPU/entry: user+sys of the process and its children, for the API the bench process over the run; p50/p99:\n")
+	b.printf("  one append, pooled over rounds; last/first: median time of the last tenth of a run's appends / of the first)\n")
 	if len(commitLat) > 0 {
-		b.printf("  (gittuf: the `git commit -S` before each record, not in its figures: median %s; CPU/entry: user+sys of the\n", ms(commitLat.median()))
-		b.printf("  process and its children, for the API the bench process over the run; p50/p99: one append, pooled over rounds)\n")
+		b.printf("  (gittuf: the `git add` and `git commit -S` before each record are not in its figures: median %s)\n", ms(commitLat.median()))
 	}
 
 	rate := func(m string) float64 {
