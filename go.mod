@@ -3,6 +3,7 @@ module github.com/bernstein/bernstein
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3

@@ -3,11 +3,17 @@ package keys
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hiddeco/sshsig"
 	"golang.org/x/crypto/ssh"
@@ -29,20 +35,245 @@ var ErrBadSignature = errors.New("signature does not verify")
 
 // CommitSigner returns the public key an armored commit signature claims.
 func CommitSigner(armored []byte) (ssh.PublicKey, *sshsig.Signature, error) {
-	sig, err := sshsig.Unarmor(armored)
+	cs, err := ParseCommitSignature(armored)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
+		return nil, nil, err
 	}
-	return sig.PublicKey, sig, nil
+	return cs.Key, cs.sig, nil
 }
 
 // VerifyCommit checks an armored SSH commit signature over payload by pub.
 func VerifyCommit(payload, armored []byte, pub ssh.PublicKey) error {
+	cs, err := ParseCommitSignature(armored)
+	if err != nil {
+		return err
+	}
+	return VerifyCommitSignature(payload, cs, pub)
+}
+
+// CommitSignature is an armored SSH commit signature parsed once, for both
+// the key it claims and its verification.
+type CommitSignature struct {
+	// Key is the public key the signature claims; KeyID is its wire form,
+	// which identifies it.
+	Key   ssh.PublicKey
+	KeyID string
+	sig   *sshsig.Signature
+	ed    []byte // the 32 key bytes when Key is an ssh-ed25519 key
+}
+
+// ParseCommitSignature unarmours and parses an SSH commit signature. It
+// accepts and rejects exactly what sshsig.Unarmor does, with the same
+// errors as CommitSigner; the signatures git and bernstein write take a
+// direct path (see parseArmored), anything else the library's.
+func ParseCommitSignature(armored []byte) (*CommitSignature, error) {
+	if cs := parseArmored(armored); cs != nil {
+		return cs, nil
+	}
 	sig, err := sshsig.Unarmor(armored)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSignature, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
-	return verifyParsed(payload, sig, pub)
+	k := internKey(sig.PublicKey.Marshal(), sig.PublicKey)
+	sig.PublicKey = k.key
+	return &CommitSignature{Key: k.key, KeyID: k.id, sig: sig, ed: k.ed}, nil
+}
+
+// VerifyCommitSignature checks a parsed commit signature over payload by
+// pub, as VerifyCommit checks the armored one.
+func VerifyCommitSignature(payload []byte, cs *CommitSignature, pub ssh.PublicKey) error {
+	return verifyParsed(payload, cs.sig, pub)
+}
+
+// Ed25519 returns what a verification of cs over payload by its own key
+// (cs.Key) comes down to when that key is an ssh-ed25519 key: the
+// crypto/ed25519 verification of sig over msg by key. VerifyCommitSignature
+// (payload, cs, cs.Key) succeeds exactly when ed25519.Verify(key, msg, sig)
+// holds. ok is false when the signature takes another path (another key
+// type or signature format, another namespace); then only
+// VerifyCommitSignature decides. msg is appended to buf.
+func (cs *CommitSignature) Ed25519(payload, buf []byte) (key, msg, sig []byte, ok bool) {
+	s := cs.sig
+	if cs.ed == nil || s.Namespace != Namespace || s.Signature.Format != ssh.KeyAlgoED25519 {
+		return nil, nil, nil, false
+	}
+	// sshsig.Verify: the hash of the message, then the public key's
+	// Verify over the signed data (ed25519.Verify for an ssh-ed25519 key
+	// whose signature has that format).
+	var sum []byte
+	var d512 [64]byte
+	var d256 [32]byte
+	switch s.HashAlgorithm {
+	case sshsig.HashSHA512:
+		d512 = sha512.Sum512(payload)
+		sum = d512[:]
+	case sshsig.HashSHA256:
+		d256 = sha256.Sum256(payload)
+		sum = d256[:]
+	default:
+		return nil, nil, nil, false
+	}
+	// signedData: "SSHSIG", then the namespace, the reserved string, the
+	// hash algorithm and the hash, each a uint32-length-prefixed string.
+	msg = append(buf, "SSHSIG"...)
+	for _, f := range [][]byte{[]byte(Namespace), nil, []byte(s.HashAlgorithm), sum} {
+		msg = binary.BigEndian.AppendUint32(msg, uint32(len(f)))
+		msg = append(msg, f...)
+	}
+	return cs.ed, msg, s.Signature.Blob, true
+}
+
+// parseArmored parses the armour sshsig.Armor writes (pem.EncodeToMemory of
+// one "SSH SIGNATURE" block, nothing before or after it) around the wire
+// form of an ssh-ed25519 signature, without reflection. Within that form it
+// decodes exactly as pem.Decode, ssh.Unmarshal, ssh.ParsePublicKey and
+// sshsig's checks do (the tests compare both on mutated inputs); it returns
+// nil for anything else, which then takes the general path.
+func parseArmored(b []byte) *CommitSignature {
+	const begin, end = "-----BEGIN SSH SIGNATURE-----\n", "\n-----END SSH SIGNATURE-----"
+	if !bytes.HasPrefix(b, []byte(begin)) {
+		return nil
+	}
+	body := b[len(begin):]
+	i := bytes.Index(body, []byte("\n-----END "))
+	if i <= 0 || !bytes.HasPrefix(body[i:], []byte(end)) {
+		return nil
+	}
+	if after := body[i+len(end):]; len(after) > 1 || len(after) == 1 && after[0] != '\n' {
+		return nil
+	}
+	body = body[:i]
+	for _, c := range body {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '\n') {
+			return nil
+		}
+	}
+	var stack [512]byte
+	raw := stack[:0]
+	if n := base64.StdEncoding.DecodedLen(len(body)); n > len(stack) {
+		raw = make([]byte, n)
+	} else {
+		raw = stack[:n]
+	}
+	n, err := base64.StdEncoding.Decode(raw, body)
+	if err != nil {
+		return nil
+	}
+	w := raw[:n]
+	// The blob: magic, version 1, public key, namespace, reserved, hash
+	// algorithm, signature, and nothing after.
+	if len(w) < 6 || string(w[:6]) != "SSHSIG" {
+		return nil
+	}
+	w = w[6:]
+	if len(w) < 4 || binary.BigEndian.Uint32(w) != 1 {
+		return nil
+	}
+	w = w[4:]
+	var pub, ns, hash, sigBytes []byte
+	var ok bool
+	for _, f := range []*[]byte{&pub, &ns, nil, &hash, &sigBytes} {
+		var v []byte
+		if v, w, ok = wireString(w); !ok {
+			return nil
+		}
+		if f != nil {
+			*f = v
+		}
+	}
+	if len(w) != 0 || (string(hash) != string(sshsig.HashSHA256) && string(hash) != string(sshsig.HashSHA512)) {
+		return nil
+	}
+	// The signature: format, blob, and whatever follows (ssh:"rest").
+	format, rest, ok := wireString(sigBytes)
+	if !ok {
+		return nil
+	}
+	blob, rest, ok := wireString(rest)
+	if !ok {
+		return nil
+	}
+	// The public key: an ssh-ed25519 key of 32 bytes, nothing after.
+	algo, kr, ok := wireString(pub)
+	if !ok || string(algo) != ssh.KeyAlgoED25519 {
+		return nil
+	}
+	keyBytes, kr, ok := wireString(kr)
+	if !ok || len(keyBytes) != 32 || len(kr) != 0 {
+		return nil
+	}
+	k := internKey(pub, nil)
+	if k == nil {
+		return nil
+	}
+	sig := &sshsig.Signature{
+		Version:       1,
+		PublicKey:     k.key,
+		Namespace:     string(ns),
+		HashAlgorithm: sshsig.HashAlgorithm(hash),
+		Signature:     &ssh.Signature{Format: string(format), Blob: bytes.Clone(blob), Rest: bytes.Clone(rest)},
+	}
+	return &CommitSignature{Key: k.key, KeyID: k.id, sig: sig, ed: k.ed}
+}
+
+// wireString reads a uint32-length-prefixed string, as ssh's parseString.
+func wireString(in []byte) (s, rest []byte, ok bool) {
+	if len(in) < 4 {
+		return nil, nil, false
+	}
+	n := binary.BigEndian.Uint32(in)
+	in = in[4:]
+	if uint32(len(in)) < n {
+		return nil, nil, false
+	}
+	return in[:n], in[n:], true
+}
+
+// knownKey is a parsed public key, shared by every signature that claims it.
+type knownKey struct {
+	key ssh.PublicKey
+	id  string // wire form
+	ed  []byte // ed25519 key bytes, for ssh-ed25519 keys
+}
+
+var (
+	keysMu sync.Mutex
+	known  = map[string]*knownKey{}
+)
+
+// internKey returns the shared parse of the public key with wire form wire;
+// parsed, when not nil, is that parse. It returns nil when wire does not
+// parse.
+func internKey(wire []byte, parsed ssh.PublicKey) *knownKey {
+	keysMu.Lock()
+	k := known[string(wire)]
+	keysMu.Unlock()
+	if k != nil {
+		return k
+	}
+	if parsed == nil {
+		var err error
+		if parsed, err = ssh.ParsePublicKey(wire); err != nil {
+			return nil
+		}
+	}
+	k = &knownKey{key: parsed, id: string(wire)}
+	if parsed.Type() == ssh.KeyAlgoED25519 {
+		if ck, ok := parsed.(ssh.CryptoPublicKey); ok {
+			if ek, ok := ck.CryptoPublicKey().(ed25519.PublicKey); ok && len(ek) == ed25519.PublicKeySize {
+				k.ed = ek
+			}
+		}
+	}
+	keysMu.Lock()
+	defer keysMu.Unlock()
+	if prev := known[k.id]; prev != nil {
+		return prev
+	}
+	if len(known) < 1024 {
+		known[k.id] = k
+	}
+	return k
 }
 
 func verifyParsed(payload []byte, sig *sshsig.Signature, pub ssh.PublicKey) error {

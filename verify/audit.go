@@ -362,6 +362,30 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 			rep.Failures = append(rep.Failures, Failure{Writer: writer, Seq: i64(seq), Check: check, Reason: fmt.Sprintf("audit entry %s/%d: %s", writer, seq, reason)})
 			mu.Unlock()
 		}
+		// Signatures are checked in batches on the pool.
+		var batch []sigJob
+		var seqs []int64
+		flush := func() {
+			if len(batch) == 0 {
+				return
+			}
+			jobs, at := batch, seqs
+			batch, seqs = nil, nil
+			pool.do(func() {
+				checkSignatures(env, jobs)
+				for i, j := range jobs {
+					mu.Lock()
+					rep.Counts.SignaturesChecked++
+					if j.state == sigUnpinned || j.state == sigNoKey {
+						rep.Counts.SignaturesUnpinned++
+					}
+					mu.Unlock()
+					if j.state == sigBad {
+						fail(at[i], "audit_signature", j.reason)
+					}
+				}
+			})
+		}
 		n := 0
 		chain.Walk(env.Objects, vals[name], func(cc chain.Commit) bool {
 			n++
@@ -412,19 +436,11 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 				rep.Counts.HMACsNotChecked++
 				mu.Unlock()
 			}
-			seq, payload, sig := a.Seq, cc.Payload, cc.Commit.Signature
-			pool.do(func() {
-				st, reason := checkSignature(env, writer, payload, sig)
-				mu.Lock()
-				rep.Counts.SignaturesChecked++
-				if st == sigUnpinned || st == sigNoKey {
-					rep.Counts.SignaturesUnpinned++
-				}
-				mu.Unlock()
-				if st == sigBad {
-					fail(seq, "audit_signature", reason)
-				}
-			})
+			batch = append(batch, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature})
+			seqs = append(seqs, a.Seq)
+			if len(batch) == sigBatch {
+				flush()
+			}
 			if ai.resources[a.Event] == nil {
 				ai.resources[a.Event] = map[string]bool{}
 			}
@@ -436,6 +452,7 @@ func walkAudits(env *Env, o Options, pool *sigPool, rep *Report) (*auditIndex, e
 			newer = &entry
 			return true
 		})
+		flush()
 		rep.Counts.AuditEntries += n
 	}
 	pool.wait()
@@ -522,6 +539,7 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 	var st ledger.State
 	broken := false
 	commits := chain.WalkAll(v.Env.Objects, head)
+	proofs := proveCommits(v.Env, commits)
 	for i, cc := range commits {
 		fail := func(check, reason string) {
 			fs = append(fs, Failure{TaskID: task, Check: check, Reason: fmt.Sprintf("ledger of %s at index %d: %s", task, i, reason)})
@@ -552,7 +570,7 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
 		}
 		sigs++
-		switch p := ProveCommit(v.Env, cc.Commit, cc.Payload); p.State {
+		switch p := proofs[i]; p.State {
 		case Tampered:
 			fail("row_signature", fmt.Sprintf("%s: %s", row.Kind, p.Reason))
 		case Unverifiable:

@@ -29,6 +29,10 @@ func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 		return chain.Proof{State: Tampered, Reason: "the commit names no writer as its committer"}
 	}
 	st, reason := checkSignature(env, writer, payload, c.Signature)
+	return proofOf(writer, st, reason)
+}
+
+func proofOf(writer string, st sigState, reason string) chain.Proof {
 	switch st {
 	case sigTrusted:
 		return chain.Proof{Writer: writer, State: Verified}
@@ -36,6 +40,31 @@ func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 		return chain.Proof{Writer: writer, State: Unverifiable, Reason: reason}
 	}
 	return chain.Proof{Writer: writer, State: Tampered, Reason: reason}
+}
+
+// proveCommits is ProveCommit for every readable commit of a chain (a
+// commit with Err gets no proof), with the signatures checked in batches.
+func proveCommits(env *Env, commits []chain.Commit) []chain.Proof {
+	proofs := make([]chain.Proof, len(commits))
+	jobs := make([]sigJob, 0, len(commits))
+	at := make([]int, 0, len(commits))
+	for i, cc := range commits {
+		if cc.Err != nil {
+			continue
+		}
+		writer, ok := CommitWriter(cc.Commit.Committer)
+		if !ok {
+			proofs[i] = chain.Proof{State: Tampered, Reason: "the commit names no writer as its committer"}
+			continue
+		}
+		jobs = append(jobs, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature})
+		at = append(at, i)
+	}
+	checkSignatures(env, jobs)
+	for n, i := range at {
+		proofs[i] = proofOf(jobs[n].writer, jobs[n].state, jobs[n].reason)
+	}
+	return proofs
 }
 
 // CommitWriter returns the writer id a commit's committer line names

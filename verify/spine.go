@@ -72,6 +72,9 @@ type Env struct {
 	// Published are the keys the writers refs publish, by writer. They
 	// are not trusted; they only tell "unverifiable" from "tampered".
 	Published map[string]ssh.PublicKey
+
+	once sync.Once
+	sigs *sigCache // key verdicts under Trust and Published
 }
 
 // SpineIndex indexes every entry of every local lineage spine by hash.
@@ -120,6 +123,14 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		prev record.Hash
 	}
 	var newer *link
+	var batch []spineSig
+	flush := func() {
+		if len(batch) > 0 {
+			b := batch
+			batch = nil
+			pool.do(func() { ix.checkBatch(b) })
+		}
+	}
 	breakAt := -1 // index in recs (newest first) of the oldest entry a break affects
 	reasons := map[int]string{}
 	mark := func(i int, reason string) {
@@ -162,13 +173,14 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 		newer = &link{e.Header.Seq, e.Header.Prev}
 		if pool != nil {
-			r, payload, sig, tree, entry := rec, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, e.Bytes
-			pool.do(func() {
-				r.once.Do(func() { r.check(ix.env, payload, sig, tree, entry) })
-			})
+			batch = append(batch, spineSig{rec, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, e.Bytes})
+			if len(batch) == sigBatch {
+				flush()
+			}
 		}
 		return true
 	})
+	flush()
 	reverse(recs)
 	n := len(recs)
 	for i, rec := range recs {
@@ -207,6 +219,35 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 func reverse[T any](xs []T) {
 	for i, j := 0, len(xs)-1; i < j; i, j = i+1, j-1 {
 		xs[i], xs[j] = xs[j], xs[i]
+	}
+}
+
+// sigBatch is how many signatures the walks hand the pool at a time.
+const sigBatch = 64
+
+// spineSig is what the signature checks of one spine entry need.
+type spineSig struct {
+	rec          *SpineRecord
+	payload, sig []byte
+	tree         gitstore.Oid
+	entry        []byte
+}
+
+// checkBatch checks the commit signatures of a batch of spine entries (and
+// the detached signatures of seals), as check does each.
+func (ix *SpineIndex) checkBatch(b []spineSig) {
+	jobs := make([]sigJob, len(b))
+	for i, e := range b {
+		jobs[i] = sigJob{writer: e.rec.Writer, payload: e.payload, armored: e.sig}
+	}
+	checkSignatures(ix.env, jobs)
+	for i, e := range b {
+		e.rec.once.Do(func() {
+			e.rec.sigState, e.rec.sigReason = jobs[i].state, jobs[i].reason
+			if e.rec.Seal != nil {
+				e.rec.sealErr = checkSealSignature(ix.env, e.sig, e.tree, e.entry)
+			}
+		})
 	}
 }
 
@@ -264,36 +305,12 @@ func (ix *SpineIndex) Productions() []Production {
 	return out
 }
 
-// checkSignature classifies a commit signature by writer.
+// checkSignature classifies a commit signature by writer: verified against
+// a pinned key, against the published key only, no key known, or bad.
 func checkSignature(env *Env, writer string, payload, armored []byte) (sigState, string) {
-	if len(armored) == 0 {
-		return sigBad, "commit is not signed"
-	}
-	claimed, _, err := keys.CommitSigner(armored)
-	if err != nil {
-		return sigBad, err.Error()
-	}
-	trusted := env.Trust.Trusted(writer)
-	if len(trusted) > 0 {
-		if !env.Trust.IsTrusted(writer, claimed) {
-			return sigBad, fmt.Sprintf("signed by %s, which is not the pinned key of writer %s", ssh.FingerprintSHA256(claimed), writer)
-		}
-		if err := keys.VerifyCommit(payload, armored, claimed); err != nil {
-			return sigBad, err.Error()
-		}
-		return sigTrusted, ""
-	}
-	pub, ok := env.Published[writer]
-	if !ok {
-		return sigNoKey, fmt.Sprintf("no key is known for writer %s", writer)
-	}
-	if ssh.FingerprintSHA256(pub) != ssh.FingerprintSHA256(claimed) {
-		return sigBad, fmt.Sprintf("signed by %s, which is not the key published for writer %s", ssh.FingerprintSHA256(claimed), writer)
-	}
-	if err := keys.VerifyCommit(payload, armored, claimed); err != nil {
-		return sigBad, err.Error()
-	}
-	return sigUnpinned, fmt.Sprintf("writer %s's key is published but not pinned (see 'bernstein keys list')", writer)
+	jobs := []sigJob{{writer: writer, payload: payload, armored: armored}}
+	checkSignatures(env, jobs)
+	return jobs[0].state, jobs[0].reason
 }
 
 // checkSealSignature checks the detached sigstore signature a seal commit's
