@@ -253,8 +253,9 @@ func cliBinary(root, flagged string) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	fmt.Fprintf(os.Stderr, "bench: %s missing: go build -o bin/bernstein ./cmd/bernstein\n", bin)
+	fmt.Fprintf(os.Stderr, "bench: %s missing: CGO_ENABLED=0 go build -o bin/bernstein ./cmd/bernstein\n", bin)
 	cmd := exec.Command("go", "build", "-o", "bin/bernstein", "./cmd/bernstein")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

@@ -324,7 +324,9 @@ func TestStdioBinaryMalformedLine(t *testing.T) {
 	r.createTask("T-1")
 	tok := r.claim("T-1", "agent-1")
 	bin := filepath.Join(t.TempDir(), "bernstein")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/bernstein/bernstein/cmd/bernstein").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", bin, "github.com/bernstein/bernstein/cmd/bernstein")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build bernstein: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "--repo", r.dir, "mcp", "--agent", "agent-1", "--claim-token", tok)

@@ -35,7 +35,7 @@ if [ -z "$chromium" ] || [ ! -x "$chromium" ]; then
   exit 1
 fi
 
-${GO:-go} build -o bin/bernstein ./cmd/bernstein
+CGO_ENABLED=0 ${GO:-go} build -o bin/bernstein ./cmd/bernstein
 
 # install installs a suite's pinned packages when node_modules is missing or
 # older than the lock. No browser is ever downloaded.

@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cliBin = filepath.Join(dir, "bernstein")
-	if out, err := exec.Command("go", "build", "-o", cliBin, "../cmd/bernstein").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", cliBin, "../cmd/bernstein")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
+	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
 		os.Exit(1)
 	}
