@@ -230,10 +230,20 @@ func remotes(gitDir string) ([]string, error) {
 	return strings.Fields(string(out)), nil
 }
 
-// checkRemote refuses a remote the repository does not have.
+// checkRemote refuses a remote the repository does not have. A remote
+// defined in the repository's own config file is found without starting
+// git; any other (included files, the user's config) is asked of git.
 func checkRemote(gitDir, remote string) error {
 	if remote == "" {
 		return fmt.Errorf("%w: the remote name is empty", ErrUnknownRemote)
+	}
+	if data, err := os.ReadFile(filepath.Join(gitDir, "config")); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			l = strings.TrimSpace(l)
+			if rest, ok := strings.CutPrefix(l, "[remote"); ok && strings.TrimSpace(rest) == `"`+remote+`"]` {
+				return nil
+			}
+		}
 	}
 	names, err := remotes(gitDir)
 	if err != nil {
@@ -644,7 +654,12 @@ func (s *Store) Fetch(remote string) (*FetchResult, error) {
 // fetchTracking runs git fetch of refspecs (into remote-tracking refs only:
 // --refmap= keeps the configured refspecs from moving anything else).
 func (s *Store) fetchTracking(remote string, refspecs []string, prune bool) error {
-	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
+	// The objects are kept as a pack, synced (never unpacked into loose
+	// objects, which git does not sync by default): the local refs will
+	// point at them. The remote-tracking refs are not synced: they are
+	// hints, relearned by the next fetch or push.
+	args := []string{"-c", "fetch.unpackLimit=1", "-c", "core.fsync=pack,derived-metadata",
+		"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
 	if prune {
 		args = append(args, "--prune")
 	}
@@ -947,7 +962,8 @@ func (s *Store) gitPush(remote string, plan []refs.Update, atomic bool) (map[str
 	for _, u := range plan {
 		size += len(u.Ref) + 42
 	}
-	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
+	// Locally a push writes only remote-tracking refs (hints): unsynced.
+	args := []string{"-c", "core.fsync=none", "push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if atomic {
 		args = append(args, "--atomic")
 	}
@@ -1035,7 +1051,7 @@ func (s *Store) pushViaRefs(plan []refs.Update) (string, func(), error) {
 		fmt.Fprintf(&in, "update %s%s %s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix), u.New)
 	}
 	in.WriteString("prepare\ncommit\n")
-	if _, errb, err := runGit(s.gitDir, in.Bytes(), "update-ref", "--stdin"); err != nil {
+	if _, errb, err := runGit(s.gitDir, in.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
 		return "", nil, fmt.Errorf("git update-ref (temporary push refs): %s", gitMessage(errb))
 	}
 	cleanup := func() {
@@ -1043,7 +1059,7 @@ func (s *Store) pushViaRefs(plan []refs.Update) (string, func(), error) {
 		for _, u := range plan {
 			fmt.Fprintf(&del, "delete %s%s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix))
 		}
-		if _, errb, err := runGit(s.gitDir, del.Bytes(), "update-ref", "--stdin"); err != nil {
+		if _, errb, err := runGit(s.gitDir, del.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
 			s.warn("remove the temporary push refs under %s: %s", prefix, gitMessage(errb))
 		}
 	}
@@ -1070,7 +1086,8 @@ func (s *Store) setTracking(remote string, landed []refs.Update) error {
 	if in.Len() == 0 {
 		return nil
 	}
-	if _, errb, err := runGit(s.gitDir, in.Bytes(), "update-ref", "--stdin"); err != nil {
+	// Hints, relearned by the next fetch or push: not synced.
+	if _, errb, err := runGit(s.gitDir, in.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
 		return errors.New(gitMessage(errb))
 	}
 	return nil
