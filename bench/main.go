@@ -41,6 +41,7 @@ var sections = []section{
 	{"fold", "progress fold of a long journal: cold (fresh process, no cache) against git log over the same ref; warm after new rows", runFold},
 	{"history", "cost against history length: CLI reads at 1,000 and 4,000 versions of one key, bytes a post adds, MCP server RSS over 3,000 posts", runHistory},
 	{"serve", "bernstein serve: post to SSE event p50/p99 (in-process and CLI posts, 1 and 100 subscribers), RSS of 1,000 idle subscribers, task API vs artifact list", runServe},
+	{"remote", "bernstein push and fetch of 10,000 posts to and from a file:// bare repository against plain git push and git fetch of the same refs", runRemote},
 	{"startup", "process start-up: bernstein --version, --help, task list and one CLI post against a hello-world Go binary and a git plumbing post", runStartup},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},
 }
