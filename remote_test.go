@@ -685,3 +685,100 @@ func TestFetchFastForwardAPI(t *testing.T) {
 		t.Fatalf("the fast-forward left its intent: %v", keeps)
 	}
 }
+
+// TestRemoteReadmeTwoHosts runs the README's "Two hosts" block as written,
+// each host's lines in one shell (so `cd` holds) with its own
+// BERNSTEIN_HOME, every line required to exit 0; a bare repository's
+// file:// URL stands in for the example's. The signers file the last line
+// reads is written from both hosts' keys first, as their users would
+// exchange them.
+func TestRemoteReadmeTwoHosts(t *testing.T) {
+	isolateGit(t)
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	at := strings.Index(text, "\n## Two hosts\n")
+	if at < 0 {
+		t.Fatal(`README.md has no "## Two hosts" section`)
+	}
+	text = text[at:]
+	start := strings.Index(text, "\n```sh\n")
+	end := strings.Index(text[start+7:], "\n```")
+	if start < 0 || end < 0 {
+		t.Fatal(`README.md's "## Two hosts" section has no sh block`)
+	}
+	type segment struct {
+		host  string
+		lines []string
+	}
+	var segs []segment
+	for _, l := range strings.Split(text[start+7:start+7+end], "\n") {
+		l = strings.TrimSpace(l)
+		if m := regexp.MustCompile(`^# host (\w+)`).FindStringSubmatch(l); m != nil {
+			segs = append(segs, segment{host: m[1]})
+			continue
+		}
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if len(segs) == 0 {
+			t.Fatalf("README line %q comes before any '# host' line", l)
+		}
+		segs[len(segs)-1].lines = append(segs[len(segs)-1].lines, l)
+	}
+	if len(segs) != 3 || segs[0].host != "a" || segs[1].host != "b" || segs[2].host != "a" {
+		t.Fatalf("README two-host block: segments %+v", segs)
+	}
+
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url := srv.newRemote(t, "tasks.git")
+	a := newHost(t, root, "host-a")
+	gitRun(t, root, "clone", "-q", url, a.dir)
+	a.git("commit", "-q", "--allow-empty", "-m", "start")
+	a.git("push", "-q", "origin", "HEAD:refs/heads/main")
+	b := newHost(t, root, "host-b")
+	bDir := filepath.Join(root, "b")
+	if err := os.MkdirAll(bDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.dir = filepath.Join(bDir, "tasks")
+
+	var last string
+	for i, seg := range segs {
+		h, dir := a, a.dir
+		if seg.host == "b" {
+			h, dir = b, bDir
+		}
+		if i == 2 {
+			writeSigners(t, filepath.Join(a.dir, "signers"), a, b)
+		}
+		script := "set -e\n"
+		for _, l := range seg.lines {
+			script += strings.ReplaceAll(l, "https://git.example.com/tasks.git", url) + "\n"
+		}
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(),
+			"PATH="+filepath.Dir(cliBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"BERNSTEIN_HOME="+h.home, "BERNSTEIN_FORCE_TTY=0")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		t.Logf("host %s:\n%s\n%s%s", seg.host, script, stdout.String(), stderr.String())
+		if err != nil {
+			t.Fatalf("README two-host block, host %s: %v\n%s%s", seg.host, err, stdout.String(), stderr.String())
+		}
+		last = stdout.String()
+	}
+	if !strings.Contains(last, "verified: everything holds") {
+		t.Fatalf("the block's last line did not verify: %s", last)
+	}
+	remote := refsOf(t, srv.dir("tasks.git"), refs.Prefix)
+	sameRefs(t, "host a's and the remote's refs", a.refs(), remote)
+	if remote[refs.Ledger("T-A")] == "" || remote[refs.Ledger("T-B")] == "" {
+		t.Fatalf("the remote lacks a task: %v", sorted(remote))
+	}
+}
