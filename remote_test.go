@@ -782,3 +782,78 @@ func TestRemoteReadmeTwoHosts(t *testing.T) {
 		t.Fatalf("the remote lacks a task: %v", sorted(remote))
 	}
 }
+
+// TestFetchInterruptedAtCommitPoint: a fetch stopped right after its first
+// ref moved (as a crash would stop it) reads as whole to every reader, and
+// the next writer (here Settle, as push runs it) finishes it.
+func TestFetchInterruptedAtCommitPoint(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	url := srv.newRemote(t, "tasks.git")
+	root := t.TempDir()
+	mk := func(name string) (*fixture, *bernstein.Store) {
+		f := &fixture{t: t, dir: filepath.Join(root, name), home: filepath.Join(root, name+"-home")}
+		f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
+		gitRun(t, root, "init", "-q", f.dir)
+		gitRun(t, f.dir, "remote", "add", "origin", url)
+		if _, err := bernstein.Init(f.opts, name); err != nil {
+			t.Fatal(err)
+		}
+		return f, f.open()
+	}
+	fa, sa := mk("host-a")
+	fb, sb := mk("host-b")
+	tok := fa.claimed(sa, "T-A", "agent")
+	fa.post(sa, "T-A", "k", "agent", tok, report("one"))
+	if _, err := sa.Push("origin"); err != nil {
+		t.Fatal(err)
+	}
+	before := refsOf(t, fb.dir, refs.Prefix)
+	gitstore.FaultHook = func(step string) error {
+		if step == "renamed 0" {
+			return refs.ErrFault
+		}
+		return nil
+	}
+	_, err := sb.Fetch("origin")
+	gitstore.FaultHook = nil
+	if !errors.Is(err, refs.ErrFault) {
+		t.Fatalf("fetch: %v", err)
+	}
+	raw := refsOf(t, fb.dir, refs.Prefix)
+	moved := 0
+	for ref, id := range raw {
+		if before[ref] != id {
+			moved++
+		}
+	}
+	if moved != 1 {
+		t.Fatalf("%d refs moved before the simulated crash, want 1", moved)
+	}
+	// Readers see the fetch whole.
+	snap, err := (refs.Reader{Dir: filepath.Join(fb.dir, ".git")}).Snapshot(refs.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := refsOf(t, fa.dir, refs.Prefix)
+	for ref, id := range want {
+		if got, _ := snap.ReadOptional(ref); got.String() != id {
+			t.Fatalf("a reader sees %s at %s, want %s", ref, got, id)
+		}
+	}
+	if err := sb.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	after := refsOf(t, fb.dir, refs.Prefix)
+	for ref, id := range want {
+		if after[ref] != id {
+			t.Fatalf("after Settle %s is %s, want %s", ref, after[ref], id)
+		}
+	}
+	if keeps, _ := filepath.Glob(filepath.Join(fb.dir, ".git", "objects", "pack", "*.keep")); len(keeps) != 0 {
+		t.Fatalf("intent left after Settle: %v", keeps)
+	}
+	if res, err := sb.Fetch("origin"); err != nil || res.Moved() {
+		t.Fatalf("fetch after Settle: %+v %v", res, err)
+	}
+}
