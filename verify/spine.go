@@ -47,16 +47,19 @@ const (
 )
 
 // SpineRecord is one entry of a lineage spine, located in its chain. It is
-// compact: the commit is re-read when its signature is checked lazily.
+// compact: the hash is its 32 bytes, an artifact entry keeps only what it
+// binds (ArtifactSeal), and the commit is re-read when its signature is
+// checked lazily.
 type SpineRecord struct {
 	Writer   string
 	Seq      int64
 	Commit   gitstore.Oid
-	Hash     record.Hash
-	Kind     string
-	Artifact *record.SpineArtifactEntry
-	Seal     *record.SpineSealEntry
-	ChainErr string // set when the entry does not sit where its chain says
+	hash     [32]byte
+	parsed   bool // the entry parsed: hash is its identity
+	posted   bool // an artifact.posted audit entry names it
+	Artifact *ArtifactSeal
+	Seal     *record.SpineSealEntry // seals are few: kept whole
+	ChainErr string                 // set when the entry does not sit where its chain says
 
 	once      sync.Once
 	sigState  sigState
@@ -77,10 +80,19 @@ type Env struct {
 	sigs *sigCache // key verdicts under Trust and Published
 }
 
+// Hash returns the entry's spine entry hash ("" when it did not parse).
+func (r *SpineRecord) Hash() record.Hash {
+	if !r.parsed {
+		return ""
+	}
+	return hash32{b: r.hash, canon: true}.Hash()
+}
+
 // SpineIndex indexes every entry of every local lineage spine by hash.
 type SpineIndex struct {
 	env      *Env
-	ByHash   map[record.Hash]*SpineRecord
+	strs     interner
+	ByHash   map[[32]byte]*SpineRecord
 	Writers  []string
 	Records  map[string][]*SpineRecord // by writer, in chain order
 	Seals    map[string][]*SpineRecord // by task
@@ -102,7 +114,7 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, ByHash: map[record.Hash]*SpineRecord{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, strs: interner{}, ByHash: map[[32]byte]*SpineRecord{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
@@ -156,7 +168,12 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			newer = nil
 			return true
 		}
-		rec.Seq, rec.Hash, rec.Kind, rec.Artifact, rec.Seal = e.Header.Seq, e.Hash, e.Header.Kind, e.Artifact, e.Seal
+		rec.Seq, rec.Seal = e.Header.Seq, e.Seal
+		rec.hash, rec.parsed = hashBytes(string(e.Hash))
+		if a := e.Artifact; a != nil {
+			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key), Actor: ix.strs.of(a.Actor),
+				Version: a.Version, JournalIndex: a.JournalIndex, ContentHash: toHash32(a.ContentHash), PrevVersionHash: toHash32(a.PrevVersionHash)}
+		}
 		if e.Header.Writer != writer {
 			mark(i, fmt.Sprintf("entry names writer %q", e.Header.Writer))
 		}
@@ -184,7 +201,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 	reverse(recs)
 	n := len(recs)
 	for i, rec := range recs {
-		if rec.Hash == "" {
+		if !rec.parsed {
 			rec.Seq = int64(i)
 		}
 	}
@@ -200,11 +217,11 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 	}
 	for _, rec := range recs {
 		ix.Entries++
-		if rec.Hash == "" {
+		if !rec.parsed {
 			continue
 		}
-		if _, dup := ix.ByHash[rec.Hash]; !dup {
-			ix.ByHash[rec.Hash] = rec
+		if _, dup := ix.ByHash[rec.hash]; !dup {
+			ix.ByHash[rec.hash] = rec
 		}
 		if rec.Seal != nil {
 			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
@@ -258,6 +275,15 @@ func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, en
 	if r.Seal != nil {
 		r.sealErr = checkSealSignature(env, sig, tree, entry)
 	}
+}
+
+// lookup returns the entry whose spine entry hash is h, or nil.
+func (ix *SpineIndex) lookup(h record.Hash) *SpineRecord {
+	b, ok := hashBytes(string(h))
+	if !ok {
+		return nil // every indexed hash is in canonical form
+	}
+	return ix.ByHash[b]
 }
 
 // signature returns the signature state of r, checking it now if needed.

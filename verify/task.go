@@ -313,13 +313,13 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		return
 	}
 	// The spine entry must seal exactly this row.
-	rec := v.Spine.ByHash[ver.SpineEntryHash]
+	rec := v.Spine.lookup(ver.SpineEntryHash)
 	if rec == nil || rec.Artifact == nil {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
 		return
 	}
 	ver.Writer = rec.Writer
-	diff := BindingDiff(rep.Task, ver, row.Actor, proof.Writer, rec.Artifact, rec.Writer)
+	diff := BindingDiff(rep.Task, ver, row.Actor, proof.Writer, rec.Artifact.entry(), rec.Writer)
 	if len(diff) > 0 {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", ")))
 		return
@@ -409,7 +409,7 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 	// ByTask lists writers in name order and each spine in chain order.
 	for _, r := range v.Spine.ByTask[rep.Task] {
 		a := r.Artifact
-		if have[r.Hash] {
+		if have[r.Hash()] {
 			continue
 		}
 		w := r.Writer
