@@ -295,7 +295,11 @@ type RemoteSetupResult struct {
 // CheckRemote reports ErrUnknownRemote unless the repository o names has
 // remote.
 func CheckRemote(o Options, remote string) error {
-	_, gitDir, _, err := locate(repoDir(o))
+	dir := repoDir(o)
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return fmt.Errorf("%w: %s does not exist", ErrNotRepository, dir)
+	}
+	_, gitDir, _, err := locate(dir)
 	if err != nil {
 		return err
 	}

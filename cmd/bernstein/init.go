@@ -34,9 +34,11 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if remote != "" {
-				// Refuse a mistyped remote before anything is created; a
+				// Refuse a mistyped remote before anything is created. A
 				// folder that is no repository yet has no remote at all.
-				if err := bernstein.CheckRemote(g.options(), remote); err != nil && !errors.Is(err, bernstein.ErrNotRepository) {
+				if err := bernstein.CheckRemote(g.options(), remote); errors.Is(err, bernstein.ErrNotRepository) {
+					return fmt.Errorf("--remote %s: not a git repository yet, so it has no remote %s: 'git clone' it, or 'git init' and 'git remote add %s URL' first", remote, remote, remote)
+				} else if err != nil {
 					return err
 				}
 			}
