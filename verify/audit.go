@@ -1,757 +1,718 @@
-package bernstein
+package verify
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
-	"syscall"
-	"time"
+	"sync"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
-// A write is a batch of operations. Each operation reads and extends the
-// chains of one transaction; the batch's objects go to disk as one pack and
-// every ref it moved moves in one compare-and-swap ref transaction. Posts
-// from concurrent goroutines share a batch (group commit); posts from
-// concurrent processes queue on a lock file so no work is thrown away.
-
-// chain is one ref's linear record chain as the transaction sees it.
-type chainState struct {
-	ref  string
-	old  gitstore.Oid // value when first read: the compare-and-swap base
-	head gitstore.Oid
-	tree gitstore.Oid
-	next int64  // index (rows) or seq (entries) of the next record
-	last string // hash of the last row or entry, or the last HMAC
-
-	ledger      *ledger.State // nil when no row of the ledger counted
-	ledgerProof chainProof
-	journal     *journalState
-	owner       int // op sequence that owns the states (copy on write)
-	dirty       bool
+// MACChecker recomputes the HMACs of one writer's audit mirror.
+type MACChecker interface {
+	CheckMAC(data []byte, mac string) bool
 }
 
-type tx struct {
-	s       *Store
-	env     *proofEnv // proves the rows the batch reads
-	id      *keys.Identity
-	now     time.Time
-	chains  map[string]*chainState
-	objects []gitstore.Object
-	trees   map[gitstore.Oid][]gitstore.TreeEntry
-	op      int
+// Options limit and instrument a repository walk.
+type Options struct {
+	Task string                // only this task's journal and ledger ("" for all)
+	MAC  map[string]MACChecker // writers whose HMAC key is on this host
+	// Progress, when set, is told how far each stage has come.
+	Progress func(stage string, done, total int)
 }
 
-// opFunc runs one operation inside a transaction.
-type opFunc func(t *tx) (any, error)
-
-type pendingOp struct {
-	fn   opFunc
-	res  any
-	err  error
-	done chan struct{}
+// VersionState is one artifact version's verdict.
+type VersionState struct {
+	Key          string `json:"key"`
+	Version      int64  `json:"version"`
+	JournalIndex int64  `json:"journal_index"`
+	State        string `json:"state"`
+	Reason       string `json:"reason"`
 }
 
-// keepChanges marks an operation error whose transaction changes must still
-// be committed (a refused post is recorded in the audit mirror).
-type keepChanges interface{ keepChanges() bool }
-
-const maxBatch = 256
-
-// submit runs fn in the next batch and waits for its outcome. One committer
-// goroutine per store runs the batches while there is work, so no caller
-// serves others' posts at the expense of its own.
-func (s *Store) submit(fn opFunc) (any, error) {
-	o := &pendingOp{fn: fn, done: make(chan struct{})}
-	s.qmu.Lock()
-	s.queue = append(s.queue, o)
-	if !s.leading {
-		s.leading = true
-		s.loops.Add(1)
-		go s.commitLoop()
-	}
-	s.qmu.Unlock()
-	select {
-	case s.arrived <- struct{}{}:
-	default:
-	}
-	<-o.done
-	return o.res, o.err
+// TaskResult is one task's verdict.
+type TaskResult struct {
+	TaskID          string         `json:"task_id"`
+	JournalIdentity string         `json:"journal_identity"`
+	IdentityReason  string         `json:"journal_identity_reason"`
+	JournalRows     int64          `json:"journal_rows"`
+	LedgerRows      int64          `json:"ledger_rows"`
+	Artifacts       []VersionState `json:"artifacts"`
 }
 
-// batchWait bounds how long the committer waits for the posters of the last
-// batch to come back, so that concurrent posters keep sharing batches rather
-// than splitting into groups that alternate.
-const batchWait = time.Millisecond
+// Counts summarises a walk.
+type Counts struct {
+	Tasks              int `json:"tasks"`
+	JournalRows        int `json:"journal_rows"`
+	LedgerRows         int `json:"ledger_rows"`
+	Artifacts          int `json:"artifacts"`
+	Verified           int `json:"verified"`
+	Tampered           int `json:"tampered"`
+	Unverifiable       int `json:"unverifiable"`
+	SpineEntries       int `json:"spine_entries"`
+	AuditEntries       int `json:"audit_entries"`
+	SignaturesChecked  int `json:"signatures_checked"`
+	SignaturesUnpinned int `json:"signatures_unpinned"`
+	HMACsChecked       int `json:"hmacs_checked"`
+	HMACsNotChecked    int `json:"hmacs_not_checked"`
+	Failures           int `json:"failures"`
+}
 
-func (s *Store) commitLoop() {
-	defer s.loops.Done()
-	last := 0
-	for {
-		s.qmu.Lock()
-		n := len(s.queue)
-		if n == 0 {
-			s.leading = false
-			s.qmu.Unlock()
+// Report is the outcome of `bernstein audit verify`.
+type Report struct {
+	Verified    bool         `json:"verified"`
+	HMACChecked bool         `json:"hmac_checked"`
+	HMACNote    string       `json:"hmac_note"`
+	Note        string       `json:"note"`
+	Tasks       []TaskResult `json:"tasks"`
+	Failures    []Failure    `json:"failures"`
+	Counts      Counts       `json:"counts"`
+}
+
+// Tampered reports whether any check failed.
+func (r *Report) Tampered() bool { return len(r.Failures) > 0 }
+
+// auditIndex is what the audit mirrors say was done.
+type auditIndex struct {
+	// A post's resource, its spine entry hash, is marked on the spine
+	// entry it names; seen holds the other (event, resource) pairs whose
+	// resource is a hash in canonical form, by event code and hash bytes;
+	// other the rest.
+	spine  *SpineIndex
+	seen   map[auditKey]struct{}
+	other  map[string]map[string]bool // event -> resource -> seen
+	codes  map[string]uint16
+	strs   interner
+	byTask map[string][]auditRecord // entries that name a post, a transition or a work row
+}
+
+type auditKey struct {
+	event uint16
+	hash  [32]byte
+}
+
+func newAuditIndex(ix *SpineIndex) *auditIndex {
+	return &auditIndex{spine: ix, seen: map[auditKey]struct{}{}, other: map[string]map[string]bool{}, codes: map[string]uint16{}, strs: interner{}, byTask: map[string][]auditRecord{}}
+}
+
+// add records that an audit entry names resource under event.
+func (a *auditIndex) add(event, resource string) {
+	if event == record.EventArtifactPosted {
+		if r := a.spine.lookup(record.Hash(resource)); r != nil {
+			r.posted = true
 			return
 		}
-		s.qmu.Unlock()
-		if n < last {
-			timer := time.NewTimer(batchWait)
-		wait:
-			for {
-				select {
-				case <-s.arrived:
-					s.qmu.Lock()
-					n = len(s.queue)
-					s.qmu.Unlock()
-					if n >= last {
-						break wait
-					}
-				case <-timer.C:
-					break wait
+	}
+	code, ok := a.codes[event]
+	if !ok && len(a.codes) < 1<<16-1 {
+		code, ok = uint16(len(a.codes)), true
+		a.codes[a.strs.of(event)] = code
+	}
+	if b, canon := hashBytes(resource); canon && ok {
+		a.seen[auditKey{code, b}] = struct{}{}
+		return
+	}
+	if a.other[event] == nil {
+		a.other[event] = map[string]bool{}
+	}
+	a.other[event][resource] = true
+}
+
+// auditRecord is one audit entry whose resource must exist elsewhere: the
+// spine entry of a post, the ledger row of a transition, the journal row
+// of a work row. Its details are read again from its commit when a failure
+// needs them.
+type auditRecord struct {
+	writer   string
+	seq      int64
+	event    string
+	task     string
+	resource hash32
+	commit   gitstore.Oid
+}
+
+// ledgerEvents and workEvents are the audit events that mirror a ledger row
+// or a journal work row; their resource is the row hash.
+var (
+	ledgerEvents = map[string]bool{
+		record.KindTaskCreated: true, record.KindTaskClaimed: true, record.KindTaskReleased: true,
+		record.KindTaskStarted: true, record.KindTaskSuspended: true, record.KindTaskResumed: true,
+		record.KindTaskCompleted: true, record.KindTaskFailed: true, record.KindTaskAbandoned: true,
+		record.KindTaskReopened: true,
+	}
+	workEvents = map[string]bool{
+		record.KindCheckpoint: true, record.KindDiffCaptured: true, record.KindGateAttempt: true, record.KindEvidenceResult: true,
+	}
+)
+
+func (a *auditIndex) has(event, resource string) bool {
+	if event == record.EventArtifactPosted {
+		if r := a.spine.lookup(record.Hash(resource)); r != nil && r.posted {
+			return true
+		}
+	}
+	if code, ok := a.codes[event]; ok {
+		if b, canon := hashBytes(resource); canon {
+			if _, in := a.seen[auditKey{code, b}]; in {
+				return true
+			}
+		}
+	}
+	return a.other[event][resource]
+}
+
+// Repository walks every chain under refs/bernstein and checks everything
+// DESIGN.md §4 and §6 ask of `audit verify`.
+func Repository(env *Env, o Options) (*Report, error) {
+	rep := &Report{Tasks: []TaskResult{}, Failures: []Failure{}}
+	stage := func(name string, done, total int) {
+		if o.Progress != nil {
+			o.Progress(name, done, total)
+		}
+	}
+	pool := newSigPool()
+	defer pool.close()
+
+	// 1. Spines: chains, signatures (all cores), seals.
+	stage("spines", 0, 0)
+	ix, err := buildSpineIndex(env, pool)
+	if err != nil {
+		return nil, err
+	}
+	rep.Counts.SpineEntries = ix.Entries
+	rep.Failures = append(rep.Failures, ix.Problems...)
+	for _, w := range ix.Writers {
+		for _, r := range ix.Records[w] {
+			if !r.parsed {
+				continue
+			}
+			rep.Counts.SignaturesChecked++
+			if r.sigState == sigUnpinned || r.sigState == sigNoKey {
+				rep.Counts.SignaturesUnpinned++
+			}
+			if r.sigState == sigBad {
+				f := Failure{Writer: w, Seq: i64(r.Seq), Check: "spine_signature", Reason: fmt.Sprintf("spine entry %s/%d: %s", w, r.Seq, r.sigReason)}
+				if a := r.Artifact; a != nil {
+					f.TaskID, f.Key, f.Version, f.JournalIndex = a.TaskID, a.Key, i64(a.Version), i64(a.JournalIndex)
 				}
+				rep.Failures = append(rep.Failures, f)
 			}
-			timer.Stop()
 		}
-		s.qmu.Lock()
-		n = len(s.queue)
-		if n > maxBatch {
-			n = maxBatch
-		}
-		batch := append([]*pendingOp(nil), s.queue[:n]...)
-		s.queue = s.queue[n:]
-		s.qmu.Unlock()
-		s.runBatch(batch)
-		last = n
 	}
+
+	// 2. Audit mirrors: chains, signatures, HMACs.
+	stage("audit", 0, 0)
+	audits, err := walkAudits(env, ix, o, pool, rep)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Tasks: journals, ledgers, bindings both ways.
+	tasks, err := taskSet(env, ix, audits, o.Task)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]TaskResult, len(tasks))
+	failures := make([][]Failure, len(tasks))
+	counts := make([]Counts, len(tasks))
+	var next sync.Mutex
+	i, done := 0, 0
+	var wg sync.WaitGroup
+	var walkErr error
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := &Verifier{Env: env, Spine: ix, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
+			for {
+				next.Lock()
+				k := i
+				i++
+				next.Unlock()
+				if k >= len(tasks) {
+					return
+				}
+				res, fs, c, err := v.checkTask(tasks[k], audits)
+				next.Lock()
+				if err != nil && walkErr == nil {
+					walkErr = err
+				}
+				results[k], failures[k], counts[k] = res, fs, c
+				done++
+				stage("tasks", done, len(tasks))
+				next.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if walkErr != nil {
+		return nil, walkErr
+	}
+	for k := range tasks {
+		rep.Tasks = append(rep.Tasks, results[k])
+		rep.Failures = append(rep.Failures, failures[k]...)
+		c := counts[k]
+		rep.Counts.JournalRows += c.JournalRows
+		rep.Counts.LedgerRows += c.LedgerRows
+		rep.Counts.Artifacts += c.Artifacts
+		rep.Counts.Verified += c.Verified
+		rep.Counts.Tampered += c.Tampered
+		rep.Counts.Unverifiable += c.Unverifiable
+		rep.Counts.SignaturesChecked += c.SignaturesChecked
+		rep.Counts.SignaturesUnpinned += c.SignaturesUnpinned
+	}
+	rep.Counts.Tasks = len(tasks)
+	rep.Counts.Failures = len(rep.Failures)
+	rep.Verified = len(rep.Failures) == 0 && rep.Counts.Unverifiable == 0 && rep.Counts.SignaturesUnpinned == 0
+	if !rep.Verified && len(rep.Failures) == 0 {
+		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures are by writers whose keys are not pinned here (see 'bernstein keys list', then 'bernstein keys pin')",
+			rep.Counts.Unverifiable, rep.Counts.SignaturesUnpinned)
+	}
+	return rep, nil
 }
 
-func (s *Store) runBatch(batch []*pendingOp) {
-	finish := func(err error) {
-		for _, o := range batch {
-			if err != nil {
-				o.res, o.err = nil, err
-			}
-			close(o.done)
-		}
-	}
-	id, err := s.Identity()
-	if err != nil {
-		finish(err)
-		return
-	}
-	unlock, err := s.lockWriters()
-	if err != nil {
-		finish(err)
-		return
-	}
-	defer unlock()
-	if err := s.finishInterrupted(); err != nil {
-		finish(err)
-		return
-	}
-	for attempt := 0; ; attempt++ {
-		env, err := s.proofEnv(s.refs)
-		if err != nil {
-			finish(err)
-			return
-		}
-		t := &tx{s: s, env: env, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
-		for _, o := range batch {
-			o.res, o.err = t.run(o.fn)
-		}
-		out, staged, err := t.commit()
-		if out == refs.NotCommitted && errors.Is(err, refs.ErrConflict) && attempt < 5 {
-			// Someone outside bernstein's writer lock moved a ref: redo the batch
-			// on the new heads.
+// checkMirrored checks the audit mirrors the other way round: every post
+// they record is sealed by a spine entry of its task, every transition and
+// work row they record is still in the task's ledger or journal. A ledger,
+// journal or spine rolled back with plain git leaves the mirror ahead of it.
+// Only the walked tasks are checked (all of them, or the --task one).
+func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHeld map[[32]byte]bool) []Failure {
+	var fs []Failure
+	for _, e := range entries {
+		// Row and spine entry hashes are all canonical: a resource in
+		// another form names none of them.
+		held := false
+		switch {
+		case e.event == record.EventArtifactPosted:
+			r := ix.ByHash[e.resource.b]
+			held = e.resource.canon && r != nil && r.Artifact != nil && r.Artifact.TaskID == e.task
+		case ledgerEvents[e.event]:
+			held = e.resource.canon && ledgerHeld[e.resource.b]
+		case workEvents[e.event]:
+			held = e.resource.canon && journalHeld[e.resource.b]
+		default:
 			continue
 		}
-		if out != refs.NotCommitted {
-			s.remember(t)
-			if err != nil {
-				// Past the commit point the write stands: what is left is
-				// finished by the next writer, and readers already see it whole.
-				s.warn("the write is committed, but finishing it failed (the next write completes it): %v", err)
-				err = nil
+		if held {
+			continue
+		}
+		where := fmt.Sprintf("audit entry %s/%d records %s", e.writer, e.seq, e.event)
+		f := Failure{TaskID: e.task, Writer: e.writer, Seq: i64(e.seq), Check: "audit_mirror"}
+		resource := e.resource.Hash()
+		switch {
+		case e.event == record.EventArtifactPosted:
+			var d struct {
+				Key          string `json:"key"`
+				Version      *int64 `json:"version"`
+				JournalIndex *int64 `json:"journal_index"`
 			}
+			json.Unmarshal(auditDetails(ix.env.Objects, e.commit), &d)
+			f.Key, f.Version, f.JournalIndex = d.Key, d.Version, d.JournalIndex
+			f.Reason = fmt.Sprintf("%s of %s: no spine entry %s of task %s seals it", where, describePost(d.Key, d.Version, d.JournalIndex), resource, e.task)
+		case ledgerEvents[e.event]:
+			f.Reason = fmt.Sprintf("%s %s: the ledger of %s does not hold that row", where, resource, e.task)
+		case workEvents[e.event]:
+			f.Reason = fmt.Sprintf("%s %s: the journal of %s does not hold that row", where, resource, e.task)
 		}
-		finish(err)
-		// The posts are durable and acknowledged; what follows only tidies
-		// up, under the writer lock, while the posters go on.
-		if staged != nil {
-			s.retire(staged)
-		}
-		break
+		fs = append(fs, f)
 	}
-	s.maybeCompact()
+	sortFailures(fs)
+	return fs
 }
 
-// run runs one operation in the transaction. An operation that fails has
-// its changes rolled back, unless its error says they stand (a refused post
-// is recorded in the audit mirror).
-func (t *tx) run(fn opFunc) (any, error) {
-	t.op++
-	saved := t.save()
-	res, err := fn(t)
+// auditDetails reads the details of the audit entry commit id carries
+// again (the walk read it once and kept only its place).
+func auditDetails(objs *gitstore.Repo, id gitstore.Oid) json.RawMessage {
+	cc, err := chain.Read(objs, id)
 	if err != nil {
-		if k, ok := err.(keepChanges); !ok || !k.keepChanges() {
-			t.restore(saved)
-		}
-	}
-	return res, err
-}
-
-// retire finishes a committed write after its posts were acknowledged: the
-// pack is mapped for this store's reads, and its keep, whose intent is
-// carried out, goes. Neither is needed for durability. A keep that stays
-// (a failed removal, a crash) is found by the next writer, which sees every
-// ref of its intent moved and removes it.
-func (s *Store) retire(st *gitstore.PackStage) {
-	if err := st.Publish(); err != nil {
-		s.maintErr.Store(err.Error())
-	}
-	if err := s.objects.Unkeep(st.Base()); err != nil {
-		s.maintErr.Store(err.Error())
-	}
-}
-
-// finishInterrupted completes or discards the transactions of writers that
-// were killed mid-commit, then clears what they left in the pack and
-// temporary directories. A writer killed before its pack was in place left
-// its intent in a staged keep (and perhaps ref locks, which go); one killed
-// later left it in the .keep file of its pack, and the refs it names are
-// moved or left as the intent's commit point says. It runs under the writer
-// lock before every batch, so a write never builds on a transaction half
-// moved; when the scan finds nothing, that is all it costs.
-func (s *Store) finishInterrupted() error {
-	left, err := s.objects.Leftovers()
-	if err != nil {
-		return fmt.Errorf("read interrupted writes: %w", err)
-	}
-	if left.Empty() {
 		return nil
 	}
-	for _, path := range left.StagedKeeps {
-		data, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
-			continue
+	a, err := record.ParseAuditEntry(cc.Record)
+	if err != nil {
+		return nil
+	}
+	return a.Details
+}
+
+// sortFailures orders writer-level failures by writer, seq and check.
+func sortFailures(fs []Failure) {
+	seq := func(f Failure) int64 {
+		if f.Seq == nil {
+			return -1
 		}
+		return *f.Seq
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Writer != b.Writer {
+			return a.Writer < b.Writer
+		}
+		if seq(a) != seq(b) {
+			return seq(a) < seq(b)
+		}
+		return a.Check < b.Check
+	})
+}
+
+func describePost(key string, version, index *int64) string {
+	s := key
+	if version != nil {
+		s += fmt.Sprintf(" v%d", *version)
+	}
+	if index != nil {
+		s += fmt.Sprintf(" at journal index %d", *index)
+	}
+	return s
+}
+
+// taskSet is every task that has a journal, a ledger or a spine entry, or
+// that an audit mirror records a post, transition or work row of.
+func taskSet(env *Env, ix *SpineIndex, audits *auditIndex, only string) ([]string, error) {
+	if only != "" {
+		return []string{only}, nil
+	}
+	set := map[string]bool{}
+	for _, prefix := range []string{refs.JournalPrefix, refs.LedgerPrefix} {
+		_, names, err := env.Refs.List(prefix)
 		if err != nil {
-			return fmt.Errorf("read interrupted writes: %w", err)
-		}
-		// An intent that does not parse was cut short while it was written,
-		// before any lock was taken: there is nothing to undo.
-		if in, ok, perr := refs.ParseIntent(data); ok && perr == nil {
-			if err := s.recover(refs.Pending{Keep: path, Intent: in}); err != nil {
-				return err
-			}
-		}
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	if len(left.Keeps) > 0 {
-		pending, err := refs.PendingIntents(s.packDir())
-		if err != nil {
-			return fmt.Errorf("read interrupted writes: %w", err)
-		}
-		for _, p := range pending {
-			if err := s.recover(p); err != nil {
-				return err
-			}
-			if err := os.Remove(p.Keep); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-	}
-	if _, err := s.objects.CleanStale(); err != nil {
-		s.warn("clean the pack directory: %v", err)
-	}
-	return nil
-}
-
-// recover finishes or discards one interrupted transaction.
-func (s *Store) recover(p refs.Pending) error {
-	committed, err := s.txr.Recover(p)
-	if !committed && strings.HasSuffix(p.Keep, ".keep") {
-		// A pack cut off before its index was renamed in is invisible to
-		// git and to us: nothing can rely on it, so it goes too.
-		base := strings.TrimSuffix(p.Keep, ".keep")
-		if _, err := os.Stat(base + ".idx"); os.IsNotExist(err) {
-			os.Remove(base + ".pack")
-		}
-	}
-	if err != nil {
-		if !errors.Is(err, refs.ErrConflict) {
-			return fmt.Errorf("finish the write interrupted in %s: %w", filepath.Base(p.Keep), err)
-		}
-		// Someone else moved a ref the interrupted write meant to move:
-		// finishing it would undo their move. The rest of it stands.
-		s.warn("an interrupted write could not be finished: %v", err)
-	}
-	return nil
-}
-
-func (s *Store) packDir() string { return filepath.Join(s.objects.Dir(), "pack") }
-
-// lockWriters serializes bernstein writers across processes on this
-// repository. The lock dies with its process, so a killed writer never
-// wedges the others.
-func (s *Store) lockWriters() (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(s.lockPath), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(s.lockPath, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", s.lockPath, err)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
-type savepoint struct {
-	chains  map[string]chainState
-	objects int
-}
-
-func (t *tx) save() savepoint {
-	sp := savepoint{chains: make(map[string]chainState, len(t.chains)), objects: len(t.objects)}
-	for k, c := range t.chains {
-		sp.chains[k] = *c
-	}
-	return sp
-}
-
-func (t *tx) restore(sp savepoint) {
-	t.objects = t.objects[:sp.objects]
-	for k := range t.chains {
-		if c, ok := sp.chains[k]; ok {
-			*t.chains[k] = c
-		} else {
-			delete(t.chains, k)
-		}
-	}
-}
-
-// commit writes the batch's objects as one kept pack whose .keep file holds
-// the transaction's intent, and moves its refs at once. Every step is
-// ordered by what a crash at any instant must leave:
-//
-//   - the intent is written (in the stage's keep, not yet synced) before any
-//     ref lock is taken, so that a writer killed while it holds locks leaves
-//     them to the next writer, which knows them by the intent;
-//   - the pack, its index and the keep are written and synced while the ref
-//     locks are taken, written and synced: neither needs the other, and the
-//     disk takes the flushes together;
-//   - the keep, the pack and the index are renamed into place (the keep
-//     first: the pack is never visible without it, so git's maintenance
-//     leaves it alone) and the pack directory is synced, before the first
-//     ref moves: no ref can name an object that a crash could lose;
-//   - the refs move (the commit point is the first rename) and their
-//     directories are synced before the write is acknowledged.
-//
-// On success it returns the stage, whose keep the caller removes once the
-// write is acknowledged (retire).
-func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
-	var updates []refs.Update
-	for _, c := range t.chains {
-		if c.dirty && c.head != c.old {
-			updates = append(updates, refs.Update{Ref: c.ref, Old: c.old, New: c.head})
-		}
-	}
-	if len(updates) == 0 {
-		return refs.Committed, nil, nil
-	}
-	// Every pack carries the empty tree its commits may use: an object found
-	// only in some other, unreferenced pack could be pruned under us.
-	objs := append(t.objects, gitstore.NewObject(gitstore.TypeTree, nil))
-	st, err := t.s.objects.StagePackKept(refs.Intent{Updates: updates}.Encode())
-	if err != nil {
-		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
-	}
-	if err := refs.FaultPoint("intent written"); err != nil {
-		return refs.NotCommitted, nil, err
-	}
-	written := make(chan error, 1)
-	go func() { written <- st.Write(objs) }()
-	prep, perr := t.s.txr.Prepare(updates)
-	werr := <-written
-	if errors.Is(werr, refs.ErrFault) || errors.Is(perr, refs.ErrFault) {
-		return refs.NotCommitted, nil, refs.ErrFault
-	}
-	if werr != nil || perr != nil {
-		prep.Abort()
-		st.Abort()
-		if werr != nil {
-			return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", werr)
-		}
-		return refs.NotCommitted, nil, perr
-	}
-	if _, err := st.Install(); err != nil {
-		if errors.Is(err, refs.ErrFault) {
-			return refs.NotCommitted, nil, err
-		}
-		prep.Abort()
-		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
-	}
-	if err := refs.FaultPoint("packed"); err != nil {
-		return refs.NotCommitted, nil, err
-	}
-	out, err := prep.Commit()
-	if errors.Is(err, refs.ErrFault) {
-		return out, nil, err
-	}
-	switch out {
-	case refs.NotCommitted:
-		// Nothing moved: the pack is garbage for git's gc.
-		st.Abort()
-		return out, nil, err
-	case refs.CommittedPending:
-		return out, nil, err
-	}
-	return refs.Committed, st, nil
-}
-
-// remember caches the states of the chains a committed batch moved.
-func (s *Store) remember(t *tx) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	for ref, c := range t.chains {
-		if strings.HasPrefix(ref, refs.SpinePrefix) || strings.HasPrefix(ref, refs.AuditPrefix) {
-			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
-		}
-		if c.ledger != nil {
-			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.proofVersion}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
-		}
-		if c.journal != nil {
-			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.proofVersion}, c.journal}
-		}
-	}
-	for id, es := range t.trees {
-		s.cacheTree(id, es)
-	}
-}
-
-// chain returns ref's chain in this transaction, reading it on first use.
-func (t *tx) chain(ref string, load func(c *chainState) error) (*chainState, error) {
-	if c, ok := t.chains[ref]; ok {
-		return c, nil
-	}
-	head, err := t.s.refs.ReadOptional(ref)
-	if err != nil {
-		return nil, err
-	}
-	c := &chainState{ref: ref, old: head, head: head}
-	if !head.IsZero() {
-		if err := load(c); err != nil {
 			return nil, err
 		}
+		for _, n := range names {
+			if id, err := refs.UnescapeTask(strings.TrimPrefix(n, prefix)); err == nil {
+				set[id] = true
+			}
+		}
 	}
-	t.chains[ref] = c
-	return c, nil
+	for _, w := range ix.Writers {
+		for _, r := range ix.Records[w] {
+			if r.Artifact != nil {
+				set[r.Artifact.TaskID] = true
+			}
+			if r.Seal != nil {
+				set[r.Seal.TaskID] = true
+			}
+		}
+	}
+	for t := range audits.byTask {
+		if t != "" {
+			set[t] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
-// own makes c's states private to the running operation before it mutates
-// them, so a failed operation can be rolled back.
-func (t *tx) own(c *chainState) {
-	if c.owner == t.op {
-		return
+// walkAudits checks every audit mirror and indexes what it carries.
+func walkAudits(env *Env, ix *SpineIndex, o Options, pool *sigPool, rep *Report) (*auditIndex, error) {
+	vals, names, err := env.Refs.List(refs.AuditPrefix)
+	if err != nil {
+		return nil, err
 	}
-	if c.ledger != nil {
-		l := *c.ledger
-		c.ledger = &l
-	}
-	if c.journal != nil {
-		c.journal = c.journal.clone()
-	}
-	c.owner = t.op
-}
-
-// ledgerChain loads a task's ledger with its folded state: the rows that
-// counted, and the proof of the rest.
-func (t *tx) ledgerChain(task string) (*chainState, error) {
-	return t.chain(refs.Ledger(task), func(c *chainState) error {
-		fold, err := t.s.ledgerStateAt(t.env, task, c.head)
-		if err != nil {
-			return err
+	ai := newAuditIndex(ix)
+	first := len(rep.Failures)
+	var mu sync.Mutex
+	var unchecked []string
+	checked := true
+	for _, name := range names {
+		writer := strings.TrimPrefix(name, refs.AuditPrefix)
+		mac := o.MAC[writer]
+		if mac == nil {
+			checked = false
+			unchecked = append(unchecked, writer)
 		}
-		if fold.exists() {
-			c.ledger = fold.State
+		var newer *record.AuditEntry
+		broken := false
+		fail := func(seq int64, check, reason string) {
+			mu.Lock()
+			rep.Failures = append(rep.Failures, Failure{Writer: writer, Seq: i64(seq), Check: check, Reason: fmt.Sprintf("audit entry %s/%d: %s", writer, seq, reason)})
+			mu.Unlock()
 		}
-		c.ledgerProof = fold.Proof
-		c.next, c.last = fold.State.Rows, string(fold.State.Head)
-		c.tree = gitstore.EmptyTree
-		return nil
-	})
-}
-
-// journalChain loads a task's journal with its folded state.
-func (t *tx) journalChain(task string) (*chainState, error) {
-	c, err := t.chain(refs.Journal(task), func(c *chainState) error {
-		st, err := t.s.journalStateAt(t.env, task, c.head)
-		if err != nil {
-			return err
+		// Signatures are checked in batches on the pool.
+		var batch []sigJob
+		var seqs []int64
+		flush := func() {
+			if len(batch) == 0 {
+				return
+			}
+			jobs, at := batch, seqs
+			batch, seqs = nil, nil
+			pool.do(func() {
+				checkSignatures(env, jobs)
+				for i, j := range jobs {
+					mu.Lock()
+					rep.Counts.SignaturesChecked++
+					if j.state == sigUnpinned || j.state == sigNoKey {
+						rep.Counts.SignaturesUnpinned++
+					}
+					mu.Unlock()
+					if j.state == sigBad {
+						fail(at[i], "audit_signature", j.reason)
+					}
+				}
+			})
 		}
-		c.journal = st
-		c.next, c.last = st.Rows, string(st.Head)
-		return nil
-	})
-	if err == nil && c.journal == nil {
-		c.journal = newJournalState(task)
-		c.tree = gitstore.EmptyTree
-	}
-	return c, err
-}
-
-// entryChain loads a spine or audit chain: only its head entry matters, and
-// it is remembered from the last batch while the ref has not moved.
-func (t *tx) entryChain(ref string, audit bool) (*chainState, error) {
-	return t.chain(ref, func(c *chainState) error {
-		t.s.stateMu.Lock()
-		h, ok := t.s.entryHeads[ref]
-		t.s.stateMu.Unlock()
-		if ok && h.head == c.head {
-			c.next, c.last, c.tree = h.next, h.last, h.tree
-			return nil
-		}
-		cc, err := t.s.readChainCommit(c.head)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
-		}
-		if audit {
+		n := 0
+		chain.Walk(env.Objects, vals[name], func(cc chain.Commit) bool {
+			n++
+			if cc.Err != nil {
+				seq := int64(-1)
+				if newer != nil {
+					seq = newer.Seq - 1
+				}
+				fail(seq, "audit_chain", cc.Err.Error())
+				broken = true
+				return false
+			}
 			a, err := record.ParseAuditEntry(cc.Record)
 			if err != nil {
-				return fmt.Errorf("%s head: %w", ref, err)
+				seq := int64(-1)
+				if newer != nil {
+					seq = newer.Seq - 1
+				}
+				fail(seq, "audit_chain", err.Error())
+				broken = true
+				newer = nil
+				return true
 			}
-			c.next, c.last = a.Seq+1, a.HMAC
-		} else {
-			e, err := record.ParseSpineEntry(cc.Record)
-			if err != nil {
-				return fmt.Errorf("%s head: %w", ref, err)
+			if a.Writer != writer {
+				fail(a.Seq, "audit_chain", fmt.Sprintf("entry names writer %q", a.Writer))
 			}
-			c.next, c.last = e.Header.Seq+1, string(e.Hash)
-		}
-		c.tree = cc.Commit.Tree
-		return nil
-	})
-}
-
-// ident formats a commit identity for name (an agent, actor or writer).
-func (t *tx) ident(name string) string {
-	return gitstore.Ident(name, name+"@bernstein", t.now.Unix())
-}
-
-// addCommit appends a commit to c.
-func (t *tx) addCommit(c *chainState, tree gitstore.Oid, author string, msg []byte, sign bool) error {
-	cm := gitstore.Commit{Tree: tree, Author: t.ident(author), Committer: t.ident(t.id.Writer), Message: msg}
-	if !c.head.IsZero() {
-		cm.Parents = []gitstore.Oid{c.head}
+			if newer != nil && !broken {
+				if newer.Seq != a.Seq+1 {
+					fail(newer.Seq, "audit_chain", fmt.Sprintf("seq %d follows seq %d: an entry is missing or out of place", newer.Seq, a.Seq))
+					broken = true
+				} else if newer.PrevHMAC != a.HMAC {
+					fail(newer.Seq, "audit_chain", "prev_hmac does not link to the entry before it")
+					broken = true
+				}
+			}
+			if len(cc.Commit.Parents) == 0 && (a.Seq != 0 || a.PrevHMAC != "") {
+				fail(a.Seq, "audit_chain", "first entry does not have seq 0 and an empty prev_hmac")
+			}
+			if mac != nil {
+				mu.Lock()
+				rep.Counts.HMACsChecked++
+				mu.Unlock()
+				if !mac.CheckMAC(a.MACBytes(), a.HMAC) {
+					fail(a.Seq, "audit_hmac", "HMAC does not recompute")
+				}
+			} else {
+				mu.Lock()
+				rep.Counts.HMACsNotChecked++
+				mu.Unlock()
+			}
+			batch = append(batch, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature})
+			seqs = append(seqs, a.Seq)
+			if len(batch) == sigBatch {
+				flush()
+			}
+			ai.add(a.Event, a.Resource)
+			// A post sealed by a spine entry of its task needs nothing more
+			// (checkMirrored passes it); any other entry that names a post,
+			// a transition or a work row is kept for its task.
+			sealed := false
+			if a.Event == record.EventArtifactPosted {
+				r := ix.lookup(record.Hash(a.Resource))
+				sealed = r != nil && r.Artifact != nil && r.Artifact.TaskID == a.TaskID
+			}
+			if !sealed && (a.Event == record.EventArtifactPosted || ledgerEvents[a.Event] || workEvents[a.Event]) {
+				task := ai.strs.of(a.TaskID)
+				ai.byTask[task] = append(ai.byTask[task], auditRecord{writer, a.Seq, ai.strs.of(a.Event), task, toHash32(record.Hash(a.Resource)), cc.ID})
+			}
+			entry := a
+			newer = &entry
+			return true
+		})
+		flush()
+		rep.Counts.AuditEntries += n
 	}
-	if sign {
-		sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+	pool.wait()
+	// Signature failures arrive from the pool in any order: the report
+	// lists the audit failures by writer and seq, the same on every run.
+	sortFailures(rep.Failures[first:])
+	rep.HMACChecked = checked
+	if !checked {
+		rep.HMACNote = fmt.Sprintf("HMAC not checked for writer %s: the writer's HMAC key is not on this host", strings.Join(unchecked, ", "))
+	}
+	return ai, nil
+}
+
+// checkTask verifies one task's journal (every version, work outputs,
+// bindings, seal) and ledger, and that the audit mirrors carry them.
+func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Failure, Counts, error) {
+	var c Counts
+	res := TaskResult{TaskID: task, Artifacts: []VersionState{}}
+	tr, err := v.Task(task)
+	if err != nil {
+		return res, nil, c, err
+	}
+	fs := tr.Failures
+	c.SignaturesChecked, c.SignaturesUnpinned = tr.Signatures, tr.Unpinned
+	res.JournalIdentity, res.IdentityReason, res.JournalRows = tr.JournalIdentity, tr.IdentityReason, tr.Rows
+	if tr.JournalIdentity == IdentityMismatched {
+		fs = append(fs, Failure{TaskID: task, Check: "journal_seal", Reason: tr.IdentityReason})
+	}
+	for _, ver := range tr.Versions {
+		if ver.State != Tampered && !audits.has(record.EventArtifactPosted, string(ver.SpineEntryHash)) {
+			reason := fmt.Sprintf("%s v%d at journal index %d: no artifact.posted entry in any audit mirror", ver.Key, ver.Version, ver.JournalIndex)
+			fs = append(fs, Failure{TaskID: task, Key: ver.Key, Version: i64(ver.Version), JournalIndex: i64(ver.JournalIndex), Check: "audit_mirror", Reason: reason})
+			ver.State, ver.Reason = Tampered, reason
+		}
+		res.Artifacts = append(res.Artifacts, VersionState{Key: ver.Key, Version: ver.Version, JournalIndex: ver.JournalIndex, State: ver.State, Reason: ver.Reason})
+		c.Artifacts++
+		switch ver.State {
+		case Verified:
+			c.Verified++
+		case Tampered:
+			c.Tampered++
+		case Unverifiable:
+			c.Unverifiable++
+		}
+	}
+	for i, row := range tr.RowList {
+		switch row.Kind {
+		case record.KindCheckpoint, record.KindDiffCaptured, record.KindGateAttempt, record.KindEvidenceResult:
+			if !audits.has(row.Kind, string(tr.RowHashes[i])) {
+				fs = append(fs, Failure{TaskID: task, JournalIndex: i64(row.Index), Check: "audit_mirror", Reason: fmt.Sprintf("%s row at journal index %d: no audit entry carries it", row.Kind, row.Index)})
+			}
+		}
+	}
+	c.JournalRows = int(tr.Rows)
+	journalHeld := make(map[[32]byte]bool, len(tr.RowHashes))
+	for _, h := range tr.RowHashes {
+		if b, ok := hashBytes(string(h)); ok {
+			journalHeld[b] = true
+		}
+	}
+	lfs, rows, ledgerHeld, sigs, unpinned := v.checkLedger(task, audits)
+	fs = append(fs, lfs...)
+	c.SignaturesChecked += sigs
+	c.SignaturesUnpinned += unpinned
+	// The other way round: what the audit mirrors say of this task must be
+	// in its chains.
+	fs = append(fs, checkMirrored(v.Spine, audits.byTask[task], journalHeld, ledgerHeld)...)
+	res.LedgerRows, c.LedgerRows = rows, int(rows)
+	return res, fs, c, nil
+}
+
+// checkLedger walks a task's ledger: chain, legal transitions, row
+// signatures, audit mirror. It also returns the hashes of the rows it holds,
+// and how many row signatures it checked and found only unpinned.
+func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64, map[[32]byte]bool, int, int) {
+	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
+	if err != nil {
+		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0, nil, 0, 0
+	}
+	held := map[[32]byte]bool{}
+	if head.IsZero() {
+		return nil, 0, held, 0, 0
+	}
+	sigs, unpinned := 0, 0
+	var fs []Failure
+	var st ledger.State
+	broken := false
+	commits := chain.WalkAll(v.Env.Objects, head)
+	proofs := proveCommits(v.Env, commits)
+	for i, cc := range commits {
+		fail := func(check, reason string) {
+			fs = append(fs, Failure{TaskID: task, Check: check, Reason: fmt.Sprintf("ledger of %s at index %d: %s", task, i, reason)})
+		}
+		if cc.Err != nil {
+			fail("ledger_chain", cc.Err.Error())
+			broken = true
+			continue
+		}
+		row, err := record.ParseRow(cc.Record)
 		if err != nil {
-			return err
+			fail("ledger_chain", err.Error())
+			broken = true
+			continue
 		}
-		cm.Signature = sig
-	}
-	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
-	t.objects = append(t.objects, o)
-	c.head, c.tree, c.dirty = o.ID, tree, true
-	return nil
-}
-
-// addTree stores a tree built in this transaction.
-func (t *tx) addTree(es []gitstore.TreeEntry) gitstore.Oid {
-	if len(es) == 0 {
-		return gitstore.EmptyTree
-	}
-	o := gitstore.NewObject(gitstore.TypeTree, gitstore.EncodeTree(es))
-	t.objects = append(t.objects, o)
-	t.trees[o.ID] = es
-	return o.ID
-}
-
-func (t *tx) readTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
-	if es, ok := t.trees[id]; ok {
-		return es, nil
-	}
-	return t.s.readTree(id)
-}
-
-// addBlob stores a blob and returns its id.
-func (t *tx) addBlob(data []byte) gitstore.Oid {
-	o := gitstore.NewObject(gitstore.TypeBlob, data)
-	t.objects = append(t.objects, o)
-	return o.ID
-}
-
-// appendLedger appends a transition row to a task's ledger, refusing an
-// illegal transition, and mirrors it into the audit chain.
-func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chainState, error) {
-	c, err := t.ledgerChain(task)
-	if err != nil {
-		return record.Row{}, nil, err
-	}
-	if !c.ledgerProof.whole() {
-		return record.Row{}, nil, c.ledgerProof.unproven("ledger", task)
-	}
-	phase := ""
-	if c.ledger != nil {
-		phase = c.ledger.Phase
-	}
-	if err := ledger.Check(task, phase, kind); err != nil {
-		return record.Row{}, nil, err
-	}
-	row, err := record.NewRow(kind, task, c.next, record.Hash(c.last), actor, data)
-	if err != nil {
-		return record.Row{}, nil, err
-	}
-	t.own(c)
-	if c.ledger == nil {
-		c.ledger = &ledger.State{}
-	}
-	b := row.Bytes()
-	if err := c.ledger.ApplyHashed(row, record.Sum(b)); err != nil {
-		return record.Row{}, nil, err
-	}
-	c.ledgerProof.Total = c.ledger.Rows
-	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), true); err != nil {
-		return record.Row{}, nil, err
-	}
-	c.next, c.last = row.Index+1, string(record.Sum(b))
-	if err := t.appendAudit(kind, actor, task, string(record.Sum(b)), row.Data); err != nil {
-		return record.Row{}, nil, err
-	}
-	return row, c, nil
-}
-
-// appendJournal appends a row to a task's journal. The row's commit tree
-// holds the row's own files (artifact versions, command outputs, patches) and
-// nothing else: a post costs the same whatever the journal holds already, and
-// `git show <row commit>:<path>` shows each file.
-func (t *tx) appendJournal(task string, row record.Row, summary string, files map[string][]byte) (*chainState, error) {
-	c, err := t.journalChain(task)
-	if err != nil {
-		return nil, err
-	}
-	t.own(c)
-	blobs := make(map[string]gitstore.Oid, len(files))
-	for path, data := range files {
-		blobs[path] = t.addBlob(data)
-	}
-	tree, trees, err := gitstore.TreeOf(blobs)
-	if err != nil {
-		return nil, err
-	}
-	t.objects = append(t.objects, trees...)
-	b := row.Bytes()
-	if err := c.journal.apply(row, record.Sum(b)); err != nil {
-		return nil, err
-	}
-	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), true); err != nil {
-		return nil, err
-	}
-	c.journal.Proof.Total = c.journal.Rows
-	c.next, c.last = row.Index+1, string(record.Sum(b))
-	return c, nil
-}
-
-// nextJournalRow returns the index and prev hash a new row of task takes.
-// A journal with rows that are not proven takes none.
-func (t *tx) nextJournalRow(task string) (int64, record.Hash, error) {
-	c, err := t.journalChain(task)
-	if err != nil {
-		return 0, "", err
-	}
-	if !c.journal.Proof.whole() {
-		return 0, "", c.journal.Proof.unproven("journal", task)
-	}
-	return c.next, record.Hash(c.last), nil
-}
-
-// spineHeader fills the header the next entry of the writer's spine takes.
-func (t *tx) spineHeader(kind string) (record.SpineHeader, error) {
-	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
-	if err != nil {
-		return record.SpineHeader{}, err
-	}
-	return record.SpineHeader{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last), Kind: kind}, nil
-}
-
-// appendSpine appends a signed entry (built on spineHeader) to the spine.
-// files go into the spine commit's tree.
-func (t *tx) appendSpine(entry any, summary string, files map[string][]byte) (record.Hash, error) {
-	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
-	if err != nil {
-		return "", err
-	}
-	b, err := record.Canonical(entry)
-	if err != nil {
-		return "", err
-	}
-	tree := gitstore.EmptyTree
-	if len(files) > 0 {
-		var es []gitstore.TreeEntry
-		for name, data := range files {
-			es = append(es, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
+		if !broken {
+			if row.TaskID != task {
+				fail("ledger_chain", fmt.Sprintf("row belongs to task %q", row.TaskID))
+				broken = true
+			} else if err := st.ApplyHashed(row, record.Sum(cc.Record)); err != nil {
+				fail("ledger_chain", err.Error())
+				broken = true
+			}
 		}
-		tree = t.addTree(es)
+		h := string(record.Sum(cc.Record))
+		if b, ok := hashBytes(h); ok {
+			held[b] = true
+		}
+		if !audits.has(row.Kind, h) {
+			fail("audit_mirror", fmt.Sprintf("%s: no audit entry carries it", row.Kind))
+		}
+		sigs++
+		switch p := proofs[i]; p.State {
+		case Tampered:
+			fail("row_signature", fmt.Sprintf("%s: %s", row.Kind, p.Reason))
+		case Unverifiable:
+			unpinned++
+		}
 	}
-	if err := t.addCommit(c, tree, t.id.Writer, record.Message(summary, b), true); err != nil {
-		return "", err
-	}
-	h := record.Sum(b)
-	c.next, c.last = c.next+1, string(h)
-	return h, nil
+	return fs, int64(len(commits)), held, sigs, unpinned
 }
 
-// appendAudit appends an HMAC'd, signed entry to the writer's audit mirror.
-func (t *tx) appendAudit(event, actor, task, resource string, details []byte) error {
-	c, err := t.entryChain(refs.Audit(t.id.Writer), true)
+// workOutput is the part of a work row's data that names a stored output.
+type workOutput struct {
+	Output *record.Output `json:"output"`
+	Patch  *record.Output `json:"patch"`
+}
+
+// checkOutput re-hashes a work row's stored output.
+func (v *Verifier) checkOutput(rep *TaskReport, row record.Row) {
+	if reason := outputFault(v.Env.Objects, row); reason != "" {
+		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(row.Index), Check: "output", Reason: reason})
+	}
+}
+
+// outputFault re-hashes the output a work row stores and says what does not
+// hold ("" when it does, or when the row stores none).
+func outputFault(objs *gitstore.Repo, row record.Row) string {
+	o := rowOutput(row)
+	if o == nil {
+		return ""
+	}
+	fail := func(reason string) string {
+		return fmt.Sprintf("%s row at journal index %d: output %s %s", row.Kind, row.Index, o.Path, reason)
+	}
+	id, err := gitstore.ParseOid(o.Blob)
 	if err != nil {
-		return err
+		return fail("has a bad blob id")
 	}
-	if details == nil {
-		details = []byte("{}")
+	t, data, err := objs.Read(id)
+	switch {
+	case err != nil:
+		return fail("is unreadable: " + err.Error())
+	case t != gitstore.TypeBlob || gitstore.HashObject(gitstore.TypeBlob, data) != id:
+		return fail("does not hash to its blob id")
+	case record.Sum(data) != o.Hash || int64(len(data)) != o.Size:
+		return fail("does not hash to the row's hash")
 	}
-	a := record.AuditEntry{V: record.Version, Writer: t.id.Writer, Seq: c.next, Event: event, Actor: actor,
-		TaskID: task, Resource: resource, Details: details, PrevHMAC: c.last}
-	a.HMAC = t.id.MAC(a.MACBytes())
-	b := a.Bytes()
-	summary := event
-	if task != "" {
-		summary += " " + task
-	}
-	if err := t.addCommit(c, gitstore.EmptyTree, t.id.Writer, record.Message(summary, b), true); err != nil {
-		return err
-	}
-	c.next, c.last = c.next+1, a.HMAC
-	return nil
+	return ""
 }
 
-const compactAbove = 16
-
-// maybeCompact merges small packs once there are more than compactAbove; it
-// runs under the writer lock. A failure leaves the packs as they were.
-func (s *Store) maybeCompact() {
-	if s.objects.PackCount() <= compactAbove {
-		return
+// rowOutput returns the stored output a work row names, or nil.
+func rowOutput(row record.Row) *record.Output {
+	var w workOutput
+	if json.Unmarshal(row.Data, &w) != nil {
+		return nil
 	}
-	if _, err := s.objects.Compact(compactAbove); err != nil {
-		s.maintErr.Store(err.Error())
+	if w.Output != nil {
+		return w.Output
 	}
+	return w.Patch
 }
