@@ -140,7 +140,7 @@ func (d Divergence) String() string {
 	if d.Base != "" {
 		base = "both built on " + shortID(d.Base)
 	}
-	return fmt.Sprintf("%s diverged: this host's head %s has %d commit%s the remote's head %s lacks, which has %d this host lacks (%s)",
+	return fmt.Sprintf("diverged: %s: this host's head %s has %d commit%s the remote's head %s lacks, which has %d this host lacks (%s)",
 		d.What(), shortID(d.Local), d.LocalOnly, plural(d.LocalOnly), shortID(d.Remote), d.RemoteOnly, base)
 }
 

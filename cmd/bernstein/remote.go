@@ -115,7 +115,7 @@ func short(s string) string {
 // what it means.
 func printDiverged(io *IO, ds []bernstein.Divergence) {
 	for _, d := range ds {
-		fmt.Fprintf(io.Err, "diverged: %s\n", d)
+		fmt.Fprintln(io.Err, d.String())
 		fmt.Fprintf(io.Err, "  %s\n", d.Meaning())
 		fmt.Fprintf(io.Err, "  this host: %s   the remote: %s\n", d.Local, d.Remote)
 	}
