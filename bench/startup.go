@@ -140,6 +140,8 @@ func runStartup(b *bench) error {
 		mark = "met"
 	}
 	b.printf("\n  goal (information only): CLI post at least 5x faster than the git plumbing post: %s\n", mark)
+	b.summary("bernstein --version / hello-world", ms(wall[1].median()), ms(wall[0].median()), dratio(wall[1].median(), wall[0].median()), "", false)
+	b.summary("git plumbing post / CLI post (one process)", ms(cliPer), ms(basePer), dratio(basePer, cliPer), ">= 5x", mark == "met")
 
 	return b.initTrace(env, hello)
 }
