@@ -269,6 +269,9 @@ func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
 			if err != nil {
 				return c, nil, fmt.Errorf("commit parent: %w", err)
 			}
+			if c.Parents == nil {
+				c.Parents = make([]Oid, 0, 1)
+			}
 			c.Parents = append(c.Parents, o)
 		case "author":
 			c.Author = string(v)
@@ -276,6 +279,7 @@ func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
 			c.Committer = string(v)
 		case "gpgsig":
 			inSig = true
+			sig.Grow(len(header) + len(v) + 1) // the signature's lines: one allocation
 			sig.Write(v)
 			sig.WriteByte('\n')
 			continue

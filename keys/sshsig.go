@@ -170,16 +170,13 @@ func parseArmored(b []byte) *CommitSignature {
 		return nil
 	}
 	w = w[4:]
-	var pub, ns, hash, sigBytes []byte
-	var ok bool
-	for _, f := range []*[]byte{&pub, &ns, nil, &hash, &sigBytes} {
-		var v []byte
-		if v, w, ok = wireString(w); !ok {
-			return nil
-		}
-		if f != nil {
-			*f = v
-		}
+	pub, w, ok1 := wireString(w)
+	ns, w, ok2 := wireString(w)
+	_, w, ok3 := wireString(w) // reserved
+	hash, w, ok4 := wireString(w)
+	sigBytes, w, ok5 := wireString(w)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return nil
 	}
 	if len(w) != 0 || (string(hash) != string(sshsig.HashSHA256) && string(hash) != string(sshsig.HashSHA512)) {
 		return nil
@@ -251,13 +248,14 @@ func internKey(wire []byte, parsed ssh.PublicKey) *knownKey {
 	if k != nil {
 		return k
 	}
+	own := bytes.Clone(wire) // a parsed key keeps its bytes; wire is the caller's
 	if parsed == nil {
 		var err error
-		if parsed, err = ssh.ParsePublicKey(wire); err != nil {
+		if parsed, err = ssh.ParsePublicKey(own); err != nil {
 			return nil
 		}
 	}
-	k = &knownKey{key: parsed, id: string(wire)}
+	k = &knownKey{key: parsed, id: string(own)}
 	if parsed.Type() == ssh.KeyAlgoED25519 {
 		if ck, ok := parsed.(ssh.CryptoPublicKey); ok {
 			if ek, ok := ck.CryptoPublicKey().(ed25519.PublicKey); ok && len(ek) == ed25519.PublicKeySize {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Records are encoded and decoded on every read and write, so the common
@@ -311,7 +312,7 @@ func (s *scanner) value(depth int) error {
 			if err := s.str(); err != nil {
 				return err
 			}
-			key, err := unquote(s.b[start:s.i])
+			key, err := memberName(s.b[start:s.i])
 			if err != nil {
 				return s.errf("%v", err)
 			}
@@ -484,13 +485,17 @@ type member struct {
 // members splits a canonical object into its members, in order, checking as
 // it goes that the whole of b is one object in canonical form (so a record
 // is validated and split in a single pass).
-func members(b []byte) ([]member, error) {
+func members(b []byte) ([]member, error) { return membersInto(b, nil) }
+
+// membersInto is members appending to out, which callers give a backing
+// array on their stack. Member names without escapes share b's bytes: they
+// live only as long as the decoding that asked for them.
+func membersInto(b []byte, out []member) ([]member, error) {
 	s := scanner{b: b}
 	if len(b) < 2 || b[0] != '{' {
 		return nil, s.errf("want an object")
 	}
 	s.i = 1
-	var out []member
 	if b[1] == '}' {
 		if len(b) != 2 {
 			return nil, s.errf("trailing data")
@@ -502,7 +507,7 @@ func members(b []byte) ([]member, error) {
 		if err := s.str(); err != nil {
 			return nil, err
 		}
-		name, err := unquote(b[start:s.i])
+		name, err := memberName(b[start:s.i])
 		if err != nil {
 			return nil, s.errf("%v", err)
 		}
@@ -536,6 +541,19 @@ func members(b []byte) ([]member, error) {
 	}
 }
 
+// memberName is unquote for a member name: without escapes, the name is
+// the bytes between the quotes, not copied.
+func memberName(q []byte) (string, error) {
+	body := q[1 : len(q)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		if len(body) == 0 {
+			return "", nil
+		}
+		return unsafe.String(&body[0], len(body)), nil
+	}
+	return unquote(q)
+}
+
 // decodeExact decodes canonical bytes b into dst (a pointer). Objects must
 // carry exactly the members of the target struct (those tagged omitempty may
 // be absent), so there is one byte form per value and nothing is ignored.
@@ -554,39 +572,15 @@ func decodeValue(b []byte, v reflect.Value) error {
 		v.SetBytes(append([]byte(nil), b...))
 		return nil
 	case t.Kind() == reflect.Struct:
-		fs, err := fieldsOf(t)
-		if err != nil {
+		if _, err := fieldsOf(t); err != nil {
 			return json.Unmarshal(b, v.Addr().Interface())
 		}
-		ms, err := members(b)
+		var buf [16]member
+		ms, err := membersInto(b, buf[:0])
 		if err != nil {
 			return err
 		}
-		j := 0
-		for _, m := range ms {
-			if !hasField(fs, m.name) {
-				return fmt.Errorf("unknown field %q", m.name)
-			}
-			for j < len(fs) && fs[j].name != m.name {
-				if !fs[j].omitEmpty {
-					return fmt.Errorf("missing member %q", fs[j].name)
-				}
-				j++
-			}
-			if j == len(fs) {
-				return fmt.Errorf("unknown member %q", m.name)
-			}
-			if err := decodeValue(m.raw, v.FieldByIndex(fs[j].index)); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-			j++
-		}
-		for ; j < len(fs); j++ {
-			if !fs[j].omitEmpty {
-				return fmt.Errorf("missing member %q", fs[j].name)
-			}
-		}
-		return nil
+		return decodeStruct(b, ms, v)
 	case t.Kind() == reflect.String:
 		if len(b) == 0 || b[0] != '"' {
 			return fmt.Errorf("want a string, have %.20s", b)
@@ -644,4 +638,39 @@ func decodeValue(b []byte, v reflect.Value) error {
 		return nil
 	}
 	return json.Unmarshal(b, v.Addr().Interface())
+}
+
+// decodeStruct decodes the members ms of the canonical object b into the
+// struct v: exactly the members of its type, in order, those tagged
+// omitempty optional.
+func decodeStruct(b []byte, ms []member, v reflect.Value) error {
+	fs, err := fieldsOf(v.Type())
+	if err != nil {
+		return json.Unmarshal(b, v.Addr().Interface())
+	}
+	j := 0
+	for _, m := range ms {
+		if !hasField(fs, m.name) {
+			return fmt.Errorf("unknown field %q", m.name)
+		}
+		for j < len(fs) && fs[j].name != m.name {
+			if !fs[j].omitEmpty {
+				return fmt.Errorf("missing member %q", fs[j].name)
+			}
+			j++
+		}
+		if j == len(fs) {
+			return fmt.Errorf("unknown member %q", m.name)
+		}
+		if err := decodeValue(m.raw, v.FieldByIndex(fs[j].index)); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		j++
+	}
+	for ; j < len(fs); j++ {
+		if !fs[j].omitEmpty {
+			return fmt.Errorf("missing member %q", fs[j].name)
+		}
+	}
+	return nil
 }

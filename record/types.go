@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -210,7 +211,8 @@ type SpineEntry struct {
 
 // ParseSpineEntry parses canonical spine entry bytes.
 func ParseSpineEntry(b []byte) (SpineEntry, error) {
-	ms, err := members(b)
+	var buf [16]member
+	ms, err := membersInto(b, buf[:0])
 	if err != nil {
 		return SpineEntry{}, err
 	}
@@ -223,14 +225,16 @@ func ParseSpineEntry(b []byte) (SpineEntry, error) {
 		}
 	}
 	e := SpineEntry{Hash: Sum(b), Bytes: b}
+	// The object is split once: its members are decoded into the entry
+	// type its kind names, as decodeExact would after splitting it again.
 	switch kind {
 	case SpineArtifact:
 		e.Artifact = &SpineArtifactEntry{}
-		err = decodeExact(b, e.Artifact)
+		err = decodeStruct(b, ms, reflect.ValueOf(e.Artifact).Elem())
 		e.Header = e.Artifact.SpineHeader
 	case SpineJournalSeal:
 		e.Seal = &SpineSealEntry{}
-		err = decodeExact(b, e.Seal)
+		err = decodeStruct(b, ms, reflect.ValueOf(e.Seal).Elem())
 		e.Header = e.Seal.SpineHeader
 	default:
 		return SpineEntry{}, fmt.Errorf("spine entry: unknown kind %q", kind)
