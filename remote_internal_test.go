@@ -10,9 +10,9 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 )
 
-// TestPushViaTemporaryRefs: a push with more refspecs than a command line
-// takes goes through temporary refs (refs/bernstein-push/<pid>/*), lands
-// every ref, and leaves no temporary ref behind.
+// TestPushViaTemporaryRefs: a push of many refs goes through temporary refs
+// (refs/bernstein-push/<pid>/*), lands every ref, and leaves no temporary
+// ref behind, nor those of a push whose process died.
 func TestPushViaTemporaryRefs(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	root := t.TempDir()
@@ -37,9 +37,17 @@ func TestPushViaTemporaryRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saved := pushArgBudget
-	pushArgBudget = 100 // a few refspecs
-	defer func() { pushArgBudget = saved }()
+	saved := pushDirectMax
+	pushDirectMax = 2
+	defer func() { pushDirectMax = saved }()
+	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
+	head, err := s.refs.Read("refs/bernstein/audit/test-writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", opts.Repo, "update-ref", pushTempRoot+"99999999/audit/test-writer", head.String()).CombinedOutput(); err != nil {
+		t.Fatalf("git update-ref: %v %s", err, out)
+	}
 	res, err := s.Push("origin")
 	if err != nil {
 		t.Fatalf("push: %v", err)
