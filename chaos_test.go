@@ -117,6 +117,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("audit verify after the run: exit %d\n%s%s", code, out, errOut)
 	}
 	f.fsck()
+	s2.Close() // waits for the last write's tidying up (its keep goes after the acknowledgement)
 	if left := leftovers(f); len(left) > 0 {
 		t.Fatalf("left behind after the next write: %v", left)
 	}

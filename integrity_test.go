@@ -28,15 +28,15 @@ var writeSteps = []struct {
 	step      string
 	committed bool
 }{
+	{"intent written", false}, // in the staged keep, before any lock
 	{"pack temps synced", false},
+	{"locked", false}, // side by side with the pack's writes: ref locks held
+	{"checked", false},
 	{"pack .keep renamed", false},
 	{"pack .pack renamed", false},
 	{"pack .idx renamed", false},
 	{"pack dir synced", false},
 	{"packed", false},
-	{"locked", false},
-	{"checked", false},
-	{"synced", false},
 	{"renamed 0", true}, // the spine: the commit point
 	{"renamed 1", true},
 	{"renamed 2", true}, // the journal, last
@@ -90,6 +90,9 @@ func TestPostKilledAtEveryStep(t *testing.T) {
 				t.Fatalf("post after a crash at %q is v%d at index %d, want v%d at %d", ws.step, res.Version, res.JournalIndex, want+1, want)
 			}
 			checkVersionChain(t, s2, "I-1", "k", int(want+1))
+			// A write removes its keep once it is acknowledged; closing the
+			// store waits for that.
+			s2.Close()
 			if left := leftovers(f); len(left) > 0 {
 				t.Fatalf("left behind after the next write: %v", left)
 			}
@@ -133,11 +136,15 @@ func checkReaders(t *testing.T, f *fixture, task, key string, n int64) {
 	}
 }
 
-// TestRepackWhilePostWaits is the lost-post scenario: a post has written its
-// pack and waits for a ref lock while `git repack -ad` runs. The kept pack
-// survives, the post lands, and plain git finds every object.
+// maintenance is git's maintenance that could lose objects no ref reaches yet.
+var maintenance = [][]string{{"repack", "-a", "-d", "-q"}, {"repack", "-A", "-d", "-q"}, {"gc", "-q", "--prune=now"}, {"gc", "--aggressive", "-q", "--prune=now"}, {"maintenance", "run"}}
+
+// TestRepackWhilePostWaits: a post has written and synced its pack, index
+// and intent (staged, outside the pack directory) and waits for a ref lock
+// while git's maintenance runs. Nothing of it is lost, the post lands, and
+// plain git finds every object.
 func TestRepackWhilePostWaits(t *testing.T) {
-	for _, maint := range [][]string{{"repack", "-a", "-d", "-q"}, {"repack", "-A", "-d", "-q"}, {"gc", "-q", "--prune=now"}, {"gc", "--aggressive", "-q", "--prune=now"}, {"maintenance", "run"}} {
+	for _, maint := range maintenance {
 		t.Run(strings.Join(maint, " "), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
@@ -150,7 +157,6 @@ func TestRepackWhilePostWaits(t *testing.T) {
 			if err := os.WriteFile(lock, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			before := packIndexes(f)
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(cliBin, "--repo", f.dir, "artifact", "post", "R-1", "k", "--type", "report", "--body", "version two",
 				"--agent", "agent", "--claim-token", tok)
@@ -159,11 +165,12 @@ func TestRepackWhilePostWaits(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// Wait until the post's pack is on disk, then repack.
+			// Wait until the post's index is staged (written after its pack
+			// and intent), then run the maintenance.
 			deadline := time.Now().Add(10 * time.Second)
-			for len(packIndexes(f)) == len(before) {
+			for len(stagedIndexes(f)) == 0 {
 				if time.Now().After(deadline) {
-					t.Fatal("the post wrote no pack")
+					t.Fatal("the post staged no pack")
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -184,9 +191,52 @@ func TestRepackWhilePostWaits(t *testing.T) {
 	}
 }
 
-func packIndexes(f *fixture) []string {
-	out, _ := filepath.Glob(filepath.Join(f.dir, ".git", "objects", "pack", "pack-*.idx"))
+func stagedIndexes(f *fixture) []string {
+	out, _ := filepath.Glob(filepath.Join(f.dir, ".git", "objects", "bernstein-tmp", "tmp_bernstein_idx_*"))
 	return out
+}
+
+// TestRepackBetweenPackAndRefs is the lost-post scenario: a post's pack is
+// in the pack directory and its refs have not moved yet (nothing reaches its
+// objects) when git's maintenance runs. The pack's keep, in place before the
+// pack, holds it; the post lands, and plain git finds every object.
+func TestRepackBetweenPackAndRefs(t *testing.T) {
+	for _, maint := range maintenance {
+		t.Run(strings.Join(maint, " "), func(t *testing.T) {
+			f := newFixture(t)
+			s := f.open()
+			tok := f.claimed(s, "R-2", "agent")
+			f.post(s, "R-2", "k", "agent", tok, report("version one"))
+			var ran atomic.Int32
+			gitstore.FaultHook = func(step string) error {
+				if step != "packed" || ran.Add(1) != 1 {
+					return nil
+				}
+				keeps, _ := filepath.Glob(filepath.Join(f.dir, ".git", "objects", "pack", "pack-*.keep"))
+				if len(keeps) != 1 {
+					t.Errorf("keep files while the refs wait: %v", keeps)
+				}
+				if out, err := f.gitErr(maint...); err != nil {
+					t.Errorf("git %v: %v\n%s", maint, err, out)
+				}
+				return nil
+			}
+			_, err := s.Post(bernstein.PostRequest{Task: "R-2", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("version two")})
+			gitstore.FaultHook = nil
+			if err != nil {
+				t.Fatalf("post: %v", err)
+			}
+			if ran.Load() == 0 {
+				t.Fatal("the maintenance did not run between the pack and the refs")
+			}
+			f.fsck()
+			checkReaders(t, f, "R-2", "k", 2)
+			s.Close()
+			if left := leftovers(f); len(left) > 0 {
+				t.Fatalf("left behind: %v", left)
+			}
+		})
+	}
 }
 
 // TestRolledBackJournalIsNotShown: a journal moved back behind its spine
@@ -236,7 +286,7 @@ func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 	var moved atomic.Int32
 	var movedTo string
 	gitstore.FaultHook = func(step string) error {
-		if step == "packed" && moved.Add(1) == 1 {
+		if step == "intent written" && moved.Add(1) == 1 {
 			head := strings.TrimSpace(f.git("rev-parse", journal))
 			raw := f.git("cat-file", "commit", head)
 			c, _, err := gitstore.ParseCommit([]byte(raw))
@@ -276,6 +326,7 @@ func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 	}
 	checkVersionChain(t, s, "G-1", "k", 2)
 	f.fsck()
+	s.Close()
 	if left := leftovers(f); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}

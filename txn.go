@@ -165,17 +165,10 @@ func (s *Store) runBatch(batch []*pendingOp) {
 			return
 		}
 		t := &tx{s: s, env: env, id: id, now: s.now(), chains: map[string]*chainState{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
-		for i, o := range batch {
-			t.op = i + 1
-			saved := t.save()
-			o.res, o.err = o.fn(t)
-			if o.err != nil {
-				if k, ok := o.err.(keepChanges); !ok || !k.keepChanges() {
-					t.restore(saved)
-				}
-			}
+		for _, o := range batch {
+			o.res, o.err = t.run(o.fn)
 		}
-		out, err := t.commit()
+		out, staged, err := t.commit()
 		if out == refs.NotCommitted && errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// Someone outside bernstein's writer lock moved a ref: redo the batch
 			// on the new heads.
@@ -191,45 +184,118 @@ func (s *Store) runBatch(batch []*pendingOp) {
 			}
 		}
 		finish(err)
+		// The posts are durable and acknowledged; what follows only tidies
+		// up, under the writer lock, while the posters go on.
+		if staged != nil {
+			s.retire(staged)
+		}
 		break
 	}
 	s.maybeCompact()
 }
 
+// run runs one operation in the transaction. An operation that fails has
+// its changes rolled back, unless its error says they stand (a refused post
+// is recorded in the audit mirror).
+func (t *tx) run(fn opFunc) (any, error) {
+	t.op++
+	saved := t.save()
+	res, err := fn(t)
+	if err != nil {
+		if k, ok := err.(keepChanges); !ok || !k.keepChanges() {
+			t.restore(saved)
+		}
+	}
+	return res, err
+}
+
+// retire finishes a committed write after its posts were acknowledged: the
+// pack is mapped for this store's reads, and its keep, whose intent is
+// carried out, goes. Neither is needed for durability. A keep that stays
+// (a failed removal, a crash) is found by the next writer, which sees every
+// ref of its intent moved and removes it.
+func (s *Store) retire(st *gitstore.PackStage) {
+	if err := st.Publish(); err != nil {
+		s.maintErr.Store(err.Error())
+	}
+	if err := s.objects.Unkeep(st.Base()); err != nil {
+		s.maintErr.Store(err.Error())
+	}
+}
+
 // finishInterrupted completes or discards the transactions of writers that
-// were killed mid-commit (their intents sit in the .keep files of their
-// packs), then clears what they left in the pack directory. It runs under
-// the writer lock before every batch, so a write never builds on a
-// transaction half moved.
+// were killed mid-commit, then clears what they left in the pack and
+// temporary directories. A writer killed before its pack was in place left
+// its intent in a staged keep (and perhaps ref locks, which go); one killed
+// later left it in the .keep file of its pack, and the refs it names are
+// moved or left as the intent's commit point says. It runs under the writer
+// lock before every batch, so a write never builds on a transaction half
+// moved; when the scan finds nothing, that is all it costs.
 func (s *Store) finishInterrupted() error {
-	pending, err := refs.PendingIntents(s.packDir())
+	left, err := s.objects.Leftovers()
 	if err != nil {
 		return fmt.Errorf("read interrupted writes: %w", err)
 	}
-	for _, p := range pending {
-		committed, err := s.txr.Recover(p)
-		if !committed {
-			// A pack cut off before its index was renamed in is invisible to
-			// git and to us: nothing can rely on it, so it goes too.
-			base := strings.TrimSuffix(p.Keep, ".keep")
-			if _, err := os.Stat(base + ".idx"); os.IsNotExist(err) {
-				os.Remove(base + ".pack")
-			}
+	if left.Empty() {
+		return nil
+	}
+	for _, path := range left.StagedKeeps {
+		data, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			continue
 		}
 		if err != nil {
-			if !errors.Is(err, refs.ErrConflict) {
-				return fmt.Errorf("finish the write interrupted in %s: %w", filepath.Base(p.Keep), err)
-			}
-			// Someone else moved a ref the interrupted write meant to move:
-			// finishing it would undo their move. The rest of it stands.
-			s.warn("an interrupted write could not be finished: %v", err)
+			return fmt.Errorf("read interrupted writes: %w", err)
 		}
-		if err := os.Remove(p.Keep); err != nil && !os.IsNotExist(err) {
+		// An intent that does not parse was cut short while it was written,
+		// before any lock was taken: there is nothing to undo.
+		if in, ok, perr := refs.ParseIntent(data); ok && perr == nil {
+			if err := s.recover(refs.Pending{Keep: path, Intent: in}); err != nil {
+				return err
+			}
+		}
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err
+		}
+	}
+	if len(left.Keeps) > 0 {
+		pending, err := refs.PendingIntents(s.packDir())
+		if err != nil {
+			return fmt.Errorf("read interrupted writes: %w", err)
+		}
+		for _, p := range pending {
+			if err := s.recover(p); err != nil {
+				return err
+			}
+			if err := os.Remove(p.Keep); err != nil && !os.IsNotExist(err) {
+				return err
+			}
 		}
 	}
 	if _, err := s.objects.CleanStale(); err != nil {
 		s.warn("clean the pack directory: %v", err)
+	}
+	return nil
+}
+
+// recover finishes or discards one interrupted transaction.
+func (s *Store) recover(p refs.Pending) error {
+	committed, err := s.txr.Recover(p)
+	if !committed && strings.HasSuffix(p.Keep, ".keep") {
+		// A pack cut off before its index was renamed in is invisible to
+		// git and to us: nothing can rely on it, so it goes too.
+		base := strings.TrimSuffix(p.Keep, ".keep")
+		if _, err := os.Stat(base + ".idx"); os.IsNotExist(err) {
+			os.Remove(base + ".pack")
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, refs.ErrConflict) {
+			return fmt.Errorf("finish the write interrupted in %s: %w", filepath.Base(p.Keep), err)
+		}
+		// Someone else moved a ref the interrupted write meant to move:
+		// finishing it would undo their move. The rest of it stands.
+		s.warn("an interrupted write could not be finished: %v", err)
 	}
 	return nil
 }
@@ -282,10 +348,25 @@ func (t *tx) restore(sp savepoint) {
 }
 
 // commit writes the batch's objects as one kept pack whose .keep file holds
-// the transaction's intent, then moves its refs at once. The keep shields
-// the objects from git maintenance until the refs reach them; removing it
-// retires the intent.
-func (t *tx) commit() (refs.Outcome, error) {
+// the transaction's intent, and moves its refs at once. Every step is
+// ordered by what a crash at any instant must leave:
+//
+//   - the intent is written (in the stage's keep, not yet synced) before any
+//     ref lock is taken, so that a writer killed while it holds locks leaves
+//     them to the next writer, which knows them by the intent;
+//   - the pack, its index and the keep are written and synced while the ref
+//     locks are taken, written and synced: neither needs the other, and the
+//     disk takes the flushes together;
+//   - the keep, the pack and the index are renamed into place (the keep
+//     first: the pack is never visible without it, so git's maintenance
+//     leaves it alone) and the pack directory is synced, before the first
+//     ref moves: no ref can name an object that a crash could lose;
+//   - the refs move (the commit point is the first rename) and their
+//     directories are synced before the write is acknowledged.
+//
+// On success it returns the stage, whose keep the caller removes once the
+// write is acknowledged (retire).
+func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 	var updates []refs.Update
 	for _, c := range t.chains {
 		if c.dirty && c.head != c.old {
@@ -293,35 +374,56 @@ func (t *tx) commit() (refs.Outcome, error) {
 		}
 	}
 	if len(updates) == 0 {
-		return refs.Committed, nil
+		return refs.Committed, nil, nil
 	}
 	// Every pack carries the empty tree its commits may use: an object found
 	// only in some other, unreferenced pack could be pruned under us.
 	objs := append(t.objects, gitstore.NewObject(gitstore.TypeTree, nil))
-	intent := refs.Intent{Updates: updates}.Encode()
-	base, err := t.s.objects.WritePackKept(objs, intent)
+	st, err := t.s.objects.StagePackKept(refs.Intent{Updates: updates}.Encode())
 	if err != nil {
-		return refs.NotCommitted, fmt.Errorf("write objects: %w", err)
+		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
+	}
+	if err := refs.FaultPoint("intent written"); err != nil {
+		return refs.NotCommitted, nil, err
+	}
+	written := make(chan error, 1)
+	go func() { written <- st.Write(objs) }()
+	prep, perr := t.s.txr.Prepare(updates)
+	werr := <-written
+	if errors.Is(werr, refs.ErrFault) || errors.Is(perr, refs.ErrFault) {
+		return refs.NotCommitted, nil, refs.ErrFault
+	}
+	if werr != nil || perr != nil {
+		prep.Abort()
+		st.Abort()
+		if werr != nil {
+			return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", werr)
+		}
+		return refs.NotCommitted, nil, perr
+	}
+	if _, err := st.Install(); err != nil {
+		if errors.Is(err, refs.ErrFault) {
+			return refs.NotCommitted, nil, err
+		}
+		prep.Abort()
+		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
 	if err := refs.FaultPoint("packed"); err != nil {
-		return refs.NotCommitted, err
+		return refs.NotCommitted, nil, err
 	}
-	out, err := t.s.txr.Apply(updates)
+	out, err := prep.Commit()
 	if errors.Is(err, refs.ErrFault) {
-		return out, err
+		return out, nil, err
 	}
 	switch out {
 	case refs.NotCommitted:
 		// Nothing moved: the pack is garbage for git's gc.
-		t.s.objects.Unkeep(base)
-		return out, err
+		st.Abort()
+		return out, nil, err
 	case refs.CommittedPending:
-		return out, err
+		return out, nil, err
 	}
-	if err := t.s.objects.Unkeep(base); err != nil {
-		return refs.CommittedPending, err
-	}
-	return refs.Committed, nil
+	return refs.Committed, st, nil
 }
 
 // remember caches the states of the chains a committed batch moved.

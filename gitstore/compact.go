@@ -47,7 +47,7 @@ func (r *Repo) Compact(maxPacks int) (int, error) {
 	if merge == nil || err != nil {
 		return 0, err
 	}
-	merged, err := r.finishPack(pw, "")
+	merged, err := r.finishPack(pw)
 	if err != nil {
 		return 0, err
 	}

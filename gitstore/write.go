@@ -160,6 +160,91 @@ func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 	if len(objects) == 0 {
 		return "", nil
 	}
+	st, err := r.stage(keepMsg)
+	if err != nil {
+		return "", err
+	}
+	if err := st.Write(objects); err != nil {
+		return "", err
+	}
+	base, err := st.Install()
+	if err != nil {
+		return "", err
+	}
+	return base, st.Publish()
+}
+
+// A PackStage is a pack on its way into the pack directory, written in the
+// order that keeps every instant safe. StagePackKept writes the keep file's
+// content first (to a temporary file, outside the pack directory), so that
+// a caller can make what the keep says visible before it does anything the
+// keep must account for; Write writes the pack and its index to temporary
+// files and syncs all three side by side; Install renames them into place,
+// the keep first and the index last, and syncs the directory; Publish maps
+// the pack for this Repo's reads. Abort removes what a stage left.
+type PackStage struct {
+	r       *Repo
+	keepMsg string
+	keepTmp string   // the keep's temporary file ("" for an unkept pack)
+	keepF   *os.File // open until Write syncs it
+	pw      *packWriter
+	idxTmp  string
+	base    string // set by Write
+	state   int    // stageOpen, stageWritten, stageInstalled, stageDone
+}
+
+const (
+	stageOpen = iota
+	stageWritten
+	stageInstalled
+	stageDone
+)
+
+// StagePackKept begins a kept pack: it writes keepMsg (which must begin
+// with KeepPrefix) to the keep's temporary file in the directory
+// StagedKeeps lists, not yet synced, and returns. Nothing is in the pack
+// directory yet.
+func (r *Repo) StagePackKept(keepMsg string) (*PackStage, error) {
+	if !strings.HasPrefix(keepMsg, KeepPrefix) {
+		return nil, fmt.Errorf("keep message %q does not begin with %q", keepMsg, KeepPrefix)
+	}
+	return r.stage(keepMsg)
+}
+
+func (r *Repo) stage(keepMsg string) (*PackStage, error) {
+	st := &PackStage{r: r, keepMsg: keepMsg}
+	for _, d := range []string{filepath.Join(r.dir, "pack"), r.tempDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if keepMsg == "" {
+		return st, nil
+	}
+	f, tmp, err := createTemp(r.tempDir(), tmpKeepPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(f, keepMsg+"\n"); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("write %s: %w", tmp, err)
+	}
+	st.keepF, st.keepTmp = f, tmp
+	return st, nil
+}
+
+// Write writes objects (at least one; duplicates are written once) as the
+// stage's pack and index, in temporary files, and syncs them and the keep
+// file. On error nothing of the stage is left.
+func (st *PackStage) Write(objects []Object) error {
+	if st.state != stageOpen {
+		return fmt.Errorf("pack stage written twice")
+	}
+	if len(objects) == 0 {
+		st.Abort()
+		return fmt.Errorf("a pack of no objects")
+	}
 	seen := make(map[Oid]bool, len(objects))
 	uniq := make([]Object, 0, len(objects))
 	for _, o := range objects {
@@ -168,17 +253,19 @@ func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 			uniq = append(uniq, o)
 		}
 	}
-	pw, err := r.createPack(len(uniq))
+	pw, err := st.r.createPack(len(uniq))
 	if err != nil {
-		return "", err
+		st.Abort()
+		return err
 	}
+	st.pw = pw
 	for _, o := range uniq {
 		if err := pw.object(o); err != nil {
-			pw.abort()
-			return "", err
+			st.Abort()
+			return err
 		}
 	}
-	return r.finishPack(pw, keepMsg)
+	return st.finish()
 }
 
 // Unkeep removes the keep file of the pack at base (a path WritePackKept
@@ -255,6 +342,53 @@ func (r *Repo) CleanStale() ([]string, error) {
 		removed = append(removed, path)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// Leftovers is what a scan of the pack and temporary directories finds that
+// a finished write does not leave: keep files, temporary files, and among
+// them the keep files of stages never installed.
+type Leftovers struct {
+	Keeps       []string // .keep files in the pack directory, anyone's
+	StagedKeeps []string // temporary keep files of stages (StagePackKept) never installed
+	Temps       int      // other temporary files of bernstein's
+}
+
+// Empty reports whether the scan found nothing.
+func (l Leftovers) Empty() bool {
+	return len(l.Keeps) == 0 && len(l.StagedKeeps) == 0 && l.Temps == 0
+}
+
+// Leftovers lists, with one read of each directory, what killed writers may
+// have left. Under the cross-process writer lock, a staged keep is a killed
+// writer's: it says what the writer was about to do, and so which ref
+// locks it may have left.
+func (r *Repo) Leftovers() (Leftovers, error) {
+	var l Leftovers
+	ents, err := os.ReadDir(r.tempDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return l, err
+	}
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case strings.HasPrefix(n, tmpKeepPrefix):
+			l.StagedKeeps = append(l.StagedKeeps, filepath.Join(r.tempDir(), n))
+		case strings.HasPrefix(n, tmpPrefix):
+			l.Temps++
+		}
+	}
+	ents, err = os.ReadDir(filepath.Join(r.dir, "pack"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return l, err
+	}
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case strings.HasSuffix(n, ".keep"):
+			l.Keeps = append(l.Keeps, filepath.Join(r.dir, "pack", n))
+		case strings.HasPrefix(n, tmpPrefix):
+			l.Temps++
+		}
+	}
+	return l, nil
 }
 
 // isOurKeep reports whether the keep file at path was written by bernstein.
@@ -394,10 +528,27 @@ func (pw *packWriter) abort() {
 	os.Remove(pw.tmp)
 }
 
-// finishPack completes the pack pw wrote, with its trailer, and writes its
-// index, and a keep file holding keepMsg unless it is empty; it returns the
-// pack's base path. On error nothing of the pack is left.
-func (r *Repo) finishPack(pw *packWriter, keepMsg string) (string, error) {
+// finishPack completes the unkept pack pw wrote (a compaction's), puts it
+// in place and maps it; it returns the pack's base path. On error nothing of
+// the pack is left.
+func (r *Repo) finishPack(pw *packWriter) (string, error) {
+	st := &PackStage{r: r, pw: pw}
+	if err := st.finish(); err != nil {
+		return "", err
+	}
+	base, err := st.Install()
+	if err != nil {
+		return "", err
+	}
+	return base, st.Publish()
+}
+
+// finish completes the stage's pack with its trailer, writes its index, and
+// syncs the pack, the index and the keep side by side (the disk takes the
+// flushes together): the pack and the keep, already written, while the
+// index is written.
+func (st *PackStage) finish() error {
+	pw := st.pw
 	if pw.err == nil && len(pw.ents) != pw.count {
 		pw.err = fmt.Errorf("pack announced %d objects, given %d", pw.count, len(pw.ents))
 	}
@@ -410,80 +561,118 @@ func (r *Repo) finishPack(pw *packWriter, keepMsg string) (string, error) {
 		}
 	}
 	if pw.err != nil {
-		pw.abort()
-		return "", pw.err
+		st.Abort()
+		return pw.err
 	}
 	ents := pw.ents
 	slices.SortFunc(ents, func(a, b idxEntry) int { return bytes.Compare(a.id[:], b.id[:]) })
+	st.base = filepath.Join(pw.dir, "pack-"+hex.EncodeToString(sum))
 
-	packDir := pw.dir
-	base := filepath.Join(packDir, "pack-"+hex.EncodeToString(sum))
-	// The files are synced side by side (the disk takes the flushes
-	// together): the pack, already written, while the others are written.
-	// Then they are renamed into place in the order that keeps every
-	// instant safe: the keep first, so that the pack is never visible
-	// unprotected; the pack before its index, which is what makes it
-	// visible.
-	type file struct {
-		prefix, ext string
-		write       func(io.Writer) error // nil for the pack
-	}
-	files := []file{{tmpPackPrefix, ".pack", nil}, {tmpIdxPrefix, ".idx", func(w io.Writer) error { return writeIndex(w, ents, sum) }}}
-	if keepMsg != "" {
-		keep := func(w io.Writer) error {
-			_, err := io.WriteString(w, keepMsg+"\n")
-			return err
-		}
-		files = append([]file{{tmpKeepPrefix, ".keep", keep}}, files...)
-	}
-	tmps := make([]string, len(files))
-	errs := make([]error, len(files))
 	var wg sync.WaitGroup
-	for i, f := range files {
-		if f.write != nil {
-			wg.Go(func() { tmps[i], errs[i] = writeTemp(pw.tmps, f.prefix, f.write) })
-		}
+	var packErr, keepErr error
+	wg.Go(func() { packErr = syncClose(pw.f, pw.tmp) })
+	if st.keepF != nil {
+		wg.Go(func() { keepErr = syncClose(st.keepF, st.keepTmp) })
 	}
-	p := len(files) - 2 // the pack
-	tmps[p], errs[p] = pw.tmp, syncClose(pw.f, pw.tmp)
+	idxTmp, idxErr := writeTemp(pw.tmps, tmpIdxPrefix, func(w io.Writer) error { return writeIndex(w, ents, sum) })
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		removeAll(tmps...)
-		return "", err
+	pw.f, st.keepF, st.idxTmp = nil, nil, idxTmp
+	if err := errors.Join(packErr, keepErr, idxErr); err != nil {
+		st.Abort()
+		return err
 	}
-	if err := FaultPoint("pack temps synced"); err != nil {
-		return "", err
+	st.state = stageWritten
+	return FaultPoint("pack temps synced")
+}
+
+// Base is the path the pack will have in the pack directory, without its
+// extension; it is known once Write returned.
+func (st *PackStage) Base() string { return st.base }
+
+// Install renames the stage's files into the pack directory in the order
+// that keeps every instant safe: the keep first, so that the pack is never
+// visible unprotected; the pack before its index, which is what makes it
+// visible. Then it syncs the directory. It returns the pack's base path. A
+// failure leaves no keep: the caller moves no ref, and the objects are
+// git's to collect.
+func (st *PackStage) Install() (string, error) {
+	if st.state != stageWritten {
+		return "", fmt.Errorf("pack stage installed before it was written")
 	}
-	// A write that fails leaves no keep: its caller moves no ref, and the
-	// objects are git's to collect.
+	type file struct{ tmp, ext string }
+	files := []file{{st.pw.tmp, ".pack"}, {st.idxTmp, ".idx"}}
+	if st.keepTmp != "" {
+		files = append([]file{{st.keepTmp, ".keep"}}, files...)
+	}
+	base := st.base
 	fail := func(err error) (string, error) {
-		if keepMsg != "" {
+		if st.keepTmp != "" {
 			os.Remove(base + ".keep")
 		}
+		st.state = stageDone
 		return "", err
 	}
 	for i, f := range files {
 		if testHookRename != nil {
 			testHookRename(base + f.ext)
 		}
-		if err := os.Rename(tmps[i], base+f.ext); err != nil {
-			removeAll(tmps[i:]...)
+		if err := os.Rename(f.tmp, base+f.ext); err != nil {
+			for _, g := range files[i:] {
+				os.Remove(g.tmp)
+			}
 			return fail(err)
 		}
 		if err := FaultPoint("pack " + f.ext + " renamed"); err != nil {
 			return "", err
 		}
 	}
-	if err := syncDir(packDir); err != nil {
+	st.state = stageInstalled
+	if err := syncDir(filepath.Dir(base)); err != nil {
 		return fail(err)
 	}
 	if err := FaultPoint("pack dir synced"); err != nil {
 		return "", err
 	}
-	if err := r.addPack(base); err != nil {
-		return fail(err)
-	}
 	return base, nil
+}
+
+// Publish maps the installed pack, so that this Repo reads its objects
+// without a rescan.
+func (st *PackStage) Publish() error {
+	if st.state != stageInstalled {
+		return fmt.Errorf("pack stage published before it was installed")
+	}
+	st.state = stageDone
+	return st.r.addPack(st.base)
+}
+
+// Abort removes what the stage left: its temporary files, or once it is
+// installed, its keep file (the pack stays, for git's gc to collect).
+func (st *PackStage) Abort() {
+	if st == nil {
+		return
+	}
+	switch st.state {
+	case stageOpen, stageWritten:
+		if st.keepF != nil {
+			st.keepF.Close()
+			st.keepF = nil
+		}
+		if st.pw != nil && st.pw.f != nil {
+			st.pw.f.Close()
+			st.pw.f = nil
+		}
+		paths := []string{st.keepTmp, st.idxTmp}
+		if st.pw != nil {
+			paths = append(paths, st.pw.tmp)
+		}
+		removeAll(paths...)
+	case stageInstalled:
+		if st.keepTmp != "" {
+			os.Remove(st.base + ".keep")
+		}
+	}
+	st.state = stageDone
 }
 
 // removeAll removes the named files, ignoring empty names and errors.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,10 +29,11 @@ var (
 )
 
 // FaultPoint runs gitstore.FaultHook (set by tests) at step. The steps of a
-// transaction are "locked", "checked", "synced", "renamed <i>" (after the
-// i-th rename, 0-based) and "dirs synced"; the store adds "packed" (the kept
-// pack written, no lock taken yet). A non-nil return stops the transaction
-// right there, leaving the files as a killed process would.
+// transaction are "locked" (every lock file created, holding its new value,
+// and synced), "checked" (old values checked under the locks), "renamed <i>"
+// (after the i-th rename, 0-based) and "dirs synced"; the store adds its own
+// ("intent written", "packed"). A non-nil return stops the transaction right
+// there, leaving the files as a killed process would.
 func FaultPoint(step string) error { return gitstore.FaultPoint(step) }
 
 // Update moves Ref from Old to New. A zero Old means the ref must not exist.
@@ -42,13 +44,13 @@ type Update struct {
 }
 
 // Transactor moves several refs at once with git's own lock-file protocol:
-// an exclusive <ref>.lock per ref holding the new value, old values checked
-// under the locks against loose and packed refs, the locks synced, renamed
-// in a fixed order while readers are held off, and the ref directories
-// synced. The first rename is the commit point. Before it nothing is
-// visible and every lock is removed on failure; after it the transaction
-// is committed, and what a crash leaves undone is finished by Recover from
-// the transaction's intent.
+// an exclusive <ref>.lock per ref holding the new value and synced, old
+// values checked under the locks against loose and packed refs, the locks
+// renamed in a fixed order while readers are held off, and the ref
+// directories synced. The first rename is the commit point. Before it
+// nothing is visible and every lock is removed on failure; after it the
+// transaction is committed, and what a crash leaves undone is finished by
+// Recover from the transaction's intent.
 type Transactor struct {
 	GitDir   string        // the common git directory
 	LockWait time.Duration // how long to wait for a ref lock held by someone else (default 5s)
@@ -84,53 +86,116 @@ type refLock struct {
 	dirs []string // directories created for it, outermost first
 }
 
-// Apply moves every ref of updates or none. The caller holds the store's
-// writer lock and has made the transaction's intent durable.
+// Apply moves every ref of updates or none: Prepare, then Commit. The caller
+// holds the store's writer lock and has made the transaction's intent
+// durable.
 func (t *Transactor) Apply(updates []Update) (Outcome, error) {
+	p, err := t.Prepare(updates)
+	if err != nil {
+		return NotCommitted, err
+	}
+	return p.Commit()
+}
+
+// Prepared is a transaction whose locks are held, hold the new values on
+// disk, and whose old values have been checked: nothing is visible yet.
+// Commit makes it take effect; Abort drops it.
+type Prepared struct {
+	t     *Transactor
+	locks []*refLock // in commit order
+}
+
+// Prepare takes every ref's lock, each written with its new value and
+// synced side by side with the others, and then checks every old value
+// under the locks. On an error nothing moved and no lock is left (unless
+// the error is ErrFault, which stops as a crash would). The caller must
+// have made the transaction's intent visible to the next writer before it
+// calls Prepare: a writer killed while it holds locks leaves them to be
+// removed by Recover, which knows them by the intent.
+func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
+	p := &Prepared{t: t}
 	if len(updates) == 0 {
-		return Committed, nil
+		return p, nil
 	}
 	us := append([]Update(nil), updates...)
 	Order(us)
-	locks := make([]*refLock, 0, len(us))
+	for _, u := range us {
+		if err := checkRefName(u.Ref); err != nil {
+			return nil, err
+		}
+	}
+	// Each lock is created, written and synced on its own: the disk takes
+	// the flushes together.
+	locks := make([]*refLock, len(us))
+	errs := make([]error, len(us))
+	var wg sync.WaitGroup
+	for i, u := range us {
+		wg.Go(func() {
+			l, err := t.lock(u)
+			if err == nil {
+				if err = l.sync(); err != nil {
+					l.abandon()
+					l = nil
+				}
+			}
+			locks[i], errs[i] = l, err
+		})
+	}
+	wg.Wait()
 	release := func() {
 		for _, l := range locks {
-			l.abandon()
+			if l != nil {
+				l.abandon()
+			}
 		}
 	}
-	for _, u := range us {
-		l, err := t.lock(u)
+	for _, err := range errs {
 		if err != nil {
+			// The first error in commit order says why; a lock wait names
+			// the lock.
 			release()
-			return NotCommitted, err
+			return nil, err
 		}
-		locks = append(locks, l)
 	}
 	if err := FaultPoint("locked"); err != nil {
-		return NotCommitted, err
+		return nil, err
 	}
 	for _, l := range locks {
 		cur, err := t.current(l.u.Ref)
 		if err != nil {
 			release()
-			return NotCommitted, err
+			return nil, err
 		}
 		if cur != l.u.Old {
 			release()
-			return NotCommitted, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
+			return nil, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
 		}
 	}
 	if err := FaultPoint("checked"); err != nil {
-		return NotCommitted, err
+		return nil, err
 	}
-	if err := syncLocks(locks); err != nil {
-		release()
-		return NotCommitted, err
+	p.locks = locks
+	return p, nil
+}
+
+// Commit renames the locks onto their refs, in order, while readers wait,
+// and syncs the ref directories.
+func (p *Prepared) Commit() (Outcome, error) {
+	if len(p.locks) == 0 {
+		return Committed, nil
 	}
-	if err := FaultPoint("synced"); err != nil {
-		return NotCommitted, err
+	return p.t.rename(p.locks)
+}
+
+// Abort removes the locks of a transaction that will not commit.
+func (p *Prepared) Abort() {
+	if p == nil {
+		return
 	}
-	return t.rename(locks)
+	for _, l := range p.locks {
+		l.abandon()
+	}
+	p.locks = nil
 }
 
 // rename is the commit phase: the locks become the refs, in order, while
@@ -210,29 +275,28 @@ func (l *refLock) abandon() {
 	os.Remove(l.lock)
 }
 
+// sync flushes the lock file's content and closes it.
+func (l *refLock) sync() error {
+	err := l.f.Sync()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", l.lock, err)
+	}
+	return nil
+}
+
 // syncLocks flushes every lock file's content, side by side.
 func syncLocks(locks []*refLock) error {
-	errs := make(chan error, len(locks))
-	for _, l := range locks {
-		go func(l *refLock) {
-			err := l.f.Sync()
-			if cerr := l.f.Close(); err == nil {
-				err = cerr
-			}
-			l.f = nil
-			if err != nil {
-				err = fmt.Errorf("sync %s: %w", l.lock, err)
-			}
-			errs <- err
-		}(l)
+	errs := make([]error, len(locks))
+	var wg sync.WaitGroup
+	for i, l := range locks {
+		wg.Go(func() { errs[i] = l.sync() })
 	}
-	var first error
-	for range locks {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // syncRefDirs makes the renames durable: every ref's directory, and the

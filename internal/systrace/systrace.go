@@ -9,16 +9,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// Event is one traced call: an fsync of Path, a rename From to Path, or an
-// unlink of Path.
+// Event is one traced call: an fsync of Path, a rename From to Path, an
+// unlink of Path, a create (an open with O_CREAT that succeeded) of Path, or
+// a write to Path (Fd is the descriptor written to: 1 is stdout).
 type Event struct {
-	Call string // fsync, rename, unlink
+	Call string // fsync, rename, unlink, create, write
 	Path string
 	From string
+	Fd   int
 }
 
 var (
@@ -26,6 +29,7 @@ var (
 	reFsync  = regexp.MustCompile(`^f(?:data)?sync\((\d+)<([^>]*)>\) = 0`)
 	reClose  = regexp.MustCompile(`^close\((\d+)(?:<[^>]*>)?\)`)
 	reRename = regexp.MustCompile(`^rename(?:at2?)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)", (?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
+	reWrite  = regexp.MustCompile(`^write\((\d+)<([^>]*)>, `)
 	reUnlink = regexp.MustCompile(`^unlink(?:at)?\((?:AT_FDCWD(?:<[^>]*>)?, )?"([^"]+)"(?:, \w+)?\) = 0`)
 	rePid    = regexp.MustCompile(`^(\d+) +(.*)$`)
 	reSpaces = regexp.MustCompile(`\s+=`)
@@ -47,7 +51,7 @@ func Child(t testing.TB, env ...string) ([]Event, string) {
 	trace := filepath.Join(t.TempDir(), "trace")
 	// -y prints each fd's path, so an fsync names what it synced even when
 	// another thread's close and open of the same fd number interleave.
-	cmd := exec.Command(strace, "-f", "-y", "-qq", "-e", "trace=openat,close,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat", "-o", trace, self, "-test.run=^$")
+	cmd := exec.Command(strace, "-f", "-y", "-qq", "-e", "trace=openat,close,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,write", "-o", trace, self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -92,6 +96,13 @@ func Parse(raw string) []Event {
 		case reOpen.MatchString(rest):
 			s := reOpen.FindStringSubmatch(rest)
 			fds[s[2]] = s[1]
+			if strings.Contains(rest, "O_CREAT") {
+				evs = append(evs, Event{Call: "create", Path: s[1]})
+			}
+		case reWrite.MatchString(rest):
+			s := reWrite.FindStringSubmatch(rest)
+			fd, _ := strconv.Atoi(s[1])
+			evs = append(evs, Event{Call: "write", Path: s[2], Fd: fd})
 		case reFsync.MatchString(rest):
 			s := reFsync.FindStringSubmatch(rest)
 			evs = append(evs, Event{Call: "fsync", Path: s[2]})
