@@ -53,12 +53,12 @@ func TestChaos(t *testing.T) {
 	defer ackLog.Close()
 	h := &chaos{f: f, rng: rng, ackLog: ackLog, acked: map[string]string{}, stop: make(chan struct{})}
 
-	// Posters: three processes, each posting from two goroutines to both
-	// tasks and two keys.
+	// Posters: three processes, each posting from four goroutines to both
+	// tasks and two keys; the first posts batches (PostBatch) instead.
 	const posters = 3
 	procs := make([]*chaosPoster, posters)
 	for i := range procs {
-		procs[i] = h.startPoster(tasks, tokens)
+		procs[i] = h.startPoster(tasks, tokens, i == 0)
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -73,7 +73,7 @@ func TestChaos(t *testing.T) {
 		i := h.intn(posters)
 		procs[i].kill()
 		h.kills.Add(1)
-		procs[i] = h.startPoster(tasks, tokens)
+		procs[i] = h.startPoster(tasks, tokens, i == 0)
 	}
 	close(h.stop)
 	wg.Wait()
@@ -177,10 +177,14 @@ type chaosPoster struct {
 }
 
 // startPoster starts a poster process in its own process group; its
-// acknowledgements are logged (and synced) as they arrive.
-func (h *chaos) startPoster(tasks, tokens []string) *chaosPoster {
+// acknowledgements are logged (and synced) as they arrive. A batch poster
+// posts batches of 1 to 8 posts, each with a refusal.
+func (h *chaos) startPoster(tasks, tokens []string, batch bool) *chaosPoster {
 	cmd := h.f.poster(strings.Join(tasks, ","), "alpha,beta", "agent", strings.Join(tokens, ","), 0)
 	cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_GOROUTINES=4")
+	if batch {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("BERNSTEIN_TEST_BATCH=%d", 1+h.intn(8)), "BERNSTEIN_TEST_INTRUDER=1")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

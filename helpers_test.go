@@ -69,6 +69,9 @@ func posterMain() int {
 		return 1
 	}
 	defer s.Close()
+	if os.Getenv("BERNSTEIN_TEST_BATCH") != "" {
+		return batchPosterMain(s)
+	}
 	tasks := strings.Split(os.Getenv("BERNSTEIN_TEST_TASK"), ",")
 	tokens := strings.Split(os.Getenv("BERNSTEIN_CLAIM_TOKEN"), ",")
 	keys := strings.Split(os.Getenv("BERNSTEIN_TEST_KEY"), ",")

@@ -131,6 +131,20 @@ func (s *Store) PostAsCaller(req PostRequest) (*PostResult, error) {
 }
 
 func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
+	payload, err := checkPost(req, needToken)
+	if err != nil {
+		return nil, err
+	}
+	// An empty token's hash matches no claim: every claim token is random.
+	res, err := s.submit(func(t *tx) (any, error) { return t.post(req, payload) })
+	if err != nil {
+		return nil, err
+	}
+	return res.(*PostResult), nil
+}
+
+// checkPost validates a post's input and returns its canonical payload.
+func checkPost(req PostRequest, needToken bool) ([]byte, error) {
 	if err := validateTask(req.Task); err != nil {
 		return nil, err
 	}
@@ -143,16 +157,77 @@ func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
 	if needToken && req.ClaimToken == "" {
 		return nil, &artifact.InputError{Field: "claim_token", Msg: "is empty: pass --claim-token or set BERNSTEIN_CLAIM_TOKEN"}
 	}
-	payload, err := req.Payload.Canonical()
+	return req.Payload.Canonical()
+}
+
+// Limits of one PostBatch: the posts it holds, and their canonical payloads
+// together (a batch is written as one pack, built in memory).
+const (
+	MaxBatchPosts = 10000
+	MaxBatchBytes = 64 << 20
+)
+
+// PostOutcome is what became of one post of a batch: its receipt, or the
+// error that stopped it. A *RefusedError is a post refused for want of the
+// claim, recorded in the audit mirror as Post records it; any other error
+// left nothing of that post written.
+type PostOutcome struct {
+	Result *PostResult
+	Err    error
+}
+
+// BatchInputError is bad input in one post of a batch; nothing of the batch
+// was written.
+type BatchInputError struct {
+	Index int   // the post's position in the batch, from 0
+	Err   error // what is wrong (an *artifact.InputError names the field)
+}
+
+func (e *BatchInputError) Error() string { return fmt.Sprintf("post %d: %v", e.Index+1, e.Err) }
+func (e *BatchInputError) Unwrap() error { return e.Err }
+
+// PostBatch posts reqs, in order, as one write: one pack, one ref
+// transaction, one round of syncs, so a crash leaves all of its posts or
+// none, and a post acknowledged is durable. Every request is validated
+// first: bad input in any of them (or a batch beyond MaxBatchPosts or
+// MaxBatchBytes) writes nothing and is a *BatchInputError. Then each post
+// is posted or refused on its own, as Post would do it, seeing the posts
+// before it (two posts of one key make two versions). The error is non-nil
+// only when the write failed as a whole, and then nothing was written.
+func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if len(reqs) > MaxBatchPosts {
+		return nil, &BatchInputError{Index: MaxBatchPosts, Err: &artifact.InputError{Field: "batch", Msg: fmt.Sprintf("holds more than %d posts: split it", MaxBatchPosts)}}
+	}
+	payloads := make([][]byte, len(reqs))
+	total := 0
+	for i, req := range reqs {
+		p, err := checkPost(req, true)
+		if err != nil {
+			return nil, &BatchInputError{Index: i, Err: err}
+		}
+		if total += len(p); total > MaxBatchBytes {
+			return nil, &BatchInputError{Index: i, Err: &artifact.InputError{Field: "batch", Msg: fmt.Sprintf("payloads add up to more than %d bytes: split it", MaxBatchBytes)}}
+		}
+		payloads[i] = p
+	}
+	res, err := s.submit(func(t *tx) (any, error) {
+		outs := make([]PostOutcome, len(reqs))
+		for i, req := range reqs {
+			r, err := t.run(func(t *tx) (any, error) { return t.post(req, payloads[i]) })
+			outs[i].Err = err
+			if err == nil {
+				outs[i].Result = r.(*PostResult)
+			}
+		}
+		return outs, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	// An empty token's hash matches no claim: every claim token is random.
-	res, err := s.submit(func(t *tx) (any, error) { return t.post(req, payload) })
-	if err != nil {
-		return nil, err
-	}
-	return res.(*PostResult), nil
+	return res.([]PostOutcome), nil
 }
 
 func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {

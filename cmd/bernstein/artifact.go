@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +57,7 @@ type postOptions struct {
 	url, kind          string
 	asJSON             bool
 	bodySet, csvSetVia bool
+	stdin              bool
 }
 
 func newArtifactPostCmd(g *globals, io *IO) *cobra.Command {
@@ -80,9 +84,44 @@ than tab, newline and carriage return.
 
 Exit status: 0 posted; 1 bad input or error (nothing written); 3 refused
 because the agent does not hold the task's claim (the refusal is recorded in
-the audit mirror).`,
-		Args: cobra.ExactArgs(2),
+the audit mirror).
+
+Batch: --stdin (no task or key arguments) reads one post per line, as a JSON
+object whose fields are the flags' names:
+
+  {"task": "T-1", "key": "notes", "type": "report", "body": "# Notes"}
+  {"task": "T-1", "key": "grid", "type": "table", "column": ["a", "b"], "row": ["1,2"]}
+  {"task": "T-2", "key": "site", "type": "link", "url": "https://x.test", "kind": "preview",
+   "agent": "agent-2", "claim-token": "bct_..."}
+
+(each object on one line; "body-file" and "csv" name files, not stdin; blank
+lines are skipped). "agent" and "claim-token" default to --agent and
+--claim-token, then to BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN. Every line
+is checked before anything is written: bad input in any line writes nothing
+and names the line and the field. Then all posts are written together, in
+order, as one durable write (one pack, one ref transaction): a crash leaves
+all of them or none. Each line gets one JSON line on stdout, in order:
+{"line": N, "status": "posted", ...the receipt...}, or {"line": N, "status":
+"refused", "task", "key", "agent", "reason", "error"} (recorded in the audit
+mirror), or {"line": N, "status": "failed", "task", "key", "error"} (nothing
+of that post written). At most 10000 posts and 64 MiB of payloads a batch.
+
+Exit status with --stdin: 0 every post posted; 1 bad input or error (nothing
+written, nothing on stdout), or some post failed; 3 some posts refused for
+want of the claim, every other one posted.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.stdin {
+				if len(args) > 0 {
+					return fmt.Errorf("--stdin takes no arguments: each line names its task and key")
+				}
+				return nil
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.stdin {
+				return postBatch(g, io, o, cmd)
+			}
 			o.bodySet = cmd.Flags().Changed("body")
 			p, err := o.payload(io)
 			if err != nil {
@@ -125,7 +164,217 @@ the audit mirror).`,
 	f.StringVar(&o.url, "url", "", "link: the URL (http or https)")
 	f.StringVar(&o.kind, "kind", "", "link: preview, dashboard or document")
 	f.BoolVar(&o.asJSON, "output-json", false, "print the receipt as JSON")
+	f.BoolVar(&o.stdin, "stdin", false, "post a batch: one JSON object a line on stdin, written together (see above)")
 	return cmd
+}
+
+// batchLine is one line of `artifact post --stdin`: the flags of one post.
+type batchLine struct {
+	Task       string   `json:"task"`
+	Key        string   `json:"key"`
+	Type       string   `json:"type"`
+	Body       *string  `json:"body"`
+	BodyFile   string   `json:"body-file"`
+	CSV        string   `json:"csv"`
+	Column     []string `json:"column"`
+	Row        []string `json:"row"`
+	URL        string   `json:"url"`
+	Kind       string   `json:"kind"`
+	Agent      string   `json:"agent"`
+	ClaimToken string   `json:"claim-token"`
+}
+
+// maxBatchLine bounds one line: a payload of the largest size, every
+// character escaped.
+const maxBatchLine = 8 * artifact.MaxPayloadBytes
+
+// batchFlags are the per-post flags a batch takes from its lines instead.
+var batchFlags = []string{"type", "body", "body-file", "csv", "column", "row", "url", "kind"}
+
+// postBatch is `artifact post --stdin`.
+func postBatch(g *globals, in *IO, o *postOptions, cmd *cobra.Command) error {
+	for _, name := range batchFlags {
+		if cmd.Flags().Changed(name) {
+			return &artifact.InputError{Field: name, Msg: "does not apply with --stdin: each line names its own"}
+		}
+	}
+	agent, token := envDefault(o.agent, "BERNSTEIN_AGENT"), envDefault(o.token, "BERNSTEIN_CLAIM_TOKEN")
+	var reqs []bernstein.PostRequest
+	var lines []int
+	r := bufio.NewReaderSize(in.In, 64<<10)
+	for n := 1; ; n++ {
+		raw, err := readLine(r)
+		if err == io.EOF && raw == nil {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return lineError(n, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		req, err := parseBatchLine(in, raw, agent, token)
+		if err != nil {
+			return lineError(n, err)
+		}
+		reqs = append(reqs, req)
+		lines = append(lines, n)
+	}
+	if len(reqs) == 0 {
+		return fmt.Errorf("no posts on stdin: give one JSON object a line")
+	}
+	s, err := g.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	outs, err := s.PostBatch(reqs)
+	var bad *bernstein.BatchInputError
+	if errors.As(err, &bad) {
+		if bad.Index >= len(lines) {
+			return bad.Err
+		}
+		return lineError(lines[bad.Index], batchFieldError(bad.Err))
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(in.Out)
+	enc.SetEscapeHTML(false)
+	refused, failed := 0, 0
+	for i, out := range outs {
+		var v any
+		var refusal *bernstein.RefusedError
+		switch {
+		case out.Err == nil:
+			v = struct {
+				Line   int    `json:"line"`
+				Status string `json:"status"`
+				*bernstein.PostResult
+			}{lines[i], "posted", out.Result}
+		case errors.As(out.Err, &refusal):
+			refused++
+			v = struct {
+				Line   int    `json:"line"`
+				Status string `json:"status"`
+				Task   string `json:"task"`
+				Key    string `json:"key"`
+				Agent  string `json:"agent"`
+				Reason string `json:"reason"`
+				Error  string `json:"error"`
+			}{lines[i], "refused", reqs[i].Task, reqs[i].Key, reqs[i].Agent, refusal.Reason, out.Err.Error()}
+		default:
+			failed++
+			v = struct {
+				Line   int    `json:"line"`
+				Status string `json:"status"`
+				Task   string `json:"task"`
+				Key    string `json:"key"`
+				Error  string `json:"error"`
+			}{lines[i], "failed", reqs[i].Task, reqs[i].Key, out.Err.Error()}
+		}
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("%d of %d posts failed (see their lines)", failed, len(outs))
+	case refused > 0:
+		return exitCode(3, fmt.Errorf("%d of %d posts refused (see their lines)", refused, len(outs)))
+	}
+	return nil
+}
+
+// lineError says which line of a batch is bad, and why.
+func lineError(n int, err error) error {
+	return fmt.Errorf("line %d: %s", n, userMessage(err))
+}
+
+// readLine reads one line (without its end), refusing one longer than
+// maxBatchLine.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxBatchLine {
+			return nil, fmt.Errorf("longer than %d bytes", maxBatchLine)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF && len(line) == 0 {
+			return nil, io.EOF
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
+
+// parseBatchLine reads one line's post.
+func parseBatchLine(in *IO, raw []byte, agent, token string) (bernstein.PostRequest, error) {
+	var l batchLine
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			return bernstein.PostRequest{}, &artifact.InputError{Field: te.Field, Msg: "must be " + jsonKind(te.Type.Kind().String())}
+		case errors.As(err, &te):
+			return bernstein.PostRequest{}, fmt.Errorf("not a JSON object but %s", te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return bernstein.PostRequest{}, fmt.Errorf("%s: not a field of a post (task, key, type, body, body-file, csv, column, row, url, kind, agent, claim-token)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return bernstein.PostRequest{}, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return bernstein.PostRequest{}, fmt.Errorf("more than one JSON value: give one post a line")
+	}
+	for field, v := range map[string]string{"body-file": l.BodyFile, "csv": l.CSV} {
+		if v == "-" {
+			return bernstein.PostRequest{}, &artifact.InputError{Field: field, Msg: "cannot be '-': stdin holds the batch; name a file"}
+		}
+	}
+	po := &postOptions{typ: l.Type, bodyFile: l.BodyFile, csvFile: l.CSV, columns: l.Column, rows: l.Row, url: l.URL, kind: l.Kind}
+	if l.Body != nil {
+		po.body, po.bodySet = *l.Body, true
+	}
+	p, err := po.payload(in)
+	if err != nil {
+		return bernstein.PostRequest{}, batchFieldError(err)
+	}
+	req := bernstein.PostRequest{Task: l.Task, Key: l.Key, Agent: agent, ClaimToken: token, Payload: p}
+	if l.Agent != "" {
+		req.Agent = l.Agent
+	}
+	if l.ClaimToken != "" {
+		req.ClaimToken = l.ClaimToken
+	}
+	return req, nil
+}
+
+// batchFieldError names a field as a batch line spells it.
+func batchFieldError(err error) error {
+	var ie *artifact.InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	names := map[string]string{"task_id": "task", "claim_token": "claim-token", "columns": "column"}
+	if n, ok := names[ie.Field]; ok {
+		return &artifact.InputError{Field: n, Msg: strings.ReplaceAll(ie.Msg, "pass --claim-token or set BERNSTEIN_CLAIM_TOKEN", "give \"claim-token\", --claim-token or BERNSTEIN_CLAIM_TOKEN")}
+	}
+	return err
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "slice":
+		return "an array of strings"
+	case "ptr", "string":
+		return "a string"
+	}
+	return "a " + k
 }
 
 func readInput(in *IO, field, path string) ([]byte, error) {
