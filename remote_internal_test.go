@@ -10,7 +10,7 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 )
 
-// TestPushViaTemporaryRefs: a push of many refs goes through temporary refs
+// TestPushViaTemporaryRefs: a push of more refs than a command line holds goes through temporary refs
 // (refs/bernstein-push/<pid>/*), lands every ref, and leaves no temporary
 // ref behind, nor those of a push whose process died.
 func TestPushViaTemporaryRefs(t *testing.T) {
@@ -37,9 +37,9 @@ func TestPushViaTemporaryRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saved := pushDirectMax
-	pushDirectMax = 2
-	defer func() { pushDirectMax = saved }()
+	saved := pushArgBudget
+	pushArgBudget = 100 // two refspecs
+	defer func() { pushArgBudget = saved }()
 	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
 	head, err := s.refs.Read("refs/bernstein/audit/test-writer")
 	if err != nil {
