@@ -113,6 +113,7 @@ command is suggested). Each command's --help gives its own exit status.`,
 		newMCPCmd(g, io), newServeCmd(g, io),
 	)
 	root.AddCommand(remoteCommands(g, io)...) // push, fetch, clone, remote (remote.go)
+	root.AddCommand(newHooksCmd(g, io))
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
