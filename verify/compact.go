@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 
 	"github.com/bernstein/bernstein/record"
@@ -63,18 +65,34 @@ func lowerHex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// ArtifactSeal is what a spine entry of kind artifact binds, held compactly.
+// ArtifactSeal is what a spine entry of kind artifact binds, held
+// compactly: the task and key (which lists and counts need), the version
+// and journal index (which failures name), and a SHA-256 digest of every
+// field the entry binds. A row that binds the same fields has the same
+// digest; a row whose digest differs has the entry read again, so that
+// BindingDiff names the fields that differ from the entry itself.
 type ArtifactSeal struct {
-	TaskID, Key, Actor    string
+	TaskID, Key           string
 	Version, JournalIndex int64
-	ContentHash           hash32
-	PrevVersionHash       hash32
+	binding               [32]byte
 }
 
-// entry returns the binding as the record type (without its header).
-func (a *ArtifactSeal) entry() *record.SpineArtifactEntry {
-	return &record.SpineArtifactEntry{TaskID: a.TaskID, Key: a.Key, Version: a.Version, ContentHash: a.ContentHash.Hash(),
-		PrevVersionHash: a.PrevVersionHash.Hash(), JournalIndex: a.JournalIndex, Actor: a.Actor}
+// bindingDigest is the SHA-256 of an injective encoding of what an artifact
+// spine entry binds (each string length-prefixed, each number 8 bytes).
+func bindingDigest(task, key string, version int64, content, prev record.Hash, journalIndex int64, actor string) [32]byte {
+	var stack [512]byte
+	b := stack[:0]
+	for _, s := range []string{task, key, string(content), string(prev), actor} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(version))
+	b = binary.BigEndian.AppendUint64(b, uint64(journalIndex))
+	return sha256.Sum256(b)
+}
+
+func entryDigest(a *record.SpineArtifactEntry) [32]byte {
+	return bindingDigest(a.TaskID, a.Key, a.Version, a.ContentHash, a.PrevVersionHash, a.JournalIndex, a.Actor)
 }
 
 // interner holds one copy of each string many entries share.

@@ -37,7 +37,7 @@ const (
 )
 
 // Signature outcomes for a signed commit.
-type sigState int
+type sigState int8
 
 const (
 	sigTrusted  sigState = iota // verifies against a pinned key of the writer
@@ -61,8 +61,8 @@ type SpineRecord struct {
 	Seal     *record.SpineSealEntry // seals are few: kept whole
 	ChainErr string                 // set when the entry does not sit where its chain says
 
-	once      sync.Once
 	sigState  sigState
+	once      sync.Once
 	sigReason string
 	sealErr   error // seals: the detached signature check
 }
@@ -171,8 +171,8 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		rec.Seq, rec.Seal = e.Header.Seq, e.Seal
 		rec.hash, rec.parsed = hashBytes(string(e.Hash))
 		if a := e.Artifact; a != nil {
-			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key), Actor: ix.strs.of(a.Actor),
-				Version: a.Version, JournalIndex: a.JournalIndex, ContentHash: toHash32(a.ContentHash), PrevVersionHash: toHash32(a.PrevVersionHash)}
+			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key),
+				Version: a.Version, JournalIndex: a.JournalIndex, binding: entryDigest(a)}
 		}
 		if e.Header.Writer != writer {
 			mark(i, fmt.Sprintf("entry names writer %q", e.Header.Writer))
@@ -275,6 +275,22 @@ func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, en
 	if r.Seal != nil {
 		r.sealErr = checkSealSignature(env, sig, tree, entry)
 	}
+}
+
+// artifactEntry reads r's artifact entry again, whole.
+func (ix *SpineIndex) artifactEntry(r *SpineRecord) (*record.SpineArtifactEntry, error) {
+	cc, err := chain.Read(ix.env.Objects, r.Commit)
+	if err != nil {
+		return nil, err
+	}
+	e, err := record.ParseSpineEntry(cc.Record)
+	if err != nil {
+		return nil, err
+	}
+	if e.Artifact == nil || e.Hash != r.Hash() {
+		return nil, fmt.Errorf("spine entry %s/%d reads differently than it did", r.Writer, r.Seq)
+	}
+	return e.Artifact, nil
 }
 
 // lookup returns the entry whose spine entry hash is h, or nil.
@@ -390,7 +406,9 @@ type sigPool struct {
 }
 
 func newSigPool() *sigPool {
-	p := &sigPool{jobs: make(chan func(), 256)}
+	// A short queue: a walk that runs ahead of the checks waits rather
+	// than holding the payloads of every batch it has read.
+	p := &sigPool{jobs: make(chan func(), 2*runtime.GOMAXPROCS(0))}
 	for i := 0; i < runtime.GOMAXPROCS(0); i++ {
 		go func() {
 			for f := range p.jobs {
