@@ -1056,6 +1056,6 @@ func (b *bench) serveAPI(goal func(name string, ok bool, text string)) error {
 	b.printf("    %-44s %10s %8s   (peak RSS %s)\n", "artifact list T --output-json (process)", ms(cliT), "(base)", mibOr(medianInt(rss)))
 	goal(fmt.Sprintf("GET %s warm vs artifact list", strings.Replace(ep.path, benchTask, "T", 1)), warm < cliT,
 		fmt.Sprintf("%s (cold %s)", dratio(warm, cliT), dratio(cold, cliT)))
-	b.summary(fmt.Sprintf("GET %s warm / artifact list process", strings.Replace(ep.path, benchTask, "T", 1)), ms(warm), ms(cliT), dratio(warm, cliT), "< 1x", warm < cliT)
+	b.summary(fmt.Sprintf("GET %s warm: artifact list process / GET", strings.Replace(ep.path, benchTask, "T", 1)), ms(warm), ms(cliT), dratio(cliT, warm), "> 1x", warm < cliT)
 	return nil
 }
