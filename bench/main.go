@@ -37,7 +37,7 @@ type section struct {
 
 var sections = []section{
 	{"post", "artifact posts per second: disk floor, library API (sequential and concurrent), CLI, git plumbing baseline", runPost},
-	{"verify", "audit verify of a whole repository (1,000 and 10,000 posts) against git fsck --full: time and peak memory", runVerify},
+	{"verify", "audit verify of a whole repository (1,000, 2,500 and 10,000 posts) against git fsck --full: time and peak memory", runVerify},
 	{"fold", "progress fold of a long journal: cold (fresh process, no cache) against git log over the same ref; warm after new rows", runFold},
 	{"history", "cost against history length: CLI reads at 1,000 and 4,000 versions of one key, bytes a post adds, MCP server RSS over 3,000 posts", runHistory},
 	{"serve", "bernstein serve: post to SSE event p50/p99 (in-process and CLI posts, 1 and 100 subscribers), RSS of 1,000 idle subscribers, task API vs artifact list", runServe},
