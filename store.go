@@ -81,7 +81,9 @@ type Store struct {
 	queue   []*pendingOp
 	leading bool           // a commit loop is running
 	arrived chan struct{}  // nudges the commit loop when a post arrives
-	loops   sync.WaitGroup // the commit loop, which may still be compacting
+	loops   sync.WaitGroup // the commit loop and a compaction beside it
+
+	compacting atomic.Bool // a compaction of this store's runs (txn.go)
 
 	maintErr atomic.Value // last maintenance failure, for diagnostics
 

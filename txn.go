@@ -236,6 +236,9 @@ func (s *Store) finishInterrupted() error {
 	if err != nil {
 		return fmt.Errorf("read interrupted writes: %w", err)
 	}
+	if left.MergeTemps > 0 {
+		s.clearDeadCompactions()
+	}
 	if left.Empty() {
 		return nil
 	}
@@ -276,6 +279,19 @@ func (s *Store) finishInterrupted() error {
 		s.warn("clean the pack directory: %v", err)
 	}
 	return nil
+}
+
+// clearDeadCompactions removes what killed compactions left, when no
+// compaction runs (a live one, of this process or another, holds the lock).
+func (s *Store) clearDeadCompactions() {
+	unlock, ok := s.tryLockCompaction()
+	if !ok {
+		return
+	}
+	defer unlock()
+	if err := s.objects.CleanMergeTemps(); err != nil {
+		s.warn("clean the temporary directory: %v", err)
+	}
 }
 
 // recover finishes or discards one interrupted transaction.
@@ -745,13 +761,48 @@ func (t *tx) appendAudit(event, actor, task, resource string, details []byte) er
 
 const compactAbove = 16
 
-// maybeCompact merges small packs once there are more than compactAbove; it
-// runs under the writer lock. A failure leaves the packs as they were.
+// maybeCompact merges small packs once there are more than compactAbove, in
+// the background: posts go on meanwhile (the merged pack is made from packs
+// no write touches any more, and written under names no writer clears). A
+// compaction lock serializes compactions across processes; when another
+// process holds it, this one leaves the work to it. A failure leaves the
+// packs as they were. Close waits for a compaction under way.
 func (s *Store) maybeCompact() {
-	if s.objects.PackCount() <= compactAbove {
+	if s.objects.PackCount() <= compactAbove || !s.compacting.CompareAndSwap(false, true) {
 		return
 	}
-	if _, err := s.objects.Compact(compactAbove); err != nil {
-		s.maintErr.Store(err.Error())
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		defer s.compacting.Store(false)
+		unlock, ok := s.tryLockCompaction()
+		if !ok {
+			return
+		}
+		defer unlock()
+		if err := s.objects.CleanMergeTemps(); err != nil {
+			s.maintErr.Store(err.Error())
+		}
+		if _, err := s.objects.Compact(compactAbove); err != nil {
+			s.maintErr.Store(err.Error())
+		}
+	}()
+}
+
+// tryLockCompaction takes the cross-process compaction lock if no one holds
+// it. Like the writer lock, it dies with its process.
+func (s *Store) tryLockCompaction() (func(), bool) {
+	path := filepath.Join(filepath.Dir(s.lockPath), "compact.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false
 	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, true
 }

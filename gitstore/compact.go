@@ -28,7 +28,9 @@ import (
 const largePack = 256 << 20
 
 // Compact merges packs when there are more than maxPacks. It returns the
-// number of packs merged. Callers serialize Compact across processes.
+// number of packs merged. Callers serialize Compact across processes (and
+// clear what a killed one left with CleanMergeTemps); writes may go on
+// beside it.
 func (r *Repo) Compact(maxPacks int) (int, error) {
 	if _, err := r.rescan(); err != nil {
 		return 0, err
@@ -107,7 +109,7 @@ func (r *Repo) streamMerge(packs []*packIndex) (*packWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	pw, err := r.createPack(n)
+	pw, err := r.createPack(n, true)
 	if err != nil {
 		return nil, err
 	}

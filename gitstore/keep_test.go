@@ -337,7 +337,7 @@ func TestTempFilesAreOurs(t *testing.T) {
 	if n, err := r.Compact(2); err != nil || n != 3 {
 		t.Fatalf("Compact = %d, %v", n, err)
 	}
-	checkPrefixes(t, seen, tmpIdxPrefix, tmpPackPrefix)
+	checkPrefixes(t, seen, tmpMergeIdxPrefix, tmpMergePackPrefix)
 	noTempFiles(t, dir)
 }
 
@@ -414,4 +414,54 @@ func TestWriteSurvivesGitPrune(t *testing.T) {
 		t.Fatalf("verify-pack lists %d objects", len(ids))
 	}
 	noTempFiles(t, dir)
+}
+
+// TestMergeTempsAreTheCompactions: a compaction runs beside writes, so the
+// writers' CleanStale leaves its temporary files alone (and Leftovers does
+// not count them as a writer's); CleanMergeTemps, run under the compaction
+// lock, removes them and nothing else.
+func TestMergeTempsAreTheCompactions(t *testing.T) {
+	t.Parallel()
+	dir := newBare(t)
+	r := openRepo(t, dir)
+	if _, err := r.WritePack([]Object{blob("a pack\n")}); err != nil {
+		t.Fatal(err)
+	}
+	tmpDir := filepath.Join(dir, "objects", tempDirName)
+	merge := []string{tmpMergeIdxPrefix + "01", tmpMergePackPrefix + "01"} // sorted, as ReadDir lists
+	for _, n := range append([]string{tmpPackPrefix + "02"}, merge...) {
+		if err := os.WriteFile(filepath.Join(tmpDir, n), []byte("x"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := r.Leftovers()
+	if err != nil || l.Temps != 1 || l.MergeTemps != 2 || l.Empty() {
+		t.Fatalf("Leftovers = %+v, %v", l, err)
+	}
+	if _, err := r.CleanStale(); err != nil {
+		t.Fatal(err)
+	}
+	left := func() []string {
+		ents, _ := os.ReadDir(tmpDir)
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got := left(); !slices.Equal(got, merge) {
+		t.Fatalf("after CleanStale: %q, want the compaction's %q", got, merge)
+	}
+	if l, _ := r.Leftovers(); !l.Empty() || l.MergeTemps != 2 {
+		t.Fatalf("a compaction's files read as a writer's leftovers: %+v", l)
+	}
+	if err := r.CleanMergeTemps(); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); len(got) != 0 {
+		t.Fatalf("after CleanMergeTemps: %q", got)
+	}
+	if r.PackCount() != 1 {
+		t.Fatal("the pack went")
+	}
 }

@@ -107,7 +107,13 @@ const (
 	tempDirName   = "bernstein-tmp"
 	tmpPackPrefix = tmpPrefix + "pack_"
 	tmpIdxPrefix  = tmpPrefix + "idx_"
-	tmpKeepPrefix = tmpPrefix + "keep_"
+	// A compaction's temporary files carry their own prefix: a compaction
+	// runs beside writes, under its own lock, so the writers' CleanStale
+	// leaves its files alone; CleanMergeTemps, under that lock, does not.
+	tmpMergePrefix     = tmpPrefix + "merge_"
+	tmpMergePackPrefix = tmpMergePrefix + "pack_"
+	tmpMergeIdxPrefix  = tmpMergePrefix + "idx_"
+	tmpKeepPrefix      = tmpPrefix + "keep_"
 )
 
 // KeepPrefix begins the content of every .keep file bernstein writes;
@@ -253,7 +259,7 @@ func (st *PackStage) Write(objects []Object) error {
 			uniq = append(uniq, o)
 		}
 	}
-	pw, err := st.r.createPack(len(uniq))
+	pw, err := st.r.createPack(len(uniq), false)
 	if err != nil {
 		st.Abort()
 		return err
@@ -288,16 +294,16 @@ func (r *Repo) tempDir() string { return filepath.Join(r.dir, tempDirName) }
 // CleanStale removes what a killed bernstein writer left: its temporary
 // files (in the temporary directory, and under the names earlier versions
 // used in the pack directory) and its keep files (those whose content begins
-// with KeepPrefix). git's temporary files and keep files, and keep files of
-// any other content, are left alone. The caller holds the cross-process
-// writer lock, so no live bernstein writer owns any of them. It returns the
-// paths removed.
+// with KeepPrefix). git's temporary files and keep files, keep files of any
+// other content, and a compaction's temporary files (CleanMergeTemps) are
+// left alone. The caller holds the cross-process writer lock, so no live
+// bernstein writer owns any of them. It returns the paths removed.
 func (r *Repo) CleanStale() ([]string, error) {
 	var removed []string
 	var errs []error
 	if ents, err := os.ReadDir(r.tempDir()); err == nil {
 		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			if !strings.HasPrefix(e.Name(), tmpPrefix) || strings.HasPrefix(e.Name(), tmpMergePrefix) {
 				continue
 			}
 			path := filepath.Join(r.tempDir(), e.Name())
@@ -350,10 +356,12 @@ func (r *Repo) CleanStale() ([]string, error) {
 type Leftovers struct {
 	Keeps       []string // .keep files in the pack directory, anyone's
 	StagedKeeps []string // temporary keep files of stages (StagePackKept) never installed
-	Temps       int      // other temporary files of bernstein's
+	Temps       int      // other temporary files of bernstein's writers
+	MergeTemps  int      // temporary files of compactions (perhaps one running now)
 }
 
-// Empty reports whether the scan found nothing.
+// Empty reports whether the scan found nothing a writer must clear: a
+// compaction's files are not a writer's to clear (see CleanMergeTemps).
 func (l Leftovers) Empty() bool {
 	return len(l.Keeps) == 0 && len(l.StagedKeeps) == 0 && l.Temps == 0
 }
@@ -372,6 +380,8 @@ func (r *Repo) Leftovers() (Leftovers, error) {
 		switch n := e.Name(); {
 		case strings.HasPrefix(n, tmpKeepPrefix):
 			l.StagedKeeps = append(l.StagedKeeps, filepath.Join(r.tempDir(), n))
+		case strings.HasPrefix(n, tmpMergePrefix):
+			l.MergeTemps++
 		case strings.HasPrefix(n, tmpPrefix):
 			l.Temps++
 		}
@@ -389,6 +399,28 @@ func (r *Repo) Leftovers() (Leftovers, error) {
 		}
 	}
 	return l, nil
+}
+
+// CleanMergeTemps removes the temporary files of compactions that were
+// killed. The caller holds the cross-process compaction lock, so no live
+// compaction owns any of them.
+func (r *Repo) CleanMergeTemps() error {
+	ents, err := os.ReadDir(r.tempDir())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tmpMergePrefix) {
+			if err := os.Remove(filepath.Join(r.tempDir(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // isOurKeep reports whether the keep file at path was written by bernstein.
@@ -424,6 +456,7 @@ type packWriter struct {
 	count int    // objects the header announces
 	ents  []idxEntry
 	err   error // the first write error: the pack is then abandoned
+	merge bool  // a compaction's
 }
 
 // idxEntry is what the index records of one entry.
@@ -433,8 +466,9 @@ type idxEntry struct {
 	off int64
 }
 
-// createPack starts a pack of count objects in a new temporary file.
-func (r *Repo) createPack(count int) (*packWriter, error) {
+// createPack starts a pack of count objects in a new temporary file (a
+// compaction's, with merge).
+func (r *Repo) createPack(count int, merge bool) (*packWriter, error) {
 	if count < 0 || count > math.MaxUint32 {
 		return nil, fmt.Errorf("pack of %d objects", count)
 	}
@@ -444,12 +478,16 @@ func (r *Repo) createPack(count int) (*packWriter, error) {
 			return nil, err
 		}
 	}
-	f, tmp, err := createTemp(tmps, tmpPackPrefix)
+	prefix := tmpPackPrefix
+	if merge {
+		prefix = tmpMergePackPrefix
+	}
+	f, tmp, err := createTemp(tmps, prefix)
 	if err != nil {
 		return nil, err
 	}
 	pw := &packWriter{dir: dir, tmps: tmps, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 64<<10), sum: sha1.New(),
-		count: count, ents: make([]idxEntry, 0, count)}
+		count: count, ents: make([]idxEntry, 0, count), merge: merge}
 	var hdr [12]byte
 	copy(hdr[:], "PACK")
 	binary.BigEndian.PutUint32(hdr[4:], 2)
@@ -574,7 +612,11 @@ func (st *PackStage) finish() error {
 	if st.keepF != nil {
 		wg.Go(func() { keepErr = syncClose(st.keepF, st.keepTmp) })
 	}
-	idxTmp, idxErr := writeTemp(pw.tmps, tmpIdxPrefix, func(w io.Writer) error { return writeIndex(w, ents, sum) })
+	idxPrefix := tmpIdxPrefix
+	if pw.merge {
+		idxPrefix = tmpMergeIdxPrefix
+	}
+	idxTmp, idxErr := writeTemp(pw.tmps, idxPrefix, func(w io.Writer) error { return writeIndex(w, ents, sum) })
 	wg.Wait()
 	pw.f, st.keepF, st.idxTmp = nil, nil, idxTmp
 	if err := errors.Join(packErr, keepErr, idxErr); err != nil {
@@ -637,13 +679,32 @@ func (st *PackStage) Install() (string, error) {
 }
 
 // Publish maps the installed pack, so that this Repo reads its objects
-// without a rescan.
+// without a rescan. It does not wait for a compaction that holds the pack
+// list: the pack is then left to the next rescan, which a read of one of
+// its objects makes.
 func (st *PackStage) Publish() error {
 	if st.state != stageInstalled {
 		return fmt.Errorf("pack stage published before it was installed")
 	}
 	st.state = stageDone
-	return st.r.addPack(st.base)
+	r := st.r
+	p, err := openPack(st.base)
+	if err != nil {
+		return err
+	}
+	if !r.mu.TryLock() {
+		p.close()
+		return nil
+	}
+	defer r.mu.Unlock()
+	if r.known[st.base] {
+		p.close()
+		return nil
+	}
+	r.known[st.base] = true
+	r.packs = append([]*packIndex{p}, r.packs...)
+	r.gen++
+	return nil
 }
 
 // Abort removes what the stage left: its temporary files, or once it is
