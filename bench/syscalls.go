@@ -35,7 +35,7 @@ func (b *bench) countSyscalls(mode string, small, large int) (syscallCounts, err
 		args := []string{"-f", "-qq", "-e", "signal=none", "-o", out,
 			"-e", "trace=fsync,fdatasync,open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,link,linkat,execve",
 			exe, "-only", "post", "-modes", mode, "-rounds", "1", "-syscalls=false", "-bin", b.bin,
-			"-posts", fmt.Sprint(n), "-cli-posts", fmt.Sprint(n), "-baseline-posts", fmt.Sprint(n),
+			"-posts", fmt.Sprint(n), "-cli-posts", fmt.Sprint(n), "-batch-posts", fmt.Sprint(n), "-baseline-posts", fmt.Sprint(n), "-step-posts", "0",
 			"-keys", fmt.Sprint(*flagKeys), "-body-bytes", fmt.Sprint(*flagBodyBytes), "-workers", fmt.Sprint(*flagWorkers)}
 		cmd := exec.Command("strace", args...)
 		if msg, err := cmd.CombinedOutput(); err != nil {
