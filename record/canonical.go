@@ -166,6 +166,12 @@ func countMembers(v any) int {
 	return n
 }
 
+// DecodeExact decodes canonical bytes b into dst (a pointer to a struct of
+// strings, integers, booleans, slices and nested such structs): b must be
+// in canonical form and carry exactly the members of dst's type, those
+// tagged omitempty optional, so there is one byte form per value.
+func DecodeExact(b []byte, dst any) error { return decodeExact(b, dst) }
+
 // CheckCanonical returns nil when b is exactly its own canonical form.
 func CheckCanonical(b []byte) error {
 	if validateCanonical(b) == nil {
