@@ -32,15 +32,15 @@ type KeyRecord struct {
 	PublicKey string `json:"public_key"`
 }
 
-// Files of refs/bernstein/keys.
+// Files of a writer's key ref (and of the legacy refs/bernstein/keys).
 const (
 	AllowedSignersFile = "allowed_signers"
 )
 
 // Init prepares a repository for writing: it creates the repository when o
 // names an empty or missing folder, the writer identity in BERNSTEIN_HOME
-// when there is none, and publishes the writer's public key in
-// refs/bernstein/keys. Running it again changes nothing.
+// when there is none, and publishes the writer's public key in its ref
+// refs/bernstein/writers/<writer>. Running it again changes nothing.
 func Init(o Options, writer string) (*InitResult, error) {
 	res := &InitResult{}
 	dir := repoDir(o)

@@ -75,6 +75,9 @@ const (
 	TrustUnpinned = "unpinned" // published, nothing pins it
 	TrustChanged  = "CHANGED"  // pinned, and the published key is another one
 	TrustNotFound = "pinned, not published"
+	// TrustUnreadable: the writer's key ref holds no key that can be read
+	// (its commit or tree does not parse), so it publishes none.
+	TrustUnreadable = "UNREADABLE"
 )
 
 // WriterTrust is one writer's key as this host sees it.
@@ -84,7 +87,8 @@ type WriterTrust struct {
 	Fingerprint string   `json:"fingerprint"` // of the published key
 	Source      string   `json:"source"`      // the ref that publishes it
 	Trust       string   `json:"trust"`
-	Pinned      []string `json:"pinned"` // fingerprints pinned for the writer (pin file and --allowed-signers)
+	Pinned      []string `json:"pinned"`            // fingerprints pinned for the writer (pin file and --allowed-signers)
+	Problem     string   `json:"problem,omitempty"` // why the key ref cannot be read (trust UNREADABLE)
 }
 
 // WriterKeys lists every writer whose key is published or pinned here.
@@ -107,7 +111,7 @@ func (s *Store) WriterKeys() ([]WriterTrust, error) {
 	}
 	byWriter := map[string]*WriterTrust{}
 	for _, p := range published {
-		wk := &WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source}
+		wk := &WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source, Problem: p.Problem}
 		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(p.Key)); err == nil {
 			wk.Fingerprint = ssh.FingerprintSHA256(k)
 		}
@@ -125,7 +129,9 @@ func (s *Store) WriterKeys() ([]WriterTrust, error) {
 		}
 		sort.Strings(wk.Pinned)
 		switch {
-		case w == own:
+		case wk.Problem != "":
+			wk.Trust = TrustUnreadable
+		case w == own && (wk.Key == "" || contains(wk.Pinned, wk.Fingerprint)):
 			wk.Trust = TrustOwn
 		case len(wk.Pinned) == 0:
 			wk.Trust = TrustUnpinned

@@ -198,6 +198,10 @@ func TestChangedKeyIsLoudAndGrantsNothing(t *testing.T) {
 	if wk.Trust != bernstein.TrustChanged || len(wk.Pinned) != 1 || wk.Pinned[0] != sshKeygenFingerprint(t, writeTemp(t, pinned+"\n")) {
 		t.Fatalf("after key substitution: %+v, want CHANGED with the old key pinned", wk)
 	}
+	// The writer itself sees its own key substituted.
+	if own := trustOf(t, s, "test-writer"); own.Trust != bernstein.TrustChanged {
+		t.Fatalf("the writer's own view after its key was substituted: %+v, want CHANGED", own)
+	}
 	_, err := reader.PinKeys(bernstein.PinOptions{All: true})
 	if !errors.Is(err, bernstein.ErrKeyChanged) || !strings.Contains(err.Error(), "test-writer") || !strings.Contains(err.Error(), "--replace") {
 		t.Fatalf("pin of a changed key: %v, want ErrKeyChanged naming the writer and --replace", err)

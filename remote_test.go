@@ -747,13 +747,10 @@ func TestRemoteReadmeTwoHosts(t *testing.T) {
 	b.dir = filepath.Join(bDir, "tasks")
 
 	var last string
-	for i, seg := range segs {
+	for _, seg := range segs {
 		h, dir := a, a.dir
 		if seg.host == "b" {
 			h, dir = b, bDir
-		}
-		if i == 2 {
-			writeSigners(t, filepath.Join(a.dir, "signers"), a, b)
 		}
 		script := "set -e\n"
 		for _, l := range seg.lines {

@@ -101,6 +101,9 @@ type PublishedKey struct {
 	Writer string
 	Key    string // authorized key line
 	Source string // the ref that publishes it
+	// Problem says why the ref publishes no key it can be read for (its
+	// commit or tree does not parse); Key is then "".
+	Problem string
 }
 
 // PublishedKeys reads the published keys: writer -> authorized key line.
@@ -120,14 +123,17 @@ func (s *Store) publishedKeys(view refs.Source) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(list))
 	for _, k := range list {
-		out[k.Writer] = k.Key
+		if k.Problem == "" {
+			out[k.Writer] = k.Key
+		}
 	}
 	return out, nil
 }
 
 // publishedKeyList reads every writer's ref, then the legacy keys ref for
-// writers no ref of their own publishes; a writer ref that cannot be read is
-// skipped (a published key is as good as none).
+// writers no ref of their own publishes. A writer ref that cannot be read is
+// listed with its problem (it publishes no key: as good as none, but `keys
+// list` and fetch say so).
 func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 	var out []PublishedKey
 	seen := map[string]bool{}
@@ -142,6 +148,8 @@ func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 		}
 		key, err := s.writerRefKey(vals[name], w)
 		if err != nil {
+			out = append(out, PublishedKey{Writer: w, Source: name, Problem: err.Error()})
+			seen[w] = true
 			continue
 		}
 		out = append(out, PublishedKey{Writer: w, Key: key, Source: name})

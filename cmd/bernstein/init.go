@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/refs"
 )
 
 func newInitCmd(g *globals, io *IO) *cobra.Command {
@@ -19,8 +20,9 @@ func newInitCmd(g *globals, io *IO) *cobra.Command {
 
 Creates the writer identity (an ed25519 signing key and an HMAC key, mode 0600)
 under BERNSTEIN_HOME (default $XDG_STATE_HOME/bernstein), outside the
-repository, and publishes the public key in refs/bernstein/keys together with a
-git allowed_signers file. Pointed at an empty or missing folder, it runs
+repository, and publishes the public key in a ref of its own,
+refs/bernstein/writers/<writer>, together with a git allowed_signers line
+(other hosts pin it with 'bernstein keys pin'). Pointed at an empty or missing folder, it runs
 'git init' there first. Unless core.fsync is already configured, it sets it
 to "pack,derived-metadata,reference" in the repository's config, so that git's
 own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
@@ -77,9 +79,9 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 				fmt.Fprintf(io.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
 			}
 			if res.KeyPublished {
-				fmt.Fprintf(io.Out, "published:  refs/bernstein/keys (allowed_signers updated)\n")
+				fmt.Fprintf(io.Out, "published:  %s\n", refs.Writer(res.Writer))
 			} else {
-				fmt.Fprintf(io.Out, "published:  already in refs/bernstein/keys, nothing changed\n")
+				fmt.Fprintf(io.Out, "published:  already in %s, nothing changed\n", refs.Writer(res.Writer))
 			}
 			return nil
 		},

@@ -39,9 +39,11 @@ publishes it, and its trust:
   unpinned               published, nothing pins it: its signatures prove nothing
   CHANGED                pinned, but the published key is another one
   pinned, not published  pinned here, no ref publishes a key for it
+  UNREADABLE             the writer's key ref holds no key that can be read
 
-A CHANGED key is printed as a warning on stderr as well: someone published a
-new key under a writer's name. Until it is pinned (after checking with the
+A CHANGED key (also this host's own writer's, when its ref publishes
+another key) and an UNREADABLE key ref are printed as warnings on stderr as
+well: someone published a new key under a writer's name. Until it is pinned (after checking with the
 writer's owner), that writer's new signatures do not verify.
 
 Exit status: 0 listed; 1 error.`,
@@ -99,6 +101,10 @@ func nonNil[T any](xs []T) []T {
 // the pinned one.
 func warnChanged(sio *IO, wks []bernstein.WriterTrust) {
 	for _, wk := range wks {
+		if wk.Trust == bernstein.TrustUnreadable {
+			fmt.Fprintf(sio.Err, "WARNING: %s, the key ref of writer %s, cannot be read (%s): it publishes no key. Someone may have rewritten it with plain git.\n",
+				wk.Source, wk.Writer, wk.Problem)
+		}
 		if wk.Trust == bernstein.TrustChanged {
 			fmt.Fprintf(sio.Err, "WARNING: the published key of writer %s CHANGED: %s publishes %s, but %s is pinned. Someone may be impersonating %s; its new signatures do not verify. If the change is expected (check with the writer's owner), run 'bernstein keys pin --replace %s'.\n",
 				wk.Writer, wk.Source, wk.Fingerprint, strings.Join(wk.Pinned, ", "), wk.Writer, wk.Writer)

@@ -245,6 +245,7 @@ diverged: nothing local moved.`,
 			}
 			defer s.Close()
 			res, err := s.Fetch(remote)
+			keyNotes(io, s, res)
 			if res != nil && asJSON {
 				if perr := printJSON(io, res); perr != nil {
 					return perr
@@ -269,6 +270,32 @@ diverged: nothing local moved.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON (also when something diverged)")
 	return cmd
+}
+
+// keyNotes tells, on stderr, what a fetch brought of writer keys: loudly a
+// pinned writer whose published key is now another one, and the writers
+// new here whose keys nothing pins yet.
+func keyNotes(io *IO, s *bernstein.Store, res *bernstein.FetchResult) {
+	wks, err := s.WriterKeys()
+	if err != nil {
+		fmt.Fprintf(io.Err, "warning: cannot list writer keys: %v\n", err)
+		return
+	}
+	warnChanged(io, wks)
+	if res == nil {
+		return
+	}
+	created := map[string]bool{}
+	for _, c := range res.Created {
+		if c.Kind == "key" && c.Writer != "" {
+			created[c.Writer] = true
+		}
+	}
+	for _, wk := range wks {
+		if created[wk.Writer] && wk.Trust == bernstein.TrustUnpinned {
+			fmt.Fprintf(io.Err, "new writer %s publishes key %s, not pinned here: check it with its owner, then 'bernstein keys pin %s'\n", wk.Writer, wk.Fingerprint, wk.Writer)
+		}
+	}
 }
 
 func printFetch(io *IO, res *bernstein.FetchResult) {
