@@ -14,6 +14,35 @@ func TreeOf(files map[string]Oid) (Oid, []Object, error) {
 	if len(files) == 0 {
 		return EmptyTree, nil, nil
 	}
+	if len(files) == 1 {
+		for path, id := range files {
+			return treeOfOne(path, id)
+		}
+	}
+	return treeOfMany(files)
+}
+
+// treeOfOne is TreeOf for a single file (every row stores at most one): a
+// chain of one-entry trees, built from the leaf up, the same objects in the
+// same order as the general construction gives.
+func treeOfOne(path string, id Oid) (Oid, []Object, error) {
+	parts := strings.Split(path, "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return ZeroOid, nil, fmt.Errorf("tree path %q has an empty or relative component", path)
+		}
+	}
+	objs := make([]Object, 0, len(parts))
+	mode := ModeFile
+	for i := len(parts) - 1; i >= 0; i-- {
+		o := NewObject(TypeTree, EncodeTree([]TreeEntry{{Mode: mode, Name: parts[i], ID: id}}))
+		objs = append(objs, o)
+		id, mode = o.ID, ModeTree
+	}
+	return id, objs, nil
+}
+
+func treeOfMany(files map[string]Oid) (Oid, []Object, error) {
 	type dir struct {
 		files map[string]Oid
 		subs  map[string]*dir

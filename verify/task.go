@@ -208,6 +208,10 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		commits = chain.WalkAll(v.Env.Objects, head)
 	}
 	proofs := proveCommits(v.Env, commits)
+	for i := range commits {
+		// Proven: the signed bytes are no longer needed.
+		commits[i].Payload, commits[i].Commit.Signature = nil, nil
+	}
 	type latest struct {
 		version int64
 		spine   record.Hash
