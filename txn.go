@@ -367,12 +367,13 @@ func (t *tx) restore(sp savepoint) {
 // the transaction's intent, and moves its refs at once. Every step is
 // ordered by what a crash at any instant must leave:
 //
+//   - the pack and its index are written and synced from the start, beside
+//     everything else: nothing needs them before the pack goes into place;
 //   - the intent is written (in the stage's keep, not yet synced) before any
 //     ref lock is taken, so that a writer killed while it holds locks leaves
 //     them to the next writer, which knows them by the intent;
-//   - the pack, its index and the keep are written and synced while the ref
-//     locks are taken, written and synced: neither needs the other, and the
-//     disk takes the flushes together;
+//   - the keep is synced while the ref locks are taken, written and synced:
+//     neither needs the other, and the disk takes the flushes together;
 //   - the keep, the pack and the index are renamed into place (the keep
 //     first: the pack is never visible without it, so git's maintenance
 //     leaves it alone) and the pack directory is synced, before the first
@@ -395,25 +396,37 @@ func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 	// Every pack carries the empty tree its commits may use: an object found
 	// only in some other, unreferenced pack could be pruned under us.
 	objs := append(t.objects, gitstore.NewObject(gitstore.TypeTree, nil))
-	st, err := t.s.objects.StagePackKept(refs.Intent{Updates: updates}.Encode())
+	st, err := t.s.objects.NewPackStage()
 	if err != nil {
 		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
-	if err := refs.FaultPoint("intent written"); err != nil {
-		return refs.NotCommitted, nil, err
-	}
+	// The pack and its index are written and synced from here on, beside
+	// the intent and the ref locks.
 	written := make(chan error, 1)
 	go func() { written <- st.Write(objs) }()
+	if err := st.Keep(refs.Intent{Updates: updates}.Encode()); err != nil {
+		if werr := <-written; !errors.Is(werr, refs.ErrFault) {
+			st.Abort()
+		}
+		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
+	}
+	if err := refs.FaultPoint("intent written"); err != nil {
+		<-written
+		return refs.NotCommitted, nil, err
+	}
+	keepSynced := make(chan error, 1)
+	go func() { keepSynced <- st.SyncKeep() }()
 	prep, perr := t.s.txr.Prepare(updates)
+	kerr := <-keepSynced
 	werr := <-written
 	if errors.Is(werr, refs.ErrFault) || errors.Is(perr, refs.ErrFault) {
 		return refs.NotCommitted, nil, refs.ErrFault
 	}
-	if werr != nil || perr != nil {
+	if werr != nil || kerr != nil || perr != nil {
 		prep.Abort()
 		st.Abort()
-		if werr != nil {
-			return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", werr)
+		if err := errors.Join(werr, kerr); err != nil {
+			return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 		}
 		return refs.NotCommitted, nil, perr
 	}

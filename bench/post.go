@@ -475,7 +475,7 @@ func (b *bench) printSteps(n, keys, size int) error {
 func stepLabel(step string) string {
 	labels := map[string]string{
 		"intent written":     "intent written (staged keep; records built and signed)",
-		"pack temps synced":  "pack, index and keep written and fsynced",
+		"pack temps synced":  "pack and index written and fsynced",
 		"locked":             "ref locks created, written and fsynced",
 		"checked":            "old values checked under the locks",
 		"pack .keep renamed": "keep renamed into the pack directory",

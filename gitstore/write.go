@@ -166,11 +166,23 @@ func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 	if len(objects) == 0 {
 		return "", nil
 	}
-	st, err := r.stage(keepMsg)
+	st, err := r.NewPackStage()
 	if err != nil {
 		return "", err
 	}
-	if err := st.Write(objects); err != nil {
+	if keepMsg != "" {
+		if err := st.Keep(keepMsg); err != nil {
+			return "", err
+		}
+	}
+	err = st.Write(objects)
+	if err == nil && keepMsg != "" {
+		err = st.SyncKeep()
+	}
+	if err != nil {
+		if !errors.Is(err, errFault) {
+			st.Abort()
+		}
 		return "", err
 	}
 	base, err := st.Install()
@@ -181,22 +193,28 @@ func (r *Repo) writePack(objects []Object, keepMsg string) (string, error) {
 }
 
 // A PackStage is a pack on its way into the pack directory, written in the
-// order that keeps every instant safe. StagePackKept writes the keep file's
-// content first (to a temporary file, outside the pack directory), so that
-// a caller can make what the keep says visible before it does anything the
-// keep must account for; Write writes the pack and its index to temporary
-// files and syncs all three side by side; Install renames them into place,
-// the keep first and the index last, and syncs the directory; Publish maps
-// the pack for this Repo's reads. Abort removes what a stage left.
+// order that keeps every instant safe. Keep writes the keep file's content
+// (to a temporary file, outside the pack directory), so that a caller can
+// make what the keep says visible before it does anything the keep must
+// account for; Write writes the pack and its index to temporary files and
+// syncs them, and may run beside Keep and SyncKeep (they touch nothing of
+// each other's); Install renames them into place, the keep first and the
+// index last, and syncs the directory; Publish maps the pack for this Repo's
+// reads. Abort, once nothing of the stage runs any more, removes what it
+// left.
 type PackStage struct {
-	r       *Repo
-	keepMsg string
-	keepTmp string   // the keep's temporary file ("" for an unkept pack)
-	keepF   *os.File // open until Write syncs it
-	pw      *packWriter
-	idxTmp  string
-	base    string // set by Write
-	state   int    // stageOpen, stageWritten, stageInstalled, stageDone
+	r *Repo
+
+	// Keep's and SyncKeep's.
+	keepTmp    string   // the keep's temporary file ("" for an unkept pack)
+	keepF      *os.File // open until SyncKeep
+	keepSynced bool
+
+	// Write's.
+	pw     *packWriter
+	idxTmp string
+	base   string // set by Write
+	state  int    // stageOpen, stageWritten, stageInstalled, stageDone
 }
 
 const (
@@ -206,49 +224,62 @@ const (
 	stageDone
 )
 
-// StagePackKept begins a kept pack: it writes keepMsg (which must begin
-// with KeepPrefix) to the keep's temporary file in the directory
-// StagedKeeps lists, not yet synced, and returns. Nothing is in the pack
-// directory yet.
-func (r *Repo) StagePackKept(keepMsg string) (*PackStage, error) {
-	if !strings.HasPrefix(keepMsg, KeepPrefix) {
-		return nil, fmt.Errorf("keep message %q does not begin with %q", keepMsg, KeepPrefix)
-	}
-	return r.stage(keepMsg)
-}
+// errFault marks an error a FaultHook returned: the stage stops where it is,
+// as a killed process would, and nothing is cleaned up.
+var errFault = errors.New("stopped by a fault hook")
 
-func (r *Repo) stage(keepMsg string) (*PackStage, error) {
-	st := &PackStage{r: r, keepMsg: keepMsg}
+// NewPackStage begins a pack; nothing is written yet.
+func (r *Repo) NewPackStage() (*PackStage, error) {
 	for _, d := range []string{filepath.Join(r.dir, "pack"), r.tempDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	if keepMsg == "" {
-		return st, nil
+	return &PackStage{r: r}, nil
+}
+
+// Keep writes keepMsg (which must begin with KeepPrefix) to the keep's
+// temporary file in the directory Leftovers reads (StagedKeeps), not yet
+// synced. Nothing is in the pack directory yet.
+func (st *PackStage) Keep(keepMsg string) error {
+	if !strings.HasPrefix(keepMsg, KeepPrefix) {
+		return fmt.Errorf("keep message %q does not begin with %q", keepMsg, KeepPrefix)
 	}
-	f, tmp, err := createTemp(r.tempDir(), tmpKeepPrefix)
+	if st.keepTmp != "" {
+		return fmt.Errorf("pack stage kept twice")
+	}
+	f, tmp, err := createTemp(st.r.tempDir(), tmpKeepPrefix)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := io.WriteString(f, keepMsg+"\n"); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return nil, fmt.Errorf("write %s: %w", tmp, err)
+		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	st.keepF, st.keepTmp = f, tmp
-	return st, nil
+	return nil
+}
+
+// SyncKeep syncs the keep's temporary file.
+func (st *PackStage) SyncKeep() error {
+	if st.keepF == nil {
+		return fmt.Errorf("pack stage has no keep to sync")
+	}
+	err := syncClose(st.keepF, st.keepTmp)
+	st.keepF = nil
+	st.keepSynced = err == nil
+	return err
 }
 
 // Write writes objects (at least one; duplicates are written once) as the
-// stage's pack and index, in temporary files, and syncs them and the keep
-// file. On error nothing of the stage is left.
+// stage's pack and index, in temporary files, and syncs them. On error
+// nothing of the pack is left (the keep is the caller's to Abort).
 func (st *PackStage) Write(objects []Object) error {
 	if st.state != stageOpen {
 		return fmt.Errorf("pack stage written twice")
 	}
 	if len(objects) == 0 {
-		st.Abort()
 		return fmt.Errorf("a pack of no objects")
 	}
 	seen := make(map[Oid]bool, len(objects))
@@ -261,17 +292,28 @@ func (st *PackStage) Write(objects []Object) error {
 	}
 	pw, err := st.r.createPack(len(uniq), false)
 	if err != nil {
-		st.Abort()
 		return err
 	}
 	st.pw = pw
 	for _, o := range uniq {
 		if err := pw.object(o); err != nil {
-			st.Abort()
+			st.abortPack()
 			return err
 		}
 	}
 	return st.finish()
+}
+
+// abortPack removes the stage's pack and index temporary files.
+func (st *PackStage) abortPack() {
+	if st.pw != nil && st.pw.f != nil {
+		st.pw.f.Close()
+		st.pw.f = nil
+	}
+	if st.pw != nil {
+		removeAll(st.pw.tmp, st.idxTmp)
+	}
+	st.idxTmp = ""
 }
 
 // Unkeep removes the keep file of the pack at base (a path WritePackKept
@@ -355,7 +397,7 @@ func (r *Repo) CleanStale() ([]string, error) {
 // them the keep files of stages never installed.
 type Leftovers struct {
 	Keeps       []string // .keep files in the pack directory, anyone's
-	StagedKeeps []string // temporary keep files of stages (StagePackKept) never installed
+	StagedKeeps []string // temporary keep files of stages (PackStage.Keep) never installed
 	Temps       int      // other temporary files of bernstein's writers
 	MergeTemps  int      // temporary files of compactions (perhaps one running now)
 }
@@ -572,6 +614,9 @@ func (pw *packWriter) abort() {
 func (r *Repo) finishPack(pw *packWriter) (string, error) {
 	st := &PackStage{r: r, pw: pw}
 	if err := st.finish(); err != nil {
+		if !errors.Is(err, errFault) {
+			st.abortPack()
+		}
 		return "", err
 	}
 	base, err := st.Install()
@@ -582,9 +627,9 @@ func (r *Repo) finishPack(pw *packWriter) (string, error) {
 }
 
 // finish completes the stage's pack with its trailer, writes its index, and
-// syncs the pack, the index and the keep side by side (the disk takes the
-// flushes together): the pack and the keep, already written, while the
-// index is written.
+// syncs the pack and the index side by side (the disk takes the flushes
+// together): the pack, already written, while the index is written. On
+// error the caller removes the files (abortPack).
 func (st *PackStage) finish() error {
 	pw := st.pw
 	if pw.err == nil && len(pw.ents) != pw.count {
@@ -599,7 +644,7 @@ func (st *PackStage) finish() error {
 		}
 	}
 	if pw.err != nil {
-		st.Abort()
+		st.abortPack()
 		return pw.err
 	}
 	ents := pw.ents
@@ -607,24 +652,24 @@ func (st *PackStage) finish() error {
 	st.base = filepath.Join(pw.dir, "pack-"+hex.EncodeToString(sum))
 
 	var wg sync.WaitGroup
-	var packErr, keepErr error
+	var packErr error
 	wg.Go(func() { packErr = syncClose(pw.f, pw.tmp) })
-	if st.keepF != nil {
-		wg.Go(func() { keepErr = syncClose(st.keepF, st.keepTmp) })
-	}
 	idxPrefix := tmpIdxPrefix
 	if pw.merge {
 		idxPrefix = tmpMergeIdxPrefix
 	}
 	idxTmp, idxErr := writeTemp(pw.tmps, idxPrefix, func(w io.Writer) error { return writeIndex(w, ents, sum) })
 	wg.Wait()
-	pw.f, st.keepF, st.idxTmp = nil, nil, idxTmp
-	if err := errors.Join(packErr, keepErr, idxErr); err != nil {
-		st.Abort()
+	pw.f, st.idxTmp = nil, idxTmp
+	if err := errors.Join(packErr, idxErr); err != nil {
+		st.abortPack()
 		return err
 	}
 	st.state = stageWritten
-	return FaultPoint("pack temps synced")
+	if err := FaultPoint("pack temps synced"); err != nil {
+		return fmt.Errorf("%w: %w", errFault, err)
+	}
+	return nil
 }
 
 // Base is the path the pack will have in the pack directory, without its
@@ -638,8 +683,8 @@ func (st *PackStage) Base() string { return st.base }
 // failure leaves no keep: the caller moves no ref, and the objects are
 // git's to collect.
 func (st *PackStage) Install() (string, error) {
-	if st.state != stageWritten {
-		return "", fmt.Errorf("pack stage installed before it was written")
+	if st.state != stageWritten || st.keepTmp != "" && !st.keepSynced {
+		return "", fmt.Errorf("pack stage installed before it was written and synced")
 	}
 	type file struct{ tmp, ext string }
 	files := []file{{st.pw.tmp, ".pack"}, {st.idxTmp, ".idx"}}
@@ -665,7 +710,7 @@ func (st *PackStage) Install() (string, error) {
 			return fail(err)
 		}
 		if err := FaultPoint("pack " + f.ext + " renamed"); err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", errFault, err)
 		}
 	}
 	st.state = stageInstalled
@@ -673,7 +718,7 @@ func (st *PackStage) Install() (string, error) {
 		return fail(err)
 	}
 	if err := FaultPoint("pack dir synced"); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", errFault, err)
 	}
 	return base, nil
 }
@@ -719,15 +764,8 @@ func (st *PackStage) Abort() {
 			st.keepF.Close()
 			st.keepF = nil
 		}
-		if st.pw != nil && st.pw.f != nil {
-			st.pw.f.Close()
-			st.pw.f = nil
-		}
-		paths := []string{st.keepTmp, st.idxTmp}
-		if st.pw != nil {
-			paths = append(paths, st.pw.tmp)
-		}
-		removeAll(paths...)
+		st.abortPack()
+		removeAll(st.keepTmp)
 	case stageInstalled:
 		if st.keepTmp != "" {
 			os.Remove(st.base + ".keep")
