@@ -43,6 +43,7 @@ var sections = []section{
 	{"serve", "bernstein serve: post to SSE event p50/p99 (in-process and CLI posts, 1 and 100 subscribers), RSS of 1,000 idle subscribers, task API vs artifact list", runServe},
 	{"remote", "bernstein push and fetch of 10,000 posts to and from a file:// bare repository against plain git push and git fetch of the same refs", runRemote},
 	{"startup", "process start-up: bernstein --version, --help, task list and one CLI post against a hello-world Go binary and a git plumbing post", runStartup},
+	{"guard", "remote guard: a push of 10 new rows on top of 1,000 and of 100,000 rows, checked in-process and pushed through the pre-receive hook (ratio ~1: no growth with history)", runGuard},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},
 }
 
