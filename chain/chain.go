@@ -47,7 +47,7 @@ func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 	var c gitstore.Commit
 	var p []byte
 	if payload {
-		c, p, err = gitstore.ParseCommit(data)
+		c, p, err = gitstore.ParseCommitInPlace(data) // data is this read's own
 	} else {
 		c, err = gitstore.ParseCommitLinks(data)
 	}

@@ -215,17 +215,26 @@ func EncodeCommit(c Commit) []byte {
 // ParseCommit parses commit object bytes. It also returns the signed payload:
 // the commit with its gpgsig header removed, as git computes it.
 func ParseCommit(data []byte) (Commit, []byte, error) {
-	return parseCommit(data, true)
+	return parseCommit(data, true, false)
+}
+
+// ParseCommitInPlace is ParseCommit for a caller that owns data and gives it
+// up: the payload is built in data's own array (it is data less the
+// signature lines, so it never overtakes what is still to be read), and the
+// payload and Message alias it. It saves a copy of every commit a walk
+// reads.
+func ParseCommitInPlace(data []byte) (Commit, []byte, error) {
+	return parseCommit(data, true, true)
 }
 
 // ParseCommitLinks parses what a chain walk needs of a commit: tree, parents,
 // identities and message, without building the signed payload.
 func ParseCommitLinks(data []byte) (Commit, error) {
-	c, _, err := parseCommit(data, false)
+	c, _, err := parseCommit(data, false, false)
 	return c, err
 }
 
-func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
+func parseCommit(data []byte, wantPayload, inPlace bool) (Commit, []byte, error) {
 	var c Commit
 	end := bytes.Index(data, []byte("\n\n"))
 	if end < 0 {
@@ -234,7 +243,10 @@ func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
 	header := data[:end+1]
 	c.Message = data[end+2:]
 	var payload []byte
-	if wantPayload {
+	switch {
+	case wantPayload && inPlace:
+		payload = data[:0]
+	case wantPayload:
 		payload = make([]byte, 0, len(data))
 	}
 	var sig bytes.Buffer
@@ -302,6 +314,10 @@ func parseCommit(data []byte, wantPayload bool) (Commit, []byte, error) {
 	if wantPayload {
 		payload = append(payload, '\n')
 		payload = append(payload, c.Message...)
+		if inPlace {
+			// The message moved down over the signature lines.
+			c.Message = payload[len(payload)-len(c.Message):]
+		}
 	}
 	return c, payload, nil
 }

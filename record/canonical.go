@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -26,11 +27,18 @@ var ErrNotCanonical = errors.New("not canonical JSON")
 // can marshal; the result has sorted keys, no insignificant white space and
 // the shortest number form.
 func Canonical(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(256)
-	err := encodeFast(&buf, reflect.ValueOf(v))
+	buf := encodeBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	err := encodeFast(buf, reflect.ValueOf(v))
+	var out []byte
 	if err == nil {
-		return buf.Bytes(), nil
+		out = bytes.Clone(buf.Bytes()) // one allocation of the exact size
+	}
+	if buf.Cap() <= 64<<10 {
+		encodeBufs.Put(buf)
+	}
+	if err == nil {
+		return out, nil
 	}
 	if err != errSlow {
 		return nil, err
@@ -41,6 +49,9 @@ func Canonical(v any) ([]byte, error) {
 	}
 	return CanonicalizeJSON(raw)
 }
+
+// encodeBufs are the buffers Canonical encodes into before copying out.
+var encodeBufs = sync.Pool{New: func() any { b := new(bytes.Buffer); b.Grow(1024); return b }}
 
 // MustCanonical is Canonical for values whose encoding cannot fail (records
 // built by this module from strings and integers).
