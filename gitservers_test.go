@@ -52,12 +52,38 @@ func newGitServer(t *testing.T, kind string) *gitServer {
 // newRemote creates an empty bare repository on the server and returns its
 // URL. Pushes over HTTP are allowed without authentication
 // (http.receivepack), as git-http-backend requires for an anonymous push.
+// The remote guard is installed (pre-receive, trust on first use, the
+// operator's BERNSTEIN_HOME beside the repository): every push of the suite
+// goes through it, so a good push it refused would fail the test that made it.
 func (g *gitServer) newRemote(t *testing.T, repo string) string {
 	t.Helper()
 	dir := filepath.Join(g.root, repo)
 	gitRun(t, "", "init", "-q", "--bare", dir)
 	gitRun(t, dir, "config", "http.receivepack", "true")
+	cmd := exec.Command(cliBin, "--repo", dir, "hooks", "install", "--remote-guard", "--trust-first-use")
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+dir+".operator")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("install the remote guard in %s: %v\n%s", dir, err, out)
+	}
 	return g.url(repo)
+}
+
+// guardPinned lists, as `keys list` prints them, the writer keys the guard
+// of the bare repository dir pinned on first use: evidence that pushes went
+// through it.
+func guardPinned(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "hooks", "pre-receive"))
+	if err != nil || !strings.Contains(string(b), "hooks run pre-receive") {
+		t.Fatalf("%s runs no remote guard: %v\n%s", dir, err, b)
+	}
+	cmd := exec.Command(cliBin, "--repo", dir, "keys", "list")
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+dir+".operator", "BERNSTEIN_FORCE_TTY=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("keys list in %s: %v", dir, err)
+	}
+	return string(out)
 }
 
 // dir is the bare repository's folder, for inspection.

@@ -239,6 +239,15 @@ func TestRemoteTwoHosts(t *testing.T) {
 					t.Fatalf("second fetch of host-b: %s", out)
 				}
 
+				// Both pushes went through the remote guard, which pinned
+				// each writer's first key.
+				pinned := guardPinned(t, srv.dir("tasks.git"))
+				for _, h := range []*host{a, b} {
+					if !regexp.MustCompile(`(?m)^` + h.name + `\t\S+\t\S+\tpinned$`).MatchString(pinned) {
+						t.Fatalf("the remote guard did not pin %s:\n%s", h.name, pinned)
+					}
+				}
+
 				signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 				verifyPinned(t, a, signers)
 				verifyPinned(t, b, signers)
