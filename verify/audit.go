@@ -291,7 +291,7 @@ func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHel
 		held := false
 		switch {
 		case e.event == record.EventArtifactPosted:
-			r := ix.ByHash[e.resource.b]
+			r := ix.find(e.resource.b)
 			held = e.resource.canon && r != nil && r.Artifact != nil && r.Artifact.TaskID == e.task
 		case ledgerEvents[e.event]:
 			held = e.resource.canon && ledgerHeld[e.resource.b]

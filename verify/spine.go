@@ -6,9 +6,11 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,14 +59,14 @@ type SpineRecord struct {
 	hash     [32]byte
 	parsed   bool // the entry parsed: hash is its identity
 	posted   bool // an artifact.posted audit entry names it
+	checked  bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
+	sigState sigState
 	Artifact *ArtifactSeal
 	Seal     *record.SpineSealEntry // seals are few: kept whole
 	ChainErr string                 // set when the entry does not sit where its chain says
 
-	sigState  sigState
-	once      sync.Once
 	sigReason string
-	sealErr   error // seals: the detached signature check
+	sealErr   *error // seals: the detached signature check (nil: not a seal, or not checked)
 }
 
 // Env is what verification reads: the objects, the refs, and the keys.
@@ -92,7 +94,8 @@ func (r *SpineRecord) Hash() record.Hash {
 type SpineIndex struct {
 	env      *Env
 	strs     interner
-	ByHash   map[[32]byte]*SpineRecord
+	mu       sync.Mutex // lazy signature checks
+	byHash   []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
 	Writers  []string
 	Records  map[string][]*SpineRecord // by writer, in chain order
 	Seals    map[string][]*SpineRecord // by task
@@ -114,7 +117,7 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, strs: interner{}, ByHash: map[[32]byte]*SpineRecord{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
@@ -123,7 +126,32 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if pool != nil {
 		pool.wait()
 	}
+	// Sorted by hash, the first entry of each hash (in writer and chain
+	// order) kept.
+	sort.SliceStable(ix.byHash, func(i, j int) bool { return bytes.Compare(ix.byHash[i].h[:], ix.byHash[j].h[:]) < 0 })
+	kept := ix.byHash[:0]
+	for i, e := range ix.byHash {
+		if i == 0 || e.h != kept[len(kept)-1].h {
+			kept = append(kept, e)
+		}
+	}
+	ix.byHash = slices.Clip(kept)
 	return ix, nil
+}
+
+// hashSlot is one entry of the index by hash.
+type hashSlot struct {
+	h [32]byte
+	r *SpineRecord
+}
+
+// find returns the entry whose hash has bytes h, or nil.
+func (ix *SpineIndex) find(h [32]byte) *SpineRecord {
+	i := sort.Search(len(ix.byHash), func(i int) bool { return bytes.Compare(ix.byHash[i].h[:], h[:]) >= 0 })
+	if i < len(ix.byHash) && ix.byHash[i].h == h {
+		return ix.byHash[i].r
+	}
+	return nil
 }
 
 // indexWriter walks one spine from its head back to the root, checking each
@@ -220,9 +248,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		if !rec.parsed {
 			continue
 		}
-		if _, dup := ix.ByHash[rec.hash]; !dup {
-			ix.ByHash[rec.hash] = rec
-		}
+		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec})
 		if rec.Seal != nil {
 			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
 		}
@@ -259,12 +285,16 @@ func (ix *SpineIndex) checkBatch(b []spineSig) {
 	}
 	checkSignatures(ix.env, jobs)
 	for i, e := range b {
-		e.rec.once.Do(func() {
-			e.rec.sigState, e.rec.sigReason = jobs[i].state, jobs[i].reason
-			if e.rec.Seal != nil {
-				e.rec.sealErr = checkSealSignature(ix.env, e.sig, e.tree, e.entry)
-			}
-		})
+		var sealErr *error
+		if e.rec.Seal != nil {
+			err := checkSealSignature(ix.env, e.sig, e.tree, e.entry)
+			sealErr = &err
+		}
+		ix.mu.Lock()
+		if !e.rec.checked {
+			e.rec.sigState, e.rec.sigReason, e.rec.sealErr, e.rec.checked = jobs[i].state, jobs[i].reason, sealErr, true
+		}
+		ix.mu.Unlock()
 	}
 }
 
@@ -273,8 +303,10 @@ func (ix *SpineIndex) checkBatch(b []spineSig) {
 func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, entry []byte) {
 	r.sigState, r.sigReason = checkSignature(env, r.Writer, payload, sig)
 	if r.Seal != nil {
-		r.sealErr = checkSealSignature(env, sig, tree, entry)
+		err := checkSealSignature(env, sig, tree, entry)
+		r.sealErr = &err
 	}
+	r.checked = true
 }
 
 // artifactEntry reads r's artifact entry again, whole.
@@ -299,20 +331,21 @@ func (ix *SpineIndex) lookup(h record.Hash) *SpineRecord {
 	if !ok {
 		return nil // every indexed hash is in canonical form
 	}
-	return ix.ByHash[b]
+	return ix.find(b)
 }
 
 // signature returns the signature state of r, checking it now if needed.
 func (ix *SpineIndex) signature(r *SpineRecord) (sigState, string) {
-	r.once.Do(func() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if !r.checked {
 		cc, err := chain.Read(ix.env.Objects, r.Commit)
 		if err != nil {
-			r.sigState, r.sigReason = sigBad, err.Error()
-			r.sealErr = err
-			return
+			r.sigState, r.sigReason, r.sealErr, r.checked = sigBad, err.Error(), &err, true
+		} else {
+			r.check(ix.env, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, cc.Record)
 		}
-		r.check(ix.env, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, cc.Record)
-	})
+	}
 	return r.sigState, r.sigReason
 }
 

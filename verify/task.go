@@ -491,8 +491,8 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	if st == sigBad {
 		return IdentityMismatched, where + ": " + reason
 	}
-	if best.sealErr != nil {
-		return IdentityMismatched, where + ": " + best.sealErr.Error()
+	if best.sealErr != nil && *best.sealErr != nil {
+		return IdentityMismatched, where + ": " + (*best.sealErr).Error()
 	}
 	rows := int64(len(rep.RowList))
 	switch {
