@@ -25,6 +25,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BERNSTEIN_TEST_POSTER") != "" {
 		os.Exit(posterMain())
 	}
+	// Init mode: bernstein init as a separate process (traced by strace).
+	if w := os.Getenv("BERNSTEIN_TEST_INIT"); w != "" {
+		if _, err := bernstein.Init(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")}, w); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "bernstein-test-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

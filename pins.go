@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -364,27 +363,11 @@ func (s *Store) writePins(as []keys.AllowedSigner) error {
 		}
 	}
 	path := s.PinFile()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := keys.MkdirDurable(filepath.Dir(path)); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := keys.WritePrivate(path, b.Bytes()); err != nil {
 		return err
 	}
-	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return gitstore.SyncDir(filepath.Dir(path))
+	return keys.SyncDir(filepath.Dir(path))
 }

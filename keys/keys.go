@@ -153,7 +153,7 @@ func Create(home, writer string) (id *Identity, created bool, err error) {
 	if err := refs.ValidateWriter(writer); err != nil {
 		return nil, false, err
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if err := MkdirDurable(home); err != nil {
 		return nil, false, err
 	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -178,8 +178,49 @@ func Create(home, writer string) (id *Identity, created bool, err error) {
 	if err := writePrivate(filepath.Join(home, writerFile), []byte(writer+"\n")); err != nil {
 		return nil, false, err
 	}
+	// The renames are made durable before the key is used: init publishes
+	// it next, and a published key whose private half a power loss took
+	// back could never sign again under that writer id.
+	if err := SyncDir(home); err != nil {
+		return nil, false, err
+	}
 	id, err = newIdentity(home, writer, priv, hk)
 	return id, true, err
+}
+
+// WritePrivate writes a file whole with mode 0600: a temporary file, synced,
+// then renamed into place (the caller syncs the directory, SyncDir).
+func WritePrivate(path string, data []byte) error { return writePrivate(path, data) }
+
+// SyncDir makes the creations and renames in dir durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirDurable creates dir (mode 0700) and the missing folders above it,
+// each made durable in its parent.
+func MkdirDurable(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return SyncDir(parent)
 }
 
 func writePrivate(path string, data []byte) error {
