@@ -183,6 +183,7 @@ func Open(o Options) (*Store, error) {
 		entryHeads: map[string]entryHead{},
 		arrived:    make(chan struct{}, 1),
 	}
+	s.txr.Warn = func(msg string) { s.warn("%s", msg) }
 	return s, nil
 }
 

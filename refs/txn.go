@@ -54,6 +54,14 @@ type Update struct {
 type Transactor struct {
 	GitDir   string        // the common git directory
 	LockWait time.Duration // how long to wait for a ref lock held by someone else (default 5s)
+	// Warn, when set, is told of a stale lock the transaction removed.
+	Warn func(string)
+}
+
+func (t *Transactor) warn(format string, args ...any) {
+	if t.Warn != nil {
+		t.Warn(fmt.Sprintf(format, args...))
+	}
 }
 
 func (t *Transactor) wait() time.Duration {
@@ -237,6 +245,7 @@ func (t *Transactor) lock(u Update) (*refLock, error) {
 	l := &refLock{u: u, path: path, lock: path + ".lock"}
 	deadline := time.Now().Add(t.wait())
 	backoff := time.Millisecond
+	staleChecked := false
 	for {
 		f, err := os.OpenFile(l.lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
@@ -259,6 +268,17 @@ func (t *Transactor) lock(u Update) (*refLock, error) {
 			return nil, fmt.Errorf("lock %s: %w", u.Ref, err)
 		}
 		if time.Now().After(deadline) {
+			// A lock that outlived the wait and was made before the
+			// system last booted belongs to no living process: a power
+			// loss cut its writer off (perhaps before the intent that
+			// names it reached the disk). It goes, once.
+			if !staleChecked {
+				staleChecked = true
+				if removeIfBeforeBoot(l.lock) {
+					t.warn("removed %s: it was made before the system last booted, so no running process holds it", l.lock)
+					continue
+				}
+			}
 			return nil, fmt.Errorf("%w: %s exists; if no git or bernstein process is running, remove it", ErrLocked, l.lock)
 		}
 		time.Sleep(backoff)
@@ -510,12 +530,17 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 			errs = append(errs, fmt.Errorf("%w: interrupted transaction cannot move %s: it is at %s, neither %s nor %s", ErrConflict, u.Ref, short(cur), short(u.Old), short(u.New)))
 			continue
 		}
+		if err := FaultPoint("recovering " + u.Ref); err != nil {
+			return true, err
+		}
 		t.removeDeadLock(u)
 		l, err := t.lock(u)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		// The ref may have moved between the read above and the lock: only
+		// a value read under the lock decides.
 		if cur, err := t.current(u.Ref); err != nil || cur != u.Old {
 			l.abandon()
 			errs = append(errs, fmt.Errorf("%w: %s moved while an interrupted transaction was finished", ErrConflict, u.Ref))
@@ -562,14 +587,64 @@ func refLocksOf(gitDir string, us []Update) []*refLock {
 }
 
 // removeDeadLock removes u's lock file when it is a dead writer's: its
-// content is the intent's new value, or a prefix of it.
+// content is the intent's new value, or a prefix of it (a writer killed
+// between creating the lock and writing it). A live git's lock is empty,
+// too, for the instant between its creation and its write, so a lock
+// holding less than the whole value is taken as dead only once it has
+// stayed so for deadLockAge.
 func (t *Transactor) removeDeadLock(u Update) {
 	lock := filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)) + ".lock"
-	data, err := os.ReadFile(lock)
-	if err != nil {
+	want := []byte(u.New.String() + "\n")
+	for {
+		data, err := os.ReadFile(lock)
+		if err != nil || !bytes.HasPrefix(want, data) {
+			return
+		}
+		if len(data) < len(want) {
+			fi, err := os.Stat(lock)
+			if err != nil {
+				return
+			}
+			if age := time.Since(fi.ModTime()); age < deadLockAge {
+				time.Sleep(deadLockAge - age)
+				continue
+			}
+		}
+		os.Remove(lock)
 		return
 	}
-	if bytes.HasPrefix([]byte(u.New.String()+"\n"), data) {
-		os.Remove(lock)
+}
+
+// deadLockAge is how long a lock cut short must have stayed so before it is
+// taken as a dead writer's: far longer than any writer takes between
+// creating a lock file and writing its value.
+const deadLockAge = time.Second
+
+// bootTime is when the system last booted (the zero time where it cannot
+// be read).
+var bootTime = sync.OnceValue(func() time.Time {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
 	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			var sec int64
+			if _, err := fmt.Sscan(rest, &sec); err == nil && sec > 0 {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
+
+// removeIfBeforeBoot removes the lock file at path if it was last written
+// before the system booted, and reports whether it did.
+func removeIfBeforeBoot(path string) bool {
+	boot := bootTime()
+	fi, err := os.Stat(path)
+	if boot.IsZero() || err != nil || !fi.ModTime().Before(boot) {
+		return false
+	}
+	return os.Remove(path) == nil
 }

@@ -436,7 +436,10 @@ func TestInterruptedTransactionRecovers(t *testing.T) {
 			// A lock from the dead writer cut short (empty) is recognised
 			// too; a lock of git's with another value is not.
 			os.Remove(keep)
-			os.WriteFile(filepath.Join(dir, filepath.FromSlash(refJ))+".lock", nil, 0o644)
+			dead := filepath.Join(dir, filepath.FromSlash(refJ)) + ".lock"
+			os.WriteFile(dead, nil, 0o644)
+			then := time.Now().Add(-2 * deadLockAge)
+			os.Chtimes(dead, then, then)
 			tx.Recover(Pending{Keep: keep, Intent: Intent{Updates: []Update{{refJ, want[refJ], c[1]}}}})
 			if l := lockFiles(t, dir); len(l) != 0 {
 				t.Fatalf("an empty lock of the dead writer was left: %v", l)
