@@ -558,7 +558,12 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 		if out, err := t.rename(locks); out != Committed {
 			return true, err
 		}
-	} else if err := syncRefDirs(refLocksOf(t.GitDir, us)); err != nil {
+	}
+	// The dead writer's own renames may not have reached the disk: every
+	// ref the intent names has its directory synced before the caller
+	// drops the intent, or a power loss could undo a rename with nothing
+	// left to redo it.
+	if err := syncRefDirsUp(t.GitDir, us); err != nil {
 		return true, err
 	}
 	// Conflicts last: a caller that sees only ErrConflict knows everything
@@ -577,13 +582,17 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 	return true, errors.Join(conflicts...)
 }
 
-func refLocksOf(gitDir string, us []Update) []*refLock {
-	out := make([]*refLock, len(us))
-	for i, u := range us {
-		path := filepath.Join(gitDir, filepath.FromSlash(u.Ref))
-		out[i] = &refLock{u: u, path: path, lock: path + ".lock"}
+// syncRefDirsUp syncs the directory of every ref of us and each directory
+// above it up to the git directory: a dead writer may have created some of
+// them, and nothing says which.
+func syncRefDirsUp(gitDir string, us []Update) error {
+	dirs := map[string]bool{}
+	for _, u := range us {
+		for d := filepath.Dir(filepath.Join(gitDir, filepath.FromSlash(u.Ref))); len(d) > len(gitDir); d = filepath.Dir(d) {
+			dirs[d] = true
+		}
 	}
-	return out
+	return syncDirs(dirs)
 }
 
 // removeDeadLock removes u's lock file when it is a dead writer's: its
