@@ -28,15 +28,25 @@ import (
 
 // PinFile is the path of this repository's pin file.
 func (s *Store) PinFile() string {
-	dir := s.gitDir
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	sum := sha256.Sum256([]byte(dir))
-	return filepath.Join(s.home, "pins", hex.EncodeToString(sum[:8])+".allowed_signers")
+	return filepath.Join(s.home, "pins", s.repoID()+".allowed_signers")
+}
+
+// repoID names this repository among the files BERNSTEIN_HOME keeps per
+// repository (pins, the heads this host's writer wrote): the first 8 bytes,
+// in hex, of the SHA-256 of its git directory's absolute, real path.
+func (s *Store) repoID() string {
+	s.repoIDOnce.Do(func() {
+		dir := s.gitDir
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
+		sum := sha256.Sum256([]byte(dir))
+		s.repoIDVal = hex.EncodeToString(sum[:8])
+	})
+	return s.repoIDVal
 }
 
 // pinStamp identifies a version of the pin file (its content hash; the

@@ -239,7 +239,7 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 	if !lc.ledgerProof.whole() {
 		f := lc.ledgerProof.Faults[0]
 		reason = record.ReasonClaimUnproven
-		detail = fmt.Sprintf("the ledger of %s holds a row no trusted writer signed at index %d (%s): no claim in it is honoured until it is repaired", req.Task, f.Index, f.Reason)
+		detail = faultPhrase("ledger", req.Task, f) + ": no claim in it is honoured until it is repaired"
 	}
 	if reason != "" {
 		d := record.MustCanonical(refusalDetails{Reason: reason, Key: req.Key, ArtifactType: req.Payload.Type})

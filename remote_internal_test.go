@@ -2,6 +2,7 @@ package bernstein
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -118,6 +119,9 @@ func TestFetchRelate(t *testing.T) {
 	if out, err := exec.Command("git", "-C", opts.Repo, "update-ref", audit, heads[2].String()).CombinedOutput(); err != nil {
 		t.Fatalf("git update-ref: %v %s", err, out)
 	}
+	// On purpose: the head this host wrote is dropped (docs/trust.md,
+	// Rollbacks), so the writer extends the mirror from where it now is.
+	os.Remove(s.headPath(audit))
 	grow(2)
 	cases := []struct {
 		l, r   int

@@ -9,6 +9,7 @@ import (
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -38,8 +39,7 @@ func (p chainProof) state() string { return verify.ProofState(p.Faults, p.Unveri
 // extend.
 func (p chainProof) unproven(what, task string) error {
 	f := p.Faults[0]
-	return fmt.Errorf("%w: the %s of %s holds a row no trusted writer signed at index %d (%s): nothing is written on top of it; run 'bernstein audit verify'",
-		ErrUnproven, what, task, f.Index, f.Reason)
+	return fmt.Errorf("%w: %s: nothing is written on top of it; run 'bernstein audit verify'", ErrUnproven, faultPhrase(what, task, f))
 }
 
 // ErrUnproven reports a chain the write path will not extend because it
@@ -162,10 +162,43 @@ func proveCheck(env *verify.Env) func(*chain.Commit) {
 	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommit(env, cc.Commit, cc.Payload) }
 }
 
-// journalStateAt folds task's journal up to head, extending a cached fold
+// journalStateAt folds task's journal up to head (foldJournalAt) and checks
+// it against the head this host's writer left on it (heads.go): a journal
+// rolled back behind that head has a fault where it falls short.
+func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*journalState, error) {
+	st, err := s.foldJournalAt(env, task, head)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.rollback("journal", refs.Journal(task), head, st.Proof.Total-1)
+	if err != nil || f == nil {
+		return st, err
+	}
+	st = st.clone()
+	st.Proof.Faults = append(st.Proof.Faults, *f)
+	return st, nil
+}
+
+// ledgerStateAt is journalStateAt for task's ledger.
+func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*ledgerFold, error) {
+	fold, err := s.foldLedgerAt(env, task, head)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.rollback("ledger", refs.Ledger(task), head, fold.Proof.Total-1)
+	if err != nil || f == nil {
+		return fold, err
+	}
+	st := *fold.State
+	fold = &ledgerFold{State: &st, Proof: fold.Proof.clone()}
+	fold.Proof.Faults = append(fold.Proof.Faults, *f)
+	return fold, nil
+}
+
+// foldJournalAt folds task's journal up to head, extending a cached fold
 // (in memory, else the authenticated one on disk) when head descends from
 // it.
-func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*journalState, error) {
+func (s *Store) foldJournalAt(env *proofEnv, task string, head gitstore.Oid) (*journalState, error) {
 	s.stateMu.Lock()
 	cached, ok := s.journals[task]
 	s.stateMu.Unlock()
@@ -214,8 +247,8 @@ func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*
 	return st, nil
 }
 
-// ledgerStateAt folds task's ledger up to head.
-func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*ledgerFold, error) {
+// foldLedgerAt folds task's ledger up to head.
+func (s *Store) foldLedgerAt(env *proofEnv, task string, head gitstore.Oid) (*ledgerFold, error) {
 	s.stateMu.Lock()
 	cached, ok := s.ledgers[task]
 	s.stateMu.Unlock()

@@ -88,6 +88,10 @@ type Store struct {
 	maintErr atomic.Value // last maintenance failure, for diagnostics
 
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
+
+	repoIDOnce sync.Once
+	repoIDVal  string
+	heads      headMemo // ancestry already proven against the heads this writer wrote (heads.go)
 }
 
 // entryHead is what a writer needs of a spine or audit head to extend it.

@@ -174,6 +174,9 @@ func (s *Store) runBatch(batch []*pendingOp) {
 			// on the new heads.
 			continue
 		}
+		if out == refs.Committed {
+			defer s.writeHeads(t.batchHeads())
+		}
 		if out != refs.NotCommitted {
 			s.remember(t)
 			if err != nil {
@@ -490,8 +493,34 @@ func (t *tx) chain(ref string, load func(c *chainState) error) (*chainState, err
 			return nil, err
 		}
 	}
+	if err := t.checkHead(c); err != nil {
+		return nil, err
+	}
 	t.chains[ref] = c
 	return c, nil
+}
+
+// checkHead refuses to extend a chain that no longer contains the head this
+// host's writer left on it (heads.go). A journal or ledger that still has
+// rows carries that as a fault of its fold (journalStateAt, ledgerStateAt);
+// here are the rest: one whose ref is gone, and the writer's own spine and
+// audit mirror, whose next entry would take a sequence number already used.
+func (t *tx) checkHead(c *chainState) error {
+	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
+	own := c.ref == refs.Spine(t.id.Writer) || c.ref == refs.Audit(t.id.Writer)
+	if !own && !(task && c.head.IsZero()) {
+		return nil
+	}
+	pos := c.next - 1
+	if c.head.IsZero() {
+		pos = -1
+	}
+	name := strings.TrimSuffix(strings.SplitAfterN(strings.TrimPrefix(c.ref, refs.Prefix), "/", 2)[0], "/")
+	f, err := t.s.rollback(name, c.ref, c.head, pos)
+	if err != nil || f == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s cannot be trusted from index %d (%s): nothing is written on top of it; run 'bernstein audit verify'", ErrUnproven, c.ref, f.Index, f.Reason)
 }
 
 // own makes c's states private to the running operation before it mutates
