@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -469,24 +470,37 @@ func TestWorkOnEndedTask(t *testing.T) {
 // returns the candidates (the directive line dropped).
 func (e *cliEnv) complete(args ...string) []string {
 	e.t.Helper()
+	out, _ := e.completeDirective(args...)
+	return out
+}
+
+// completeDirective is complete with the directive line (":4" is
+// ShellCompDirectiveNoFileComp; ":0", the default, lets the shell offer
+// file names).
+func (e *cliEnv) completeDirective(args ...string) ([]string, string) {
+	e.t.Helper()
 	r := e.run("", append([]string{"__complete"}, args...)...)
 	if r.code != 0 {
 		e.t.Fatalf("__complete %v: exit %d %s", args, r.code, r.err)
 	}
 	var out []string
+	directive := ""
 	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
-		if !strings.HasPrefix(l, ":") && l != "" {
+		if strings.HasPrefix(l, ":") {
+			directive = l
+		} else if l != "" {
 			name, _, _ := strings.Cut(l, "\t")
 			out = append(out, name)
 		}
 	}
-	return out
+	return out, directive
 }
 
 // TestDynamicCompletion: task ids, keys, gates, producers, --type and --kind
 // come from the repository.
 func TestDynamicCompletion(t *testing.T) {
 	e := newCLIEnv(t)
+	home := os.Getenv("BERNSTEIN_HOME")
 	tok := e.claimed("T-1", "agent-7", "--gate", "build=true", "--evidence", "tests=true", "--evidence", "lint=true")
 	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "x")
 	e.post("T-1", "timings", "agent-7", tok, "--type", "table", "--column", "a", "--row", "1")
@@ -510,6 +524,58 @@ func TestDynamicCompletion(t *testing.T) {
 	check(e.complete("gate", "run", "T-1", ""), "build")
 	check(e.complete("evidence", "run", "T-1", "tests", ""), "lint")
 	check(e.complete("checkpoint", "U"), "U-2")
+
+	// Flag values the repository knows, with no file names offered.
+	flagCheck := func(args []string, want ...string) {
+		t.Helper()
+		got, directive := e.completeDirective(args...)
+		if strings.Join(got, ",") != strings.Join(want, ",") || directive != ":4" {
+			t.Fatalf("__complete %q: %q %s, want %q :4", args, got, directive, want)
+		}
+	}
+	flagCheck([]string{"audit", "verify", "--task", ""}, "T-1", "U-2", "X:1")
+	flagCheck([]string{"audit", "verify", "--task=X"}, "X:1")
+	flagCheck([]string{"hooks", "install", "--checkpoint", ""}, "T-1", "U-2", "X:1")
+	flagCheck([]string{"hooks", "install", "--checkpoint", "U"}, "U-2")
+	flagCheck([]string{"hooks", "run", "post-commit", "--task", "T"}, "T-1")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "y")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "z")
+	flagCheck([]string{"artifact", "show", "T-1", "summary", "--version", ""}, "1", "2", "3")
+	flagCheck([]string{"artifacts", "show", "T-1", "timings", "--version", ""}, "1")
+	flagCheck([]string{"artifact", "show", "T-1", "--version", ""})
+	flagCheck([]string{"artifact", "show", "U-2", "summary", "--version", ""})
+
+	// Revisions: HEAD, branches, tags.
+	e.commit("one")
+	e.git("branch", "side")
+	e.git("tag", "v1")
+	branch := strings.TrimSpace(e.git("symbolic-ref", "--short", "HEAD"))
+	flagCheck([]string{"checkpoint", "T-1", "--commit", ""}, "HEAD", branch, "side", "v1")
+	flagCheck([]string{"diff", "capture", "T-1", "--base", "s"}, "side")
+	flagCheck([]string{"diff", "capture", "T-1", "--base", "v1", "--head", "v"}, "v1")
+
+	// Remotes, as arguments and as init's --remote.
+	e.git("remote", "add", "backup", "/nowhere/backup")
+	e.git("remote", "add", "origin", "/nowhere/origin")
+	flagCheck([]string{"push", ""}, "backup", "origin")
+	flagCheck([]string{"fetch", "o"}, "origin")
+	flagCheck([]string{"push", "origin", ""})
+	flagCheck([]string{"remote", "setup", ""}, "backup", "origin")
+	flagCheck([]string{"init", "--remote", "b"}, "backup")
+
+	// Writers: pin offers those not pinned here, unpin those pinned.
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "home-2"))
+	e.ok("init", "--writer", "second-writer")
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "home-3"))
+	e.ok("init", "--writer", "third-writer")
+	t.Setenv("BERNSTEIN_HOME", home)
+	flagCheck([]string{"keys", "pin", ""}, "second-writer", "third-writer")
+	flagCheck([]string{"keys", "pin", "second-writer", ""}, "third-writer")
+	flagCheck([]string{"keys", "unpin", ""})
+	e.ok("keys", "pin", "third-writer")
+	flagCheck([]string{"keys", "pin", ""}, "second-writer")
+	flagCheck([]string{"keys", "unpin", ""}, "third-writer")
+
 	// No repository: no candidates, no error.
 	r := runBare("__complete", "--repo", t.TempDir(), "artifact", "show", "")
 	if r.code != 0 || strings.TrimSpace(r.out) != ":4" {
