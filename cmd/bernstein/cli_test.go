@@ -466,6 +466,45 @@ func TestWorkOnEndedTask(t *testing.T) {
 	e.ok("checkpoint", "T-1")
 }
 
+// TestRefusalsNameTheProblem: a refusal whose input is fine says what is
+// wrong instead of calling a field invalid; bad input still names its
+// field. Nothing is written either way.
+func TestRefusalsNameTheProblem(t *testing.T) {
+	e := newCLIEnv(t)
+	e.commit("one")
+	e.ok("task", "create", "T-1")
+	e.ok("task", "create", "T-2", "--evidence", "tests=true")
+	before := e.git("for-each-ref")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"task", "create", "T-1"}, "bernstein: task T-1 already exists\n"},
+		{[]string{"task", "create", "T-1", "--title", "again"}, "bernstein: task T-1 already exists\n"},
+		{[]string{"evidence", "run", "T-1"}, "bernstein: task T-1 declares no evidence producers: declare them at create (--evidence NAME=CMD)\n"},
+		{[]string{"task", "claim", "NOPE", "--agent", "agent-7"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "start", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "abandon", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "reopen", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"hooks", "install", "--checkpoint", "NOPE"}, "bernstein: unknown task: NOPE (create it first: the hook records checkpoints of an existing task)\n"},
+		// Bad input: the field is named.
+		{[]string{"hooks", "install", "--checkpoint", "a..b"}, "bernstein: invalid task_id: \"a..b\" contains \"..\"\n"},
+		{[]string{"task", "create", "a..b"}, "bernstein: invalid task_id: \"a..b\" contains \"..\"\n"},
+		{[]string{"evidence", "run", "T-2", "lint"}, "bernstein: invalid producer: \"lint\" is not declared for task T-2\n"},
+	} {
+		r := e.want(1, tc.args...)
+		if r.err != tc.want || r.out != "" {
+			t.Errorf("%v: stderr %q, want %q (stdout %q)", tc.args, r.err, tc.want, r.out)
+		}
+	}
+	if after := e.git("for-each-ref"); after != before {
+		t.Fatalf("a refusal wrote refs:\n%s\n%s", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(e.repo, ".git", "hooks", "post-commit")); err == nil {
+		t.Fatal("a refused hooks install wrote the hook")
+	}
+}
+
 // complete asks cobra's hidden __complete command, as a shell does, and
 // returns the candidates (the directive line dropped).
 func (e *cliEnv) complete(args ...string) []string {
