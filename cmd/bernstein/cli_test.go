@@ -440,6 +440,105 @@ func TestShowHistoryAndWriter(t *testing.T) {
 	if !strings.Contains(r.out, "v3  tampered") || !strings.Contains(r.out, "by agent-7 (writer cli-writer as its commit names it, unproven: tampered)") {
 		t.Fatalf("tampered history line:\n%s", r.out)
 	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "3"); w != "cli-writer" || src != "commit" {
+		t.Fatalf("json: writer %q from %q, want cli-writer from commit", w, src)
+	}
+}
+
+// shownWriter is the writer and writer_source that 'artifact show
+// --output-json' gives version of key.
+func shownWriter(t *testing.T, e *cliEnv, task, key, version string) (string, string) {
+	t.Helper()
+	var doc struct {
+		Writer       string  `json:"writer"`
+		WriterSource *string `json:"writer_source"`
+	}
+	r := e.run("", "artifact", "show", task, key, "--version", version, "--output-json")
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || doc.WriterSource == nil {
+		t.Fatalf("artifact show --output-json: %v (no writer_source?)\n%s", err, r.out)
+	}
+	return doc.Writer, *doc.WriterSource
+}
+
+// TestTamperedWriterLabels: what is known of a tampered version's or a
+// lost row's writer is shown, labelled by where it was read.
+func TestTamperedWriterLabels(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "one")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "two")
+
+	// v2's row re-committed under another writer's name (its signature
+	// left as it was): the blob and tree hold, the spine entry the row
+	// names is cli-writer's and binds another writer than the commit.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return strings.Replace(body, "\ncommitter cli-writer <cli-writer@bernstein> ", "\ncommitter wx <wx@bernstein> ", 1)
+	})
+	r := e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !regexp.MustCompile(`(?m)^reason:  summary v2 at journal index 1: spine entry cli-writer/\d+ binds a different writer \(the row's commit names wx\)$`).MatchString(r.out) {
+		t.Fatalf("reason does not name both writers:\n%s", r.out)
+	}
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer cli-writer as its spine entry names it, unproven: tampered)\n") ||
+		!strings.Contains(r.out, "by agent-7 (writer cli-writer as its spine entry names it, unproven: tampered)\n") ||
+		strings.Contains(r.out, "as its commit names it") {
+		t.Fatalf("spine entry's writer not labelled as the spine entry's:\n%s", r.out)
+	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "2"); w != "cli-writer" || src != "spine_entry" {
+		t.Fatalf("json: writer %q from %q, want cli-writer from spine_entry", w, src)
+	}
+	// The row does not count: its writer is the one its commit names, which
+	// has no key here.
+	const fault = "  journal index 1 (unverifiable, writer wx as its commit names it): no key is known for writer wx\n"
+	for _, args := range [][]string{{"task", "progress", "T-1"}, {"task", "show", "T-1"}} {
+		if out := e.run("", args...).out; !strings.Contains(out, fault) {
+			t.Fatalf("%v: no line %q:\n%s", args, fault, out)
+		}
+	}
+
+	// A committer that names no writer: nothing names one.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return strings.Replace(body, "\ncommitter wx <wx@bernstein> ", "\ncommitter Mallory Evil <m@example.com> ", 1)
+	})
+	r = e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer cli-writer as its spine entry names it, unproven: tampered)\n") {
+		t.Fatalf("no committer writer, spine entry reached:\n%s", r.out)
+	}
+	const noWriter = "  journal index 1 (tampered, writer unknown: no commit names one): the commit names no writer as its committer\n"
+	if out := e.run("", "task", "progress", "T-1").out; !strings.Contains(out, noWriter) {
+		t.Fatalf("task progress: no line %q:\n%s", noWriter, out)
+	}
+	// ... and whose blob no longer checks: the spine entry is never
+	// reached, and nothing names a writer.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return regexp.MustCompile(`"size":(\d+)`).ReplaceAllString(body, `"size":${1}1`)
+	})
+	r = e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer unknown: tampered)\n") {
+		t.Fatalf("no writer known:\n%s", r.out)
+	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "2"); w != "" || src != "" {
+		t.Fatalf("json: writer %q from %q, want none", w, src)
+	}
+}
+
+// TestLostRowWriter: a row cut from a sealed journal has no commit, so no
+// writer: progress says so instead of printing a dash.
+func TestLostRowWriter(t *testing.T) {
+	e := newCLIEnv(t)
+	e.commit("one")
+	e.claimed("T-1", "agent-7")
+	e.ok("task", "start", "T-1")
+	e.ok("checkpoint", "T-1")
+	e.ok("checkpoint", "T-1")
+	e.ok("task", "complete", "T-1")
+	e.git("update-ref", "refs/bernstein/journal/T-1", "refs/bernstein/journal/T-1~1")
+	const want = "  journal index 1 (tampered, writer unknown: no commit names one): journal identity mismatched: seal cli-writer/"
+	for _, args := range [][]string{{"task", "progress", "T-1"}, {"task", "show", "T-1"}} {
+		out := e.run("", args...).out
+		if !strings.Contains(out, want) || !strings.Contains(out, ": journal has 1 rows, the seal says 2\n") || strings.Contains(out, "writer -") {
+			t.Fatalf("%v:\n%s", args, out)
+		}
+	}
 }
 
 // TestWorkOnEndedTask: the refusal names the problem, not the task id.
