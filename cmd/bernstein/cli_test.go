@@ -349,6 +349,68 @@ func TestAuditVerifyFailureNamesTask(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyUnpinnedCounts: the signature count is one total split
+// into pinned and unpinned, on a clone that pins nothing, after pinning,
+// and with a second writer this host does not pin.
+func TestAuditVerifyUnpinnedCounts(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "one")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "two")
+	// Signed commits, counted by hand: ledger 2 (created, claimed), journal
+	// 2, spine 2, audit 5 (key published, created, claimed, two posts).
+	countLine := func(out string) string {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "signatures checked") {
+				return l
+			}
+		}
+		t.Fatalf("no count line:\n%s", out)
+		return ""
+	}
+	if got := countLine(e.ok("audit", "verify")); got != "11 signatures checked: 11 against pinned keys, 0 only against published keys (unpinned)" {
+		t.Fatalf("own repository: %q", got)
+	}
+
+	// A clone, read with a home that pins nothing (and has no identity).
+	clone := filepath.Join(t.TempDir(), "clone")
+	if r := runBare("clone", e.repo, clone); r.code != 0 {
+		t.Fatalf("clone: %d %s", r.code, r.err)
+	}
+	home := os.Getenv("BERNSTEIN_HOME")
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "reader"))
+	r := runBare("--repo", clone, "audit", "verify")
+	if r.code != 0 {
+		t.Fatalf("unpinned clone: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if got := countLine(r.out); got != "11 signatures checked: 0 against pinned keys, 11 only against published keys (unpinned)" {
+		t.Fatalf("unpinned clone: %q", got)
+	}
+	if !strings.Contains(r.out, "unverifiable: 2 artifact versions and 11 signatures are by writers whose keys are not pinned here") {
+		t.Fatalf("unpinned clone: no note:\n%s", r.out)
+	}
+	if r := runBare("--repo", clone, "audit", "verify", "--strict"); r.code != 1 {
+		t.Fatalf("unpinned clone, --strict: exit %d", r.code)
+	}
+	if r := runBare("--repo", clone, "keys", "pin", "cli-writer"); r.code != 0 {
+		t.Fatalf("keys pin: %d %s", r.code, r.err)
+	}
+	if got := countLine(runBare("--repo", clone, "audit", "verify").out); got != "11 signatures checked: 11 against pinned keys, 0 only against published keys (unpinned)" {
+		t.Fatalf("pinned clone: %q", got)
+	}
+
+	// A second writer this host does not pin: init (its key's audit entry)
+	// and a task created (ledger row and audit entry) are 3 more.
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "second"))
+	e.ok("init", "--writer", "second-writer")
+	e.ok("task", "create", "T-2")
+	t.Setenv("BERNSTEIN_HOME", home)
+	if got := countLine(e.ok("audit", "verify")); got != "14 signatures checked: 11 against pinned keys, 3 only against published keys (unpinned)" {
+		t.Fatalf("second writer: %q", got)
+	}
+}
+
 // TestTableHeaderAsIs: on a terminal, column names are shown as they are.
 func TestTableHeaderAsIs(t *testing.T) {
 	e := newCLIEnv(t)
