@@ -44,7 +44,11 @@ type ArtifactVersionDoc struct {
 	State           string `json:"state"`
 	Reason          string `json:"reason"`
 	Actor           string `json:"actor"`
-	Writer          string `json:"writer"`
+	// Writer is whose spine entry seals the version, or (verification
+	// having stopped before the entry) whom the row's commit names;
+	// WriterSource is "spine_entry", "commit" or "" (no writer known).
+	Writer       string `json:"writer"`
+	WriterSource string `json:"writer_source"`
 	// Commit is the journal commit of the version's row: `git show
 	// <commit>:artifacts/<key>/v<version>.json` shows the payload.
 	Commit string `json:"commit"`
@@ -53,7 +57,7 @@ type ArtifactVersionDoc struct {
 // NewArtifactVersionDoc describes one verified (or not) version.
 func NewArtifactVersionDoc(v verify.Version) ArtifactVersionDoc {
 	return ArtifactVersionDoc{v.Key, v.Version, v.Type, v.LinkKind, string(v.ContentHash), string(v.SpineEntryHash),
-		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer, v.Commit.String()}
+		string(v.PrevVersionHash), v.JournalIndex, v.State, v.Reason, v.Actor, v.Writer, v.WriterSource, v.Commit.String()}
 }
 
 // ArtifactListDoc is the document of 'artifact list <task> --output-json'

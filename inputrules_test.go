@@ -90,4 +90,23 @@ func TestCSVBOMThroughCLI(t *testing.T) {
 	if p := post("", "rows", "--column", "name", "--column", "score", "--row", "\ufeffann,3"); !reflect.DeepEqual(p.Rows, [][]string{{"ann", "3"}}) {
 		t.Errorf("--row with a BOM: rows %q", p.Rows)
 	}
+	// A column name given as such that starts with a BOM is refused, not
+	// changed, and nothing is written; through the library too (MCP and
+	// HTTP post through it).
+	before := f.refsSnapshot()
+	_, errOut, code := f.cli("", "artifact", "post", "T-1", "named", "--agent", "agent", "--claim-token", tok, "--type", "table", "--column", "name", "--column", "\ufeffscore", "--row", "ann,3")
+	if code != 1 || errOut != "bernstein: invalid columns[1]: starts with a byte-order mark (U+FEFF), which does not show but makes it another name: remove it\n" {
+		t.Errorf("--column with a BOM: exit %d, %q", code, errOut)
+	}
+	s = f.open()
+	defer s.Close()
+	_, err := s.Post(bernstein.PostRequest{Task: "T-1", Key: "named", Agent: "agent", ClaimToken: tok,
+		Payload: artifact.Payload{Type: artifact.TypeTable, Columns: []string{"\ufeffname"}, Rows: [][]string{}}})
+	var in *artifact.InputError
+	if !errors.As(err, &in) || in.Field != "columns[0]" {
+		t.Errorf("Post with a BOM column: %v", err)
+	}
+	if after := f.refsSnapshot(); after != before {
+		t.Errorf("a refused column wrote refs:\n%s\n%s", before, after)
+	}
 }

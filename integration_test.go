@@ -288,11 +288,18 @@ func TestLedgerTransitions(t *testing.T) {
 			t.Fatalf("%s from created: %v", kind, err)
 		}
 	}
-	if _, err := s.CreateTask(bernstein.TaskSpec{ID: "L-1"}); err == nil {
-		t.Fatalf("creating an existing task succeeded")
+	// The refusals name the problem: the task exists, or is unknown; no
+	// id is invalid.
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: "L-1"}); !errors.Is(err, bernstein.ErrTaskExists) || err.Error() != "task L-1 already exists" {
+		t.Fatalf("creating an existing task: %v", err)
 	}
-	if _, err := s.Claim("L-404", "a"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := s.Claim("L-404", "a"); !errors.Is(err, bernstein.ErrUnknownTask) || err.Error() != "unknown task: L-404" {
 		t.Fatalf("claim of an unknown task: %v", err)
+	}
+	for _, kind := range []string{record.KindTaskStarted, record.KindTaskReleased, record.KindTaskAbandoned, record.KindTaskReopened} {
+		if _, err := s.Transition("L-404", kind, "", ""); !errors.Is(err, bernstein.ErrUnknownTask) || err.Error() != "unknown task: L-404" {
+			t.Fatalf("%s of an unknown task: %v", kind, err)
+		}
 	}
 	if after := f.refsSnapshot(); after != before {
 		t.Fatalf("refused transitions wrote refs")

@@ -157,6 +157,17 @@ func checkPost(req PostRequest, needToken bool) ([]byte, error) {
 	if needToken && req.ClaimToken == "" {
 		return nil, &artifact.InputError{Field: "claim_token", Msg: "is empty: pass --claim-token or set BERNSTEIN_CLAIM_TOKEN"}
 	}
+	if req.Payload.Type == artifact.TypeTable {
+		// A CSV header loses a leading byte-order mark (artifact.TableFromCSV);
+		// a name given as such that starts with one is refused rather than
+		// changed: the mark is invisible, yet "\ufeffa" is not "a". Only new
+		// posts are held to this: versions already stored still read.
+		for i, c := range req.Payload.Columns {
+			if strings.HasPrefix(c, "\ufeff") {
+				return nil, &artifact.InputError{Field: fmt.Sprintf("columns[%d]", i), Msg: "starts with a byte-order mark (U+FEFF), which does not show but makes it another name: remove it"}
+			}
+		}
+	}
 	return req.Payload.Canonical()
 }
 

@@ -223,6 +223,9 @@ func gitMessage(stderr []byte) string {
 	return strings.Join(lines, "; ")
 }
 
+// Remotes lists the repository's git remotes, as 'git remote' does.
+func (s *Store) Remotes() ([]string, error) { return remotes(s.gitDir) }
+
 // remotes lists the repository's remotes.
 func remotes(gitDir string) ([]string, error) {
 	out, errb, err := runGit(gitDir, nil, "remote")

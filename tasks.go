@@ -20,6 +20,10 @@ import (
 // ErrUnknownTask reports a task with no ledger.
 var ErrUnknownTask = errors.New("unknown task")
 
+// ErrTaskExists refuses to create a task that has a ledger already; the
+// error reads "task T already exists". The id is fine: the task is there.
+var ErrTaskExists = errors.New("already exists")
+
 // TaskSpec describes a task to create.
 type TaskSpec struct {
 	ID       string
@@ -82,7 +86,7 @@ func (s *Store) CreateTask(spec TaskSpec) (*TaskInfo, error) {
 			return nil, err
 		}
 		if c.ledger != nil {
-			return nil, &artifact.InputError{Field: "task_id", Msg: fmt.Sprintf("task %s already exists", spec.ID)}
+			return nil, fmt.Errorf("task %s %w", spec.ID, ErrTaskExists)
 		}
 		_, _, err = t.appendLedger(spec.ID, record.KindTaskCreated, actor, ledger.Created{Title: spec.Title, Evidence: ev, Gates: gates})
 		return nil, err

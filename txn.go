@@ -670,6 +670,10 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	phase := ""
 	if c.ledger != nil {
 		phase = c.ledger.Phase
+	} else if kind != record.KindTaskCreated {
+		// A transition of a task that was never created: the task is
+		// unknown, as every reading command says.
+		return record.Row{}, nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
 	}
 	if err := ledger.Check(task, phase, kind); err != nil {
 		return record.Row{}, nil, err

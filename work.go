@@ -235,6 +235,10 @@ func (s *Store) outputRow(task, kind, who, name, ext string, output []byte, data
 	})
 }
 
+// ErrNoProducers refuses 'evidence run' without producer names on a task
+// that declares none: there is nothing to run, and nothing was given wrong.
+var ErrNoProducers = errors.New("no evidence producers")
+
 // EndedError refuses work on a task that is completed, failed or abandoned.
 // The task id is fine: the task's phase is the problem.
 type EndedError struct {
@@ -417,7 +421,7 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 	if len(producers) == 0 {
 		todo = st.Evidence
 		if len(todo) == 0 {
-			return nil, &artifact.InputError{Field: "producer", Msg: fmt.Sprintf("task %s declares no evidence producers", task)}
+			return nil, fmt.Errorf("task %s declares %w: declare them at create (--evidence NAME=CMD)", task, ErrNoProducers)
 		}
 	}
 	for _, name := range producers {

@@ -332,7 +332,7 @@ func TestInstallRefusals(t *testing.T) {
 		{"guard in a working repository", h.dir, []string{"--remote-guard"}, "is not a bare repository: the remote guard belongs in the bare repository that receives pushes"},
 		{"pre-push in a bare repository", r.dir, []string{"--pre-push"}, "is a bare repository: a pre-push hook belongs in a working repository"},
 		{"checkpoint of an unknown task", h.dir, []string{"--checkpoint", "T-404"}, "unknown task: T-404"},
-		{"checkpoint of a bad task id", h.dir, []string{"--checkpoint", "a..b"}, `invalid task: task id "a..b" contains ".."`},
+		{"checkpoint of a bad task id", h.dir, []string{"--checkpoint", "a..b"}, `invalid task_id: "a..b" contains ".."`},
 		{"no hook named", h.dir, nil, "name one hook: --remote-guard, --pre-push or --checkpoint"},
 		{"two hooks named", h.dir, []string{"--pre-push", "--checkpoint", "T-1"}, "name one hook"},
 		{"first use without the guard", h.dir, []string{"--pre-push", "--trust-first-use"}, "--trust-first-use goes with --remote-guard only"},

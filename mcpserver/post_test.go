@@ -243,7 +243,6 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"unknown argument", mcpserver.ToolPostArtifact, map[string]any{"task_id": "T-1", "key": "k", "artifact_type": "report", "body": "x", "colour": "red"}, "colour"},
 		{"arguments not an object", mcpserver.ToolPostArtifact, []any{"T-1"}, "arguments"},
 		{"handle without task", mcpserver.ToolTaskHandle, map[string]any{}, "task_id"},
-		{"handle of an unknown task", mcpserver.ToolTaskHandle, map[string]any{"task_id": "NOPE"}, "task_id"},
 		{"handle task pattern", mcpserver.ToolTaskHandle, map[string]any{"task_id": "a..b"}, "task_id"},
 		{"progress cannot be set", mcpserver.ToolTaskHandle, map[string]any{"task_id": "T-1", "progress": map[string]any{"checkpoints": 9}}, "progress"},
 	}
@@ -287,6 +286,21 @@ func TestUnknownToolIsAProtocolError(t *testing.T) {
 	ok[postResult](t, c.call(mcpserver.ToolPostArtifact, report("T-1", "k", "x")))
 }
 
+// TestHandleOfUnknownTask: the handle of a task that does not exist says
+// so as the CLI does; the id is not invalid.
+func TestHandleOfUnknownTask(t *testing.T) {
+	r := newRepo(t)
+	r.createTask("T-1")
+	c := serveAs(t, r, "agent-1", r.claim("T-1", "agent-1"))
+	before := r.bernsteinRefs()
+	if msg := toolErr(t, c.call(mcpserver.ToolTaskHandle, map[string]any{"task_id": "NOPE"})); msg != "unknown task: NOPE" {
+		t.Errorf("handle of an unknown task: %q", msg)
+	}
+	if r.bernsteinRefs() != before {
+		t.Error("reading an unknown task's handle wrote to the repository")
+	}
+}
+
 func TestServerWithoutIdentityCannotPost(t *testing.T) {
 	r := newRepo(t)
 	r.createTask("T-1")
@@ -294,7 +308,9 @@ func TestServerWithoutIdentityCannotPost(t *testing.T) {
 	c := connect(t, mcpserver.New(r.store, mcpserver.Options{}))
 	before := r.bernsteinRefs()
 	msg := toolErr(t, c.call(mcpserver.ToolPostArtifact, report("T-1", "k", "x")))
-	if !strings.HasPrefix(msg, "invalid agent: ") || !strings.Contains(msg, "--agent") {
+	// The call is fine: no argument is invalid, the server has nobody to
+	// post as.
+	if !strings.HasPrefix(msg, "cannot post: this server has no caller identity: ") || !strings.Contains(msg, "--agent") || strings.Contains(msg, "\n") {
 		t.Errorf("error %q", msg)
 	}
 	if r.bernsteinRefs() != before {

@@ -77,7 +77,8 @@ func typeBranch(typ, title string, required, refused []string) obj {
 
 func postInputSchema() obj {
 	cell := textSchema(fmt.Sprintf("A cell: at most %d characters.", artifact.MaxCellChars), 0, artifact.MaxCellChars)
-	column := textSchema(fmt.Sprintf("A column name: non-empty, at most %d characters.", artifact.MaxCellChars), 1, artifact.MaxCellChars)
+	column := textSchema(fmt.Sprintf("A column name: non-empty, at most %d characters, not starting with a byte-order mark (U+FEFF).", artifact.MaxCellChars), 1, artifact.MaxCellChars)
+	column["not"] = obj{"pattern": "^\ufeff"} // the character itself: ECMA-262 and RE2 read it alike
 	return obj{
 		"type":        "object",
 		"description": "Post one artifact version to a task whose live claim the caller holds. The caller is the transport's identity, never an argument. artifact_type decides the other fields: report takes body; table takes columns and rows; link takes url and link_kind. The payload's canonical JSON is at most 1 MiB.",

@@ -103,6 +103,10 @@ type server struct {
 	reported map[*mcp.ServerSession]map[string]string
 }
 
+// errNoIdentity refuses a post to a stdio server started without --agent.
+// The call is fine: the server has nobody to post as.
+var errNoIdentity = errors.New("cannot post: this server has no caller identity: start 'bernstein mcp' with --agent and --claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN), or call over HTTP with a bearer claim token")
+
 // toolError is a refusal the caller reads: isError, one line of text.
 func toolError(err error) *mcp.CallToolResult {
 	var in *artifact.InputError
@@ -133,7 +137,7 @@ func (s *server) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		return toolError(err), nil
 	}
 	if caller.Agent == "" {
-		return toolError(bad("agent", "this server has no caller identity, so it cannot post: start 'bernstein mcp' with --agent and --claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN), or call over HTTP with a bearer claim token")), nil
+		return toolError(errNoIdentity), nil
 	}
 	token := s.tokenFor(caller, args.task)
 	res, err := s.store.PostAsCaller(bernstein.PostRequest{
@@ -183,9 +187,6 @@ func (s *server) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return toolError(err), nil
 	}
 	h, err := s.store.TaskHandle(task)
-	if errors.Is(err, bernstein.ErrUnknownTask) {
-		return toolError(bad("task_id", "task %s does not exist", task)), nil
-	}
 	if err != nil {
 		return toolError(err), nil
 	}

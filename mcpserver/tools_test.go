@@ -219,6 +219,8 @@ func TestSchemaAgreesWithServer(t *testing.T) {
 		{"control character", base("report", "body", "a\x1bb"), "body"},
 		{"C1 control character", base("report", "body", "a\u0085b"), "body"},
 		{"control character in a column", base("table", "columns", []any{"a\x7f"}, "rows", []any{}), "columns[0]"},
+		{"byte-order mark starting a column", base("table", "columns", []any{"a", "\ufeffb"}, "rows", []any{}), "columns[1]"},
+		{"byte-order mark inside a column", base("table", "columns", []any{"a\ufeffb"}, "rows", []any{}), ""},
 		{"bad key", map[string]any{"task_id": "T-1", "key": "no spaces", "artifact_type": "report", "body": "x"}, "key"},
 		{"no key", map[string]any{"task_id": "T-1", "artifact_type": "report", "body": "x"}, "key"},
 		{"dotted task", map[string]any{"task_id": "a..b", "key": "k", "artifact_type": "report", "body": "x"}, "task_id"},

@@ -742,6 +742,11 @@ func TestPageTampered(t *testing.T) {
 			if byClass(v, "content") != nil {
 				t.Fatalf("%s: %s has content", p, k)
 			}
+			// The blob failed before the spine entry: the writer is the
+			// one the row's commit names, and says so.
+			if wr := byClass(v, "writer"); wr != nil && text(wr) != v2.Writer+" (unproven: as its commit names it)" {
+				t.Fatalf("%s: %s writer %q", p, k, text(wr))
+			}
 		}
 	}
 	doc := getPage(t, hs, "/tasks/TP-1", http.StatusOK)

@@ -111,6 +111,7 @@ type versionView struct {
 	Reason       string // why it is not verified
 	Actor        string // who posted it
 	Writer       string // whose key signed it
+	WriterSource string // where Writer was read (verify.WriterFrom*)
 	JournalIndex int64
 	At           *bernstein.RunPosition // the checkpoint before its row
 	SpineEntry   string
@@ -187,7 +188,7 @@ func buildGroups(task string, rep *verify.TaskReport) []group {
 func newVersion(task string, rep *verify.TaskReport, ver *verify.Version, at *bernstein.RunPosition, render bool) versionView {
 	v := versionView{
 		Task: task, Key: ver.Key, Version: ver.Version, Type: ver.Type, LinkKind: ver.LinkKind,
-		State: ver.State, Reason: ver.Reason, Actor: ver.Actor, Writer: ver.Writer, JournalIndex: ver.JournalIndex,
+		State: ver.State, Reason: ver.Reason, Actor: ver.Actor, Writer: ver.Writer, WriterSource: ver.WriterSource, JournalIndex: ver.JournalIndex,
 		At: at, SpineEntry: string(ver.SpineEntryHash), ContentHash: string(ver.ContentHash),
 		Path: VersionPath(task, ver.Key, ver.Version),
 	}

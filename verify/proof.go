@@ -106,7 +106,7 @@ func FaultFrom(chainName string, index, first int64, p chain.Proof) RowFault {
 // Fault is the fault of a row that does not count by its own proof.
 func Fault(chainName string, index int64, p chain.Proof, anchored bool) RowFault {
 	reason := p.Reason
-	if p.State == Unverifiable && anchored {
+	if p.State == Unverifiable && anchored && reason != noKeyReason(p.Writer) {
 		reason = fmt.Sprintf("signed by writer %s, whose key is published but not pinned here", p.Writer)
 	}
 	return RowFault{Chain: chainName, Index: index, Writer: p.Writer, State: p.State, Reason: reason}

@@ -69,6 +69,10 @@ func (env *Env) classify(writer string, cs *keys.CommitSignature) keyVerdict {
 	return v
 }
 
+// noKeyReason is why a signature of a writer no key is known for proves
+// nothing: nothing publishes or pins one.
+func noKeyReason(writer string) string { return fmt.Sprintf("no key is known for writer %s", writer) }
+
 func classifyKey(env *Env, writer string, claimed ssh.PublicKey) keyVerdict {
 	trusted := env.Trust.Trusted(writer)
 	if len(trusted) > 0 {
@@ -79,7 +83,7 @@ func classifyKey(env *Env, writer string, claimed ssh.PublicKey) keyVerdict {
 	}
 	pub, ok := env.Published[writer]
 	if !ok {
-		return keyVerdict{true, sigNoKey, fmt.Sprintf("no key is known for writer %s", writer)}
+		return keyVerdict{true, sigNoKey, noKeyReason(writer)}
 	}
 	if ssh.FingerprintSHA256(pub) != ssh.FingerprintSHA256(claimed) {
 		return keyVerdict{true, sigBad, fmt.Sprintf("signed by %s, which is not the key published for writer %s", ssh.FingerprintSHA256(claimed), writer)}

@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,23 +27,33 @@ type Failure struct {
 	Reason       string `json:"reason"`
 }
 
+// Where a version's writer was read (Version.WriterSource).
+const (
+	WriterFromSpineEntry = "spine_entry" // the spine entry the row names
+	WriterFromCommit     = "commit"      // the row commit's committer
+)
+
 // Version is one artifact version as verification found it.
 type Version struct {
-	Key             string       `json:"key"`
-	Version         int64        `json:"version"`
-	Type            string       `json:"type"`
-	LinkKind        string       `json:"link_kind"`
-	ContentHash     record.Hash  `json:"content_hash"`
-	SpineEntryHash  record.Hash  `json:"spine_entry_hash"`
-	PrevVersionHash record.Hash  `json:"prev_version_hash"`
-	JournalIndex    int64        `json:"journal_index"`
-	State           string       `json:"state"`
-	Reason          string       `json:"reason"`
-	Actor           string       `json:"actor"`
-	Writer          string       `json:"writer"`
-	Blob            string       `json:"blob"`
-	Size            int64        `json:"size"`
-	Commit          gitstore.Oid `json:"-"`
+	Key             string      `json:"key"`
+	Version         int64       `json:"version"`
+	Type            string      `json:"type"`
+	LinkKind        string      `json:"link_kind"`
+	ContentHash     record.Hash `json:"content_hash"`
+	SpineEntryHash  record.Hash `json:"spine_entry_hash"`
+	PrevVersionHash record.Hash `json:"prev_version_hash"`
+	JournalIndex    int64       `json:"journal_index"`
+	State           string      `json:"state"`
+	Reason          string      `json:"reason"`
+	Actor           string      `json:"actor"`
+	// Writer is whose spine entry seals the version; when verification
+	// stopped before it reached the entry, the writer the row's commit
+	// names. WriterSource says which ("" when neither names one).
+	Writer       string       `json:"writer"`
+	WriterSource string       `json:"writer_source"`
+	Blob         string       `json:"blob"`
+	Size         int64        `json:"size"`
+	Commit       gitstore.Oid `json:"-"`
 	// Payload holds the verified canonical bytes; it is nil when tampered.
 	Payload []byte `json:"-"`
 }
@@ -299,7 +310,10 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	where := fmt.Sprintf("%s v%d at journal index %d", ver.Key, ver.Version, ver.JournalIndex)
 	// The writer the row's commit names, until its spine entry says more:
 	// a version that fails an earlier check still shows who wrote it.
-	ver.Writer = proof.Writer
+	ver.Writer, ver.WriterSource = proof.Writer, ""
+	if proof.Writer != "" {
+		ver.WriterSource = WriterFromCommit
+	}
 	if ver.Version != prevVersion+1 {
 		v.fail(rep, ver, "version_chain", fmt.Sprintf("%s: follows version %d", where, prevVersion))
 	} else if ver.PrevVersionHash != prevSpine {
@@ -322,7 +336,7 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
 		return
 	}
-	ver.Writer = rec.Writer
+	ver.Writer, ver.WriterSource = rec.Writer, WriterFromSpineEntry
 	// The index keeps a digest of what the entry binds: a row that binds
 	// the same is compared field by field with itself (only the writer can
 	// differ), any other with the entry read again.
@@ -338,7 +352,11 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	}
 	diff := BindingDiff(rep.Task, ver, row.Actor, proof.Writer, e, rec.Writer)
 	if len(diff) > 0 {
-		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", ")))
+		reason := fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, rec.Writer, rec.Seq, strings.Join(diff, ", "))
+		if slices.Contains(diff, "writer") {
+			reason += fmt.Sprintf(" (the row's commit names %s)", proof.Writer)
+		}
+		v.fail(rep, ver, "spine_binding", reason)
 		return
 	}
 	if rec.ChainErr != "" {

@@ -615,9 +615,12 @@ not be the latest).
 History lists every version of the key oldest first (journal order), in the
 text output as in --output-json ("history"), as 'artifact list' does. The
 actor is who posted a version (the agent); the writer is the host identity
-whose signed spine entry seals it. For a tampered version the writer its
-row's commit names is shown, marked unproven; a commit that names no
-writer shows "writer unknown: tampered".`,
+whose signed spine entry seals it. A tampered version's writer is marked
+unproven and labelled with where it was read: "as its spine entry names it"
+when the check reached the spine entry the row names, else "as its commit
+names it" (the row commit's committer); when neither names one, "writer
+unknown: tampered". --output-json says the same in "writer_source"
+(spine_entry, commit or "").`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task, key := args[0], args[1]
@@ -687,7 +690,7 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 	if v.Reason != "" {
 		fmt.Fprintf(w, "reason:  %s\n", v.Reason)
 	}
-	fmt.Fprintf(w, "posted:  by %s at journal index %d (%s)\n", dash(v.Actor), v.JournalIndex, writerOf(v.Writer, v.State))
+	fmt.Fprintf(w, "posted:  by %s at journal index %d (%s)\n", dash(v.Actor), v.JournalIndex, writerOf(v.Writer, v.WriterSource, v.State))
 	fmt.Fprintf(w, "content: %s\n", v.ContentHash)
 	fmt.Fprintf(w, "spine:   %s\n", v.SpineEntryHash)
 	if v.PrevVersionHash != "" {
@@ -722,24 +725,34 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "history (oldest first):")
 		for _, h := range history {
-			fmt.Fprintf(w, "  v%d  %-12s index %-5d %s  by %s (%s)\n", h.Version, h.State, h.JournalIndex, shortHash(h.ContentHash), dash(h.Actor), writerOf(h.Writer, h.State))
+			fmt.Fprintf(w, "  v%d  %-12s index %-5d %s  by %s (%s)\n", h.Version, h.State, h.JournalIndex, shortHash(h.ContentHash), dash(h.Actor), writerOf(h.Writer, h.WriterSource, h.State))
 		}
 	}
 }
 
 // writerOf names the writer whose spine entry sealed a version. A tampered
-// version's writer is unknown when its check failed before its spine entry
-// was reached: say so rather than print a dash.
-func writerOf(writer, state string) string {
+// version's writer is unproven: it is labelled with where it was read (the
+// spine entry the row names, or, when the check stopped before that, the
+// row's commit), and is unknown when neither names one, which is said
+// rather than printed as a dash.
+func writerOf(writer, source, state string) string {
 	switch {
 	case writer != "" && state == verify.Tampered:
-		return "writer " + writer + " as its commit names it, unproven: tampered"
+		return "writer " + writer + " as its " + sourceWord(source) + " names it, unproven: tampered"
 	case writer != "":
 		return "writer " + writer
 	case state != "":
 		return "writer unknown: " + state
 	}
 	return "writer unknown"
+}
+
+// sourceWord is where a version's writer was read, in words.
+func sourceWord(source string) string {
+	if source == verify.WriterFromSpineEntry {
+		return "spine entry"
+	}
+	return "commit"
 }
 
 func shortHash(h string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -348,6 +349,68 @@ func TestAuditVerifyFailureNamesTask(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyUnpinnedCounts: the signature count is one total split
+// into pinned and unpinned, on a clone that pins nothing, after pinning,
+// and with a second writer this host does not pin.
+func TestAuditVerifyUnpinnedCounts(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "one")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "two")
+	// Signed commits, counted by hand: ledger 2 (created, claimed), journal
+	// 2, spine 2, audit 5 (key published, created, claimed, two posts).
+	countLine := func(out string) string {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "signatures checked") {
+				return l
+			}
+		}
+		t.Fatalf("no count line:\n%s", out)
+		return ""
+	}
+	if got := countLine(e.ok("audit", "verify")); got != "11 signatures checked: 11 against pinned keys, 0 only against published keys (unpinned)" {
+		t.Fatalf("own repository: %q", got)
+	}
+
+	// A clone, read with a home that pins nothing (and has no identity).
+	clone := filepath.Join(t.TempDir(), "clone")
+	if r := runBare("clone", e.repo, clone); r.code != 0 {
+		t.Fatalf("clone: %d %s", r.code, r.err)
+	}
+	home := os.Getenv("BERNSTEIN_HOME")
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "reader"))
+	r := runBare("--repo", clone, "audit", "verify")
+	if r.code != 0 {
+		t.Fatalf("unpinned clone: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if got := countLine(r.out); got != "11 signatures checked: 0 against pinned keys, 11 only against published keys (unpinned)" {
+		t.Fatalf("unpinned clone: %q", got)
+	}
+	if !strings.Contains(r.out, "unverifiable: 2 artifact versions and 11 signatures are by writers whose keys are not pinned here") {
+		t.Fatalf("unpinned clone: no note:\n%s", r.out)
+	}
+	if r := runBare("--repo", clone, "audit", "verify", "--strict"); r.code != 1 {
+		t.Fatalf("unpinned clone, --strict: exit %d", r.code)
+	}
+	if r := runBare("--repo", clone, "keys", "pin", "cli-writer"); r.code != 0 {
+		t.Fatalf("keys pin: %d %s", r.code, r.err)
+	}
+	if got := countLine(runBare("--repo", clone, "audit", "verify").out); got != "11 signatures checked: 11 against pinned keys, 0 only against published keys (unpinned)" {
+		t.Fatalf("pinned clone: %q", got)
+	}
+
+	// A second writer this host does not pin: init (its key's audit entry)
+	// and a task created (ledger row and audit entry) are 3 more.
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "second"))
+	e.ok("init", "--writer", "second-writer")
+	e.ok("task", "create", "T-2")
+	t.Setenv("BERNSTEIN_HOME", home)
+	if got := countLine(e.ok("audit", "verify")); got != "14 signatures checked: 11 against pinned keys, 3 only against published keys (unpinned)" {
+		t.Fatalf("second writer: %q", got)
+	}
+}
+
 // TestTableHeaderAsIs: on a terminal, column names are shown as they are.
 func TestTableHeaderAsIs(t *testing.T) {
 	e := newCLIEnv(t)
@@ -439,6 +502,105 @@ func TestShowHistoryAndWriter(t *testing.T) {
 	if !strings.Contains(r.out, "v3  tampered") || !strings.Contains(r.out, "by agent-7 (writer cli-writer as its commit names it, unproven: tampered)") {
 		t.Fatalf("tampered history line:\n%s", r.out)
 	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "3"); w != "cli-writer" || src != "commit" {
+		t.Fatalf("json: writer %q from %q, want cli-writer from commit", w, src)
+	}
+}
+
+// shownWriter is the writer and writer_source that 'artifact show
+// --output-json' gives version of key.
+func shownWriter(t *testing.T, e *cliEnv, task, key, version string) (string, string) {
+	t.Helper()
+	var doc struct {
+		Writer       string  `json:"writer"`
+		WriterSource *string `json:"writer_source"`
+	}
+	r := e.run("", "artifact", "show", task, key, "--version", version, "--output-json")
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || doc.WriterSource == nil {
+		t.Fatalf("artifact show --output-json: %v (no writer_source?)\n%s", err, r.out)
+	}
+	return doc.Writer, *doc.WriterSource
+}
+
+// TestTamperedWriterLabels: what is known of a tampered version's or a
+// lost row's writer is shown, labelled by where it was read.
+func TestTamperedWriterLabels(t *testing.T) {
+	e := newCLIEnv(t)
+	tok := e.claimed("T-1", "agent-7")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "one")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "two")
+
+	// v2's row re-committed under another writer's name (its signature
+	// left as it was): the blob and tree hold, the spine entry the row
+	// names is cli-writer's and binds another writer than the commit.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return strings.Replace(body, "\ncommitter cli-writer <cli-writer@bernstein> ", "\ncommitter wx <wx@bernstein> ", 1)
+	})
+	r := e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !regexp.MustCompile(`(?m)^reason:  summary v2 at journal index 1: spine entry cli-writer/\d+ binds a different writer \(the row's commit names wx\)$`).MatchString(r.out) {
+		t.Fatalf("reason does not name both writers:\n%s", r.out)
+	}
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer cli-writer as its spine entry names it, unproven: tampered)\n") ||
+		!strings.Contains(r.out, "by agent-7 (writer cli-writer as its spine entry names it, unproven: tampered)\n") ||
+		strings.Contains(r.out, "as its commit names it") {
+		t.Fatalf("spine entry's writer not labelled as the spine entry's:\n%s", r.out)
+	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "2"); w != "cli-writer" || src != "spine_entry" {
+		t.Fatalf("json: writer %q from %q, want cli-writer from spine_entry", w, src)
+	}
+	// The row does not count: its writer is the one its commit names, which
+	// has no key here.
+	const fault = "  journal index 1 (unverifiable, writer wx as its commit names it): no key is known for writer wx\n"
+	for _, args := range [][]string{{"task", "progress", "T-1"}, {"task", "show", "T-1"}} {
+		if out := e.run("", args...).out; !strings.Contains(out, fault) {
+			t.Fatalf("%v: no line %q:\n%s", args, fault, out)
+		}
+	}
+
+	// A committer that names no writer: nothing names one.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return strings.Replace(body, "\ncommitter wx <wx@bernstein> ", "\ncommitter Mallory Evil <m@example.com> ", 1)
+	})
+	r = e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer cli-writer as its spine entry names it, unproven: tampered)\n") {
+		t.Fatalf("no committer writer, spine entry reached:\n%s", r.out)
+	}
+	const noWriter = "  journal index 1 (tampered, writer unknown: no commit names one): the commit names no writer as its committer\n"
+	if out := e.run("", "task", "progress", "T-1").out; !strings.Contains(out, noWriter) {
+		t.Fatalf("task progress: no line %q:\n%s", noWriter, out)
+	}
+	// ... and whose blob no longer checks: the spine entry is never
+	// reached, and nothing names a writer.
+	e.forgeHead("refs/bernstein/journal/T-1", func(body string) string {
+		return regexp.MustCompile(`"size":(\d+)`).ReplaceAllString(body, `"size":${1}1`)
+	})
+	r = e.want(2, "artifact", "show", "T-1", "summary", "--version", "2")
+	if !strings.Contains(r.out, "posted:  by agent-7 at journal index 1 (writer unknown: tampered)\n") {
+		t.Fatalf("no writer known:\n%s", r.out)
+	}
+	if w, src := shownWriter(t, e, "T-1", "summary", "2"); w != "" || src != "" {
+		t.Fatalf("json: writer %q from %q, want none", w, src)
+	}
+}
+
+// TestLostRowWriter: a row cut from a sealed journal has no commit, so no
+// writer: progress says so instead of printing a dash.
+func TestLostRowWriter(t *testing.T) {
+	e := newCLIEnv(t)
+	e.commit("one")
+	e.claimed("T-1", "agent-7")
+	e.ok("task", "start", "T-1")
+	e.ok("checkpoint", "T-1")
+	e.ok("checkpoint", "T-1")
+	e.ok("task", "complete", "T-1")
+	e.git("update-ref", "refs/bernstein/journal/T-1", "refs/bernstein/journal/T-1~1")
+	const want = "  journal index 1 (tampered, writer unknown: no commit names one): journal identity mismatched: seal cli-writer/"
+	for _, args := range [][]string{{"task", "progress", "T-1"}, {"task", "show", "T-1"}} {
+		out := e.run("", args...).out
+		if !strings.Contains(out, want) || !strings.Contains(out, ": journal has 1 rows, the seal says 2\n") || strings.Contains(out, "writer -") {
+			t.Fatalf("%v:\n%s", args, out)
+		}
+	}
 }
 
 // TestWorkOnEndedTask: the refusal names the problem, not the task id.
@@ -465,28 +627,80 @@ func TestWorkOnEndedTask(t *testing.T) {
 	e.ok("checkpoint", "T-1")
 }
 
+// TestRefusalsNameTheProblem: a refusal whose input is fine says what is
+// wrong instead of calling a field invalid; bad input still names its
+// field. Nothing is written either way.
+func TestRefusalsNameTheProblem(t *testing.T) {
+	e := newCLIEnv(t)
+	e.commit("one")
+	e.ok("task", "create", "T-1")
+	e.ok("task", "create", "T-2", "--evidence", "tests=true")
+	before := e.git("for-each-ref")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"task", "create", "T-1"}, "bernstein: task T-1 already exists\n"},
+		{[]string{"task", "create", "T-1", "--title", "again"}, "bernstein: task T-1 already exists\n"},
+		{[]string{"evidence", "run", "T-1"}, "bernstein: task T-1 declares no evidence producers: declare them at create (--evidence NAME=CMD)\n"},
+		{[]string{"task", "claim", "NOPE", "--agent", "agent-7"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "start", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "abandon", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"task", "reopen", "NOPE"}, "bernstein: unknown task: NOPE\n"},
+		{[]string{"hooks", "install", "--checkpoint", "NOPE"}, "bernstein: unknown task: NOPE (create it first: the hook records checkpoints of an existing task)\n"},
+		// Bad input: the field is named.
+		{[]string{"hooks", "install", "--checkpoint", "a..b"}, "bernstein: invalid task_id: \"a..b\" contains \"..\"\n"},
+		{[]string{"task", "create", "a..b"}, "bernstein: invalid task_id: \"a..b\" contains \"..\"\n"},
+		{[]string{"evidence", "run", "T-2", "lint"}, "bernstein: invalid producer: \"lint\" is not declared for task T-2\n"},
+	} {
+		r := e.want(1, tc.args...)
+		if r.err != tc.want || r.out != "" {
+			t.Errorf("%v: stderr %q, want %q (stdout %q)", tc.args, r.err, tc.want, r.out)
+		}
+	}
+	if after := e.git("for-each-ref"); after != before {
+		t.Fatalf("a refusal wrote refs:\n%s\n%s", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(e.repo, ".git", "hooks", "post-commit")); err == nil {
+		t.Fatal("a refused hooks install wrote the hook")
+	}
+}
+
 // complete asks cobra's hidden __complete command, as a shell does, and
 // returns the candidates (the directive line dropped).
 func (e *cliEnv) complete(args ...string) []string {
+	e.t.Helper()
+	out, _ := e.completeDirective(args...)
+	return out
+}
+
+// completeDirective is complete with the directive line (":4" is
+// ShellCompDirectiveNoFileComp; ":0", the default, lets the shell offer
+// file names).
+func (e *cliEnv) completeDirective(args ...string) ([]string, string) {
 	e.t.Helper()
 	r := e.run("", append([]string{"__complete"}, args...)...)
 	if r.code != 0 {
 		e.t.Fatalf("__complete %v: exit %d %s", args, r.code, r.err)
 	}
 	var out []string
+	directive := ""
 	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
-		if !strings.HasPrefix(l, ":") && l != "" {
+		if strings.HasPrefix(l, ":") {
+			directive = l
+		} else if l != "" {
 			name, _, _ := strings.Cut(l, "\t")
 			out = append(out, name)
 		}
 	}
-	return out
+	return out, directive
 }
 
 // TestDynamicCompletion: task ids, keys, gates, producers, --type and --kind
 // come from the repository.
 func TestDynamicCompletion(t *testing.T) {
 	e := newCLIEnv(t)
+	home := os.Getenv("BERNSTEIN_HOME")
 	tok := e.claimed("T-1", "agent-7", "--gate", "build=true", "--evidence", "tests=true", "--evidence", "lint=true")
 	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "x")
 	e.post("T-1", "timings", "agent-7", tok, "--type", "table", "--column", "a", "--row", "1")
@@ -510,6 +724,58 @@ func TestDynamicCompletion(t *testing.T) {
 	check(e.complete("gate", "run", "T-1", ""), "build")
 	check(e.complete("evidence", "run", "T-1", "tests", ""), "lint")
 	check(e.complete("checkpoint", "U"), "U-2")
+
+	// Flag values the repository knows, with no file names offered.
+	flagCheck := func(args []string, want ...string) {
+		t.Helper()
+		got, directive := e.completeDirective(args...)
+		if strings.Join(got, ",") != strings.Join(want, ",") || directive != ":4" {
+			t.Fatalf("__complete %q: %q %s, want %q :4", args, got, directive, want)
+		}
+	}
+	flagCheck([]string{"audit", "verify", "--task", ""}, "T-1", "U-2", "X:1")
+	flagCheck([]string{"audit", "verify", "--task=X"}, "X:1")
+	flagCheck([]string{"hooks", "install", "--checkpoint", ""}, "T-1", "U-2", "X:1")
+	flagCheck([]string{"hooks", "install", "--checkpoint", "U"}, "U-2")
+	flagCheck([]string{"hooks", "run", "post-commit", "--task", "T"}, "T-1")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "y")
+	e.post("T-1", "summary", "agent-7", tok, "--type", "report", "--body", "z")
+	flagCheck([]string{"artifact", "show", "T-1", "summary", "--version", ""}, "1", "2", "3")
+	flagCheck([]string{"artifacts", "show", "T-1", "timings", "--version", ""}, "1")
+	flagCheck([]string{"artifact", "show", "T-1", "--version", ""})
+	flagCheck([]string{"artifact", "show", "U-2", "summary", "--version", ""})
+
+	// Revisions: HEAD, branches, tags.
+	e.commit("one")
+	e.git("branch", "side")
+	e.git("tag", "v1")
+	branch := strings.TrimSpace(e.git("symbolic-ref", "--short", "HEAD"))
+	flagCheck([]string{"checkpoint", "T-1", "--commit", ""}, "HEAD", branch, "side", "v1")
+	flagCheck([]string{"diff", "capture", "T-1", "--base", "s"}, "side")
+	flagCheck([]string{"diff", "capture", "T-1", "--base", "v1", "--head", "v"}, "v1")
+
+	// Remotes, as arguments and as init's --remote.
+	e.git("remote", "add", "backup", "/nowhere/backup")
+	e.git("remote", "add", "origin", "/nowhere/origin")
+	flagCheck([]string{"push", ""}, "backup", "origin")
+	flagCheck([]string{"fetch", "o"}, "origin")
+	flagCheck([]string{"push", "origin", ""})
+	flagCheck([]string{"remote", "setup", ""}, "backup", "origin")
+	flagCheck([]string{"init", "--remote", "b"}, "backup")
+
+	// Writers: pin offers those not pinned here, unpin those pinned.
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "home-2"))
+	e.ok("init", "--writer", "second-writer")
+	t.Setenv("BERNSTEIN_HOME", filepath.Join(t.TempDir(), "home-3"))
+	e.ok("init", "--writer", "third-writer")
+	t.Setenv("BERNSTEIN_HOME", home)
+	flagCheck([]string{"keys", "pin", ""}, "second-writer", "third-writer")
+	flagCheck([]string{"keys", "pin", "second-writer", ""}, "third-writer")
+	flagCheck([]string{"keys", "unpin", ""})
+	e.ok("keys", "pin", "third-writer")
+	flagCheck([]string{"keys", "pin", ""}, "second-writer")
+	flagCheck([]string{"keys", "unpin", ""}, "third-writer")
+
 	// No repository: no candidates, no error.
 	r := runBare("__complete", "--repo", t.TempDir(), "artifact", "show", "")
 	if r.code != 0 || strings.TrimSpace(r.out) != ":4" {

@@ -207,8 +207,10 @@ func documentCompletion(root *cobra.Command) {
 	comp.Long = strings.TrimRight(comp.Long, "\n") + `
 
 The scripts complete command names and flags, and from the repository
-(--repo, or the enclosing one) task ids, artifact keys, gate and evidence
-producer names, and the values of --type and --kind.
+(--repo, or the enclosing one) task ids (also of --task and --checkpoint),
+artifact keys and versions, gate and evidence producer names, revisions
+(--commit, --base, --head), remotes, writers to pin or unpin, and the values
+of --type and --kind.
 
 ` + parentExitStatus
 	for _, sh := range comp.Commands() {

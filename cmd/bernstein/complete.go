@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -9,10 +11,11 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 )
 
-// Shell completion from the repository: task ids, artifact keys, gate and
-// producer names, and the fixed values of --type and --kind. Completion only
-// reads (it never creates a key) and stays quiet when the repository cannot
-// be opened.
+// Shell completion from the repository: task ids (as arguments and as the
+// values of --task and --checkpoint), artifact keys and versions, gate and
+// producer names, revisions, remotes, writers, and the fixed values of
+// --type and --kind. Completion only reads (it never creates a key) and
+// stays quiet when the repository cannot be opened.
 
 const noFiles = cobra.ShellCompDirectiveNoFileComp
 
@@ -94,6 +97,89 @@ func keyOf(g *globals) func(string, []string, string) []cobra.Completion {
 	}
 }
 
+// versionsOf completes --version of 'artifact show <task> <key>' with the
+// key's versions, 1 to the latest.
+func versionsOf(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) < 2 {
+			return nil, noFiles
+		}
+		return taskWords(g, args[0], toComplete, func(info *bernstein.TaskInfo) []string {
+			var out []string
+			for v := int64(1); v <= info.Artifacts[args[1]]; v++ {
+				out = append(out, strconv.FormatInt(v, 10))
+			}
+			return out
+		}), noFiles
+	}
+}
+
+// flagTaskIDs completes a flag whose value is a task id.
+func flagTaskIDs(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return taskIDs(g, toComplete), noFiles
+	}
+}
+
+// revisions completes a revision with HEAD, the branches and the tags.
+func revisions(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+			git := func(args ...string) ([]byte, error) {
+				return exec.Command("git", append([]string{"--git-dir", s.GitDir()}, args...)...).Output()
+			}
+			var words []string
+			if _, err := git("rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
+				words = append(words, "HEAD")
+			}
+			out, err := git("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags")
+			if err != nil {
+				return nil
+			}
+			return matching(append(words, strings.Fields(string(out))...), toComplete)
+		}), noFiles
+	}
+}
+
+// remoteNames completes a remote's name (the first argument only).
+func remoteNames(g *globals, firstArg bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if firstArg && len(args) > 0 {
+			return nil, noFiles
+		}
+		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+			names, err := s.Remotes()
+			if err != nil {
+				return nil
+			}
+			return matching(names, toComplete)
+		}), noFiles
+	}
+}
+
+// writerNames completes writers that keep(wk) accepts, each once.
+func writerNames(g *globals, keep func(bernstein.WriterTrust) bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		given := map[string]bool{}
+		for _, a := range args {
+			given[a] = true
+		}
+		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+			wks, err := s.WriterKeys()
+			if err != nil {
+				return nil
+			}
+			var names []string
+			for _, wk := range wks {
+				if keep(wk) && !given[wk.Writer] {
+					names = append(names, wk.Writer)
+				}
+			}
+			return matching(names, toComplete)
+		}), noFiles
+	}
+}
+
 func completeFixed(values ...string) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return matching(values, toComplete), noFiles
@@ -152,10 +238,35 @@ func registerCompletions(g *globals, root *cobra.Command) {
 	set(func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return nil, noFiles
 	}, []string{"task", "create"}, []string{"task", "list"}, []string{"init"})
-	if post := find("artifact", "post"); post != nil {
-		post.RegisterFlagCompletionFunc("type", completeFixed(artifact.Types...))
-		post.RegisterFlagCompletionFunc("kind", completeFixed(artifact.LinkKinds...))
+	// Positional remotes and writers.
+	set(remoteNames(g, true), []string{"remote", "setup"}, []string{"push"}, []string{"fetch"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return wk.Trust == bernstein.TrustUnpinned || wk.Trust == bernstein.TrustChanged
+	}), []string{"keys", "pin"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return len(wk.Pinned) > 0 && wk.Trust != bernstein.TrustOwn
+	}), []string{"keys", "unpin"})
+	// Flag values the repository knows.
+	flag := func(path []string, name string, f cobra.CompletionFunc) {
+		c := find(path...)
+		if c == nil {
+			panic("completion: no command " + strings.Join(path, " "))
+		}
+		if err := c.RegisterFlagCompletionFunc(name, f); err != nil {
+			panic("completion: " + strings.Join(path, " ") + ": " + err.Error())
+		}
 	}
+	flag([]string{"artifact", "post"}, "type", completeFixed(artifact.Types...))
+	flag([]string{"artifact", "post"}, "kind", completeFixed(artifact.LinkKinds...))
+	flag([]string{"artifact", "show"}, "version", versionsOf(g))
+	flag([]string{"artifacts", "show"}, "version", versionsOf(g))
+	flag([]string{"audit", "verify"}, "task", flagTaskIDs(g))
+	flag([]string{"hooks", "install"}, "checkpoint", flagTaskIDs(g))
+	flag([]string{"hooks", "run"}, "task", flagTaskIDs(g))
+	flag([]string{"checkpoint"}, "commit", revisions(g))
+	flag([]string{"diff", "capture"}, "base", revisions(g))
+	flag([]string{"diff", "capture"}, "head", revisions(g))
+	flag([]string{"init"}, "remote", remoteNames(g, false))
 	root.RegisterFlagCompletionFunc("repo", func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	})

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/hooks"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
@@ -155,7 +157,7 @@ repository, unknown task, a hook in the way), nothing written.`,
 			defer s.Close()
 			if hook == hooks.PostCommit {
 				if err := refs.ValidateTaskID(h.checkpoint); err != nil {
-					return exitCode(1, fmt.Errorf("invalid task: %w", err))
+					return exitCode(1, &artifact.InputError{Field: "task_id", Msg: strings.TrimPrefix(err.Error(), "task id ")})
 				}
 				head, err := (refs.Reader{Dir: s.GitDir()}).ReadOptional(refs.Ledger(h.checkpoint))
 				if err != nil {

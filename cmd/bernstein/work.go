@@ -301,6 +301,17 @@ func printProgress(w io.Writer, wire *progress.Wire) {
 	printProof(w, "proof:       ", wire.Proof)
 }
 
+// faultWriter names the writer of a row that did not count, as the row's
+// commit names it (the only place a row names its writer; the row did not
+// count, so the name is not proven). A row that no commit names a writer
+// for (a commit without one, or a row cut from a sealed journal) says so.
+func faultWriter(f record.RowFault) string {
+	if f.Writer == "" {
+		return "writer unknown: no commit names one"
+	}
+	return "writer " + f.Writer + " as its commit names it"
+}
+
 // printProof prints a vector's proof, and each row that did not count.
 func printProof(w io.Writer, label string, p progress.Proof) {
 	if len(p.RowsAtFault) == 0 {
@@ -309,6 +320,6 @@ func printProof(w io.Writer, label string, p progress.Proof) {
 	}
 	fmt.Fprintf(w, "%s%s: %d rows do not count\n", label, p.State, len(p.RowsAtFault))
 	for _, f := range p.RowsAtFault {
-		fmt.Fprintf(w, "  %s index %d (%s, writer %s): %s\n", f.Chain, f.Index, f.State, dash(f.Writer), f.Reason)
+		fmt.Fprintf(w, "  %s index %d (%s, %s): %s\n", f.Chain, f.Index, f.State, faultWriter(f), f.Reason)
 	}
 }
