@@ -1,8 +1,9 @@
 package bernstein_test
 
-// The read and write paths' own checks, each reached by a forgery or a
-// reader that only that check handles: a journal row signed by the trusted
-// writer whose prev does not link, and a clone that trusts no key at all.
+// The read and write paths' own checks, each reached by a forgery or a run
+// that only that check stops: a journal row signed by the trusted writer
+// whose prev does not link, a clone that trusts no key at all, and commands
+// that time out or are killed.
 
 import (
 	"crypto/sha256"
@@ -11,8 +12,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/gitstore"
@@ -230,4 +233,110 @@ func TestUnanchoredCloneCountsUnverifiable(t *testing.T) {
 		record.DiffCaptured{Base: strings.TrimSpace(b.git("rev-parse", "HEAD~1")), Head: strings.TrimSpace(b.git("rev-parse", "HEAD")), Patch: out, Files: 1, Added: 1},
 		map[string][]byte{out.Path: patch})
 	check("the clone with a forged row", "tampered", 1)
+}
+
+// TestTimedOutAndKilledCommandsFail: a gate or evidence command that
+// outlives its timeout is killed, with the processes it started, and
+// recorded as exit 137 and failed; so is one killed by a signal; none
+// earns anything, on the library and on the CLI (which exits 4).
+func TestTimedOutAndKilledCommandsFail(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	const task = "K-1"
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task,
+		Gates: []ledger.Gate{{Name: "slow", Command: "sleep 10"}, {Name: "killed", Command: "kill -9 $$"},
+			{Name: "group", Command: "sleep 30 & echo $! > " + pidFile + "; wait"}},
+		Evidence: []ledger.Producer{{Name: "slowtests", Command: "sleep 10", Required: true}, {Name: "killedtests", Command: "kill -9 $$", Required: true}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := bernstein.RunOptions{Timeout: 300 * time.Millisecond}
+	gateRun := func(gate string, argv []string, o bernstein.RunOptions) record.GateAttempt {
+		t.Helper()
+		res, err := s.RunGate(task, gate, argv, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Data.(record.GateAttempt)
+	}
+	failed := func(what string, exitCode int64, passed bool, started time.Time) {
+		t.Helper()
+		if exitCode != 137 || passed {
+			t.Fatalf("%s: recorded exit %d, passed %v; want exit 137, failed", what, exitCode, passed)
+		}
+		if d := time.Since(started); d > 5*time.Second {
+			t.Fatalf("%s: took %s: the timeout did not stop it", what, d)
+		}
+	}
+
+	start := time.Now()
+	g := gateRun("slow", nil, timeout)
+	failed("declared gate past its timeout", g.ExitCode, g.Passed, start)
+	if log := f.git("show", refs.Journal(task)+":"+g.Output.Path); !strings.Contains(log, "killed after the 300ms timeout") {
+		t.Fatalf("the stored output does not say why: %q", log)
+	}
+	start = time.Now()
+	g = gateRun("adhoc", []string{"sleep", "10"}, timeout)
+	failed("ad-hoc gate past its timeout", g.ExitCode, g.Passed, start)
+	start = time.Now()
+	g = gateRun("killed", nil, bernstein.RunOptions{})
+	failed("gate killed by a signal", g.ExitCode, g.Passed, start)
+
+	// The whole process group goes: the background child too.
+	start = time.Now()
+	g = gateRun("group", nil, timeout)
+	failed("gate with a child past its timeout", g.ExitCode, g.Passed, start)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		// Gone, or a zombie its new parent has not reaped yet.
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gate's child %d outlived the timeout: %s", pid, stat)
+		}
+	}
+
+	start = time.Now()
+	results, err := s.RunEvidence(task, []string{"slowtests", "killedtests"}, timeout)
+	if err != nil || len(results) != 2 {
+		t.Fatalf("evidence: %v %d", err, len(results))
+	}
+	for _, r := range results {
+		e := r.Data.(record.EvidenceResult)
+		failed("evidence "+e.Producer, e.ExitCode, e.Passed, start)
+	}
+
+	// The CLI: exit 4, the receipt says 137 and failed.
+	for _, args := range [][]string{
+		{"gate", "run", task, "slow", "--timeout", "1s", "--quiet", "--output-json"},
+		{"gate", "run", task, "adhoc", "--timeout", "1s", "--quiet", "--output-json", "--", "sleep", "10"},
+		{"evidence", "run", task, "slowtests", "--timeout", "1s", "--quiet", "--output-json"},
+	} {
+		start = time.Now()
+		out, errOut, code := f.cli("", args...)
+		if code != 4 || !strings.Contains(out, `"exit_code": 137`) || !strings.Contains(out, `"passed": false`) || time.Since(start) > 8*time.Second {
+			t.Fatalf("%s: exit %d after %s\n%s%s", strings.Join(args, " "), code, time.Since(start), out, errOut)
+		}
+	}
+
+	// Six gate attempts and three evidence results, none passed.
+	got, err := f.open().Task(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVector(t, "after the runs", *got, `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":6,"gates_passed":0,`+
+		`"ledger_attempts":0,"ledger_phase":"created","schema_version":2,"task_id":"K-1","terminal":false}`)
+	if got.Progress.EarnedSteps != 0 || got.JournalRows != 9 {
+		t.Fatalf("after the runs: earned %d, %d journal rows", got.Progress.EarnedSteps, got.JournalRows)
+	}
 }
