@@ -1,9 +1,12 @@
 package bernstein_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/internal/forgetest"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -301,4 +305,220 @@ func TestAgentWriterMustBePinned(t *testing.T) {
 	if p, _ := pinned.Progress("A-1"); p.Proof.State != "verified" || p.Checkpoints != 1 {
 		t.Fatalf("progress with the agent's writer pinned: %+v", p)
 	}
+}
+
+// poisonEachMember returns, for every member of every object of a JSON
+// document, a copy with that member set to null and a copy without it,
+// keyed by the member's path.
+func poisonEachMember(doc any, path string) map[string]any {
+	out := map[string]any{}
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, child := range v {
+			for _, edit := range []struct {
+				name string
+				set  func(c map[string]any)
+			}{{" null", func(c map[string]any) { c[k] = nil }}, {" absent", func(c map[string]any) { delete(c, k) }}} {
+				c := maps.Clone(v)
+				edit.set(c)
+				out[path+"/"+k+edit.name] = c
+			}
+			for p, edited := range poisonEachMember(child, path+"/"+k) {
+				c := maps.Clone(v)
+				c[k] = edited
+				out[p] = c
+			}
+		}
+	case []any:
+		for i, child := range v {
+			for p, edited := range poisonEachMember(child, fmt.Sprintf("%s/%d", path, i)) {
+				c := append([]any(nil), v...)
+				c[i] = edited
+				out[p] = c
+			}
+		}
+	}
+	return out
+}
+
+// cloneJSON deep-copies a decoded JSON document.
+func cloneJSON(t *testing.T, doc any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// member returns the object at path (members separated by /) of doc,
+// creating empty objects on the way.
+func member(doc map[string]any, path string) map[string]any {
+	m := doc
+	for _, k := range strings.Split(path, "/") {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	return m
+}
+
+// TestPoisonedCacheAddsNothing: the fold cache poisoned by adding what would
+// inflate the task if it were believed (a checkpointed commit, a patch, a
+// pass of the declared gate, a pass of the declared producer, a key with a
+// version, a version far ahead, a row at fault, all of them at once) or by
+// setting any member to null or taking it out, each under the file's old
+// MAC and under another writer's MAC, changes nothing visible: the vector
+// (written by hand), the artifacts and the journal rows (counted with plain
+// git), the proof, the handle, and the next versions posted.
+func TestPoisonedCacheAddsNothing(t *testing.T) {
+	f := newFixture(t)
+	f.withCommits()
+	s := f.open()
+	const task = "Q-1"
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Gates: []ledger.Gate{{Name: "build", Command: "true"}},
+		Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Claim(task, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		f.post(s, task, "k0", "agent", tok, report(fmt.Sprintf("post %d", i)))
+	}
+	if _, err := s.Checkpoint(task, "HEAD", ""); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"checkpoints":1,"diffs_captured":0,"evidence_declared":1,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
+		`"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"Q-1","terminal":false}`
+	wantHash := sha256.Sum256([]byte(want))
+	other, _, err := keys.Create(t.TempDir(), "other-writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(f.dir, ".git", "bernstein", "cache")
+	cache := filepath.Join(cacheDir, "journal", task+".json")
+	older := strings.TrimSpace(f.git("rev-parse", "HEAD~1"))
+
+	// The cache as a cold fold writes it now, and its document.
+	goodCache := func(t *testing.T) (mac string, doc map[string]any) {
+		t.Helper()
+		os.RemoveAll(cacheDir)
+		if _, err := f.open().Task(task); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(cache)
+		if err != nil {
+			t.Fatalf("no cache was written: %v", err)
+		}
+		mac, content, _ := strings.Cut(string(b), "\n")
+		if err := json.Unmarshal([]byte(content), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return mac, doc
+	}
+	// What plain git counts: the journal's rows, and per key its posts.
+	counted := func() (int64, map[string]int64) {
+		rows := f.chainRows(refs.Journal(task))
+		versions := map[string]int64{}
+		for _, r := range rows {
+			if r.Kind == record.KindArtifactPosted {
+				var a record.ArtifactPosted
+				r.DecodeData(&a)
+				versions[a.Key]++
+			}
+		}
+		return int64(len(rows)), versions
+	}
+
+	additions := map[string]func(doc map[string]any){
+		"a checkpointed commit": func(doc map[string]any) { member(doc, "state/Progress/commits")[older] = true },
+		"a patch": func(doc map[string]any) {
+			member(doc, "state/Progress/patches")[string(record.Sum([]byte("patch")))] = true
+		},
+		"a gate pass":      func(doc map[string]any) { member(doc, "state/Progress/gate_passes/build")["true"] = true },
+		"an evidence pass": func(doc map[string]any) { member(doc, "state/Progress/evidence")["tests"] = true },
+		"a key with a version": func(doc map[string]any) {
+			member(doc, "state/Keys")["k1"] = map[string]any{"Version": 7, "SpineHash": string(record.Sum([]byte("spine")))}
+		},
+		"a version far ahead": func(doc map[string]any) { member(doc, "state/Keys/k0")["Version"] = 500 },
+		"a row at fault": func(doc map[string]any) {
+			member(doc, "state/Proof")["Faults"] = []any{map[string]any{"chain": "journal", "index": 3, "writer": "mallory", "state": "tampered", "reason": "poisoned"}}
+		},
+	}
+	cases := map[string]func(doc map[string]any) map[string]any{}
+	for name, add := range additions {
+		cases["added "+name] = func(doc map[string]any) map[string]any { add(doc); return doc }
+	}
+	cases["added everything"] = func(doc map[string]any) map[string]any {
+		for _, add := range additions {
+			add(doc)
+		}
+		member(doc, "state/Progress")["gate_attempts"] = 7
+		return doc
+	}
+	_, doc := goodCache(t)
+	for path := range poisonEachMember(doc, "") {
+		cases[path] = func(doc map[string]any) map[string]any { return poisonEachMember(doc, "")[path].(map[string]any) }
+	}
+	if len(cases) < 30 {
+		t.Fatalf("only %d poisoned caches: %v", len(cases), doc)
+	}
+	for name, poison := range cases {
+		t.Run(name, func(t *testing.T) {
+			mac, doc := goodCache(t)
+			b, err := json.Marshal(poison(cloneJSON(t, doc)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, file := range []struct{ mac, name string }{{mac, "old MAC"}, {other.MAC(b), "another writer's MAC"}} {
+				body := []byte(file.mac + "\n" + string(b))
+				rows, versions := counted()
+				if err := os.WriteFile(cache, body, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				st := f.open()
+				got, err := st.Task(task)
+				if err != nil {
+					t.Fatalf("%s: %v", file.name, err)
+				}
+				if v := string(got.Progress.Vector.Bytes()); v != want || got.Progress.VectorHash != hex.EncodeToString(wantHash[:]) || got.Progress.EarnedSteps != 1 {
+					t.Fatalf("%s: vector\n%s\nwant\n%s", file.name, v, want)
+				}
+				if !maps.Equal(got.Artifacts, versions) || got.JournalRows != rows || got.Progress.Proof.State != "verified" || len(got.Progress.Proof.RowsAtFault) != 0 {
+					t.Fatalf("%s: artifacts %v (git: %v), %d journal rows (git: %d), proof %+v", file.name, got.Artifacts, versions, got.JournalRows, rows, got.Progress.Proof)
+				}
+				if h, err := st.TaskHandle(task); err != nil || h.ProgressHash != got.Progress.VectorHash || h.Progress.Proof.State != "verified" || len(h.Progress.Proof.RowsAtFault) != 0 {
+					t.Fatalf("%s: handle %+v %v", file.name, h, err)
+				}
+				for _, key := range []string{"k0", "k1"} {
+					if err := os.WriteFile(cache, body, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					res, err := f.open().Post(bernstein.PostRequest{Task: task, Key: key, Agent: "agent", ClaimToken: tok, Payload: report(name + " " + file.name)})
+					if err != nil {
+						t.Fatalf("%s: post %s: %v", file.name, key, err)
+					}
+					if res.Version != versions[key]+1 {
+						t.Fatalf("%s: posted %s v%d after v%d", file.name, key, res.Version, versions[key])
+					}
+					versions[key]++
+				}
+			}
+		})
+	}
+	_, versions := counted()
+	checkVersionChain(t, f.open(), task, "k0", int(versions["k0"]))
+	checkVersionChain(t, f.open(), task, "k1", int(versions["k1"]))
 }
