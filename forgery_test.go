@@ -1,223 +1,43 @@
 package bernstein_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bernstein/bernstein"
-	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/forgetest"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
-// A forger has write access to the repository and no key of the writer's:
-// it appends rows to a task's chains with plain git, either unsigned or
-// signed by a key of its own.
-type forger struct {
-	f      *fixture
-	signer *keys.Identity // nil: unsigned
-	writer string         // the writer the commits name as committer
-}
-
-// appendRow chains a row onto ref as plain git would: the next index, the
-// previous row's hash, the row's files in the commit's tree.
-func (g *forger) appendRow(ref, task, kind, actor string, data any, files map[string][]byte) record.Row {
-	t := g.f.t
-	t.Helper()
-	head, _ := g.f.gitErr("rev-parse", "--verify", "--quiet", ref)
-	head = strings.TrimSpace(head)
-	index, prev := int64(0), record.Hash("")
-	var parents []gitstore.Oid
-	if head != "" {
-		c, _, err := gitstore.ParseCommit([]byte(g.f.git("cat-file", "commit", head)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := record.RecordFromMessage(c.Message)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := record.ParseRow(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index, prev = last.Index+1, last.Hash()
-		parents = []gitstore.Oid{mustOid(t, head)}
-	}
-	row, err := record.NewRow(kind, task, index, prev, actor, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs := map[string]gitstore.Oid{}
-	for path, b := range files {
-		blobs[path] = g.write("blob", b)
-	}
-	tree, trees, err := gitstore.TreeOf(blobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range trees {
-		g.write("tree", o.Data)
-	}
-	if len(blobs) == 0 {
-		tree = g.write("tree", nil)
-	}
-	c := gitstore.Commit{Tree: tree, Parents: parents, Author: gitstore.Ident(actor, actor+"@bernstein", 1700000000),
-		Committer: gitstore.Ident(g.writer, g.writer+"@bernstein", 1700000000), Message: record.Message(kind+" forged", row.Bytes())}
-	if g.signer != nil {
-		sig, err := g.signer.SignCommit(gitstore.EncodeCommit(c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Signature = sig
-	}
-	id := g.write("commit", gitstore.EncodeCommit(c))
-	args := []string{"update-ref", ref, id.String()}
-	if head != "" {
-		args = append(args, head)
-	}
-	g.f.git(args...)
-	return row
-}
-
-func (g *forger) write(kind string, data []byte) gitstore.Oid {
-	out, err := execGitStdin(g.f.dir, data, "hash-object", "-w", "-t", kind, "--stdin").Output()
-	if err != nil {
-		g.f.t.Fatalf("hash-object: %v", err)
-	}
-	return mustOid(g.f.t, strings.TrimSpace(string(out)))
-}
-
-// forgedRows appends the rows of one forgery to task's chains.
-type forgery struct {
-	name  string
-	chain string // "ledger" or "journal"
-	rows  func(g *forger, task string) int
-}
-
-const malloryToken = "bct_mallory_token"
-
-var forgeries = []forgery{
-	{"claim", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"}, nil)
-		g.appendRow(refs.Ledger(task), task, record.KindTaskClaimed, "mallory", ledger.Claimed{Agent: "mallory", ClaimID: "claim-forged", TokenSHA256: bernstein.TokenHash(malloryToken)}, nil)
-		return 2
-	}},
-	{"release", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"}, nil)
-		return 1
-	}},
-	{"complete", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskCompleted, "mallory", ledger.Transition{}, nil)
-		return 1
-	}},
-	{"start-again", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskSuspended, "mallory", ledger.Transition{}, nil)
-		g.appendRow(refs.Ledger(task), task, record.KindTaskResumed, "mallory", ledger.Transition{}, nil)
-		return 2
-	}},
-	{"checkpoint", "journal", func(g *forger, task string) int {
-		head := strings.TrimSpace(g.f.git("rev-parse", "HEAD~1"))
-		g.appendRow(refs.Journal(task), task, record.KindCheckpoint, "mallory", record.Checkpoint{Commit: head}, nil)
-		return 1
-	}},
-	{"diff", "journal", func(g *forger, task string) int {
-		patch := []byte("diff --git a/x b/x\n+forged\n")
-		out := record.Output{Path: "outputs/000009-diff.patch", Blob: gitstore.HashObject(gitstore.TypeBlob, patch).String(), Hash: record.Sum(patch), Size: int64(len(patch))}
-		g.appendRow(refs.Journal(task), task, record.KindDiffCaptured, "mallory", record.DiffCaptured{Base: strings.TrimSpace(g.f.git("rev-parse", "HEAD~1")),
-			Head: strings.TrimSpace(g.f.git("rev-parse", "HEAD")), Patch: out, Files: 1, Added: 1}, map[string][]byte{out.Path: patch})
-		return 1
-	}},
-	{"gate", "journal", func(g *forger, task string) int {
-		log := []byte("all good\n")
-		out := record.Output{Path: "outputs/000009-gate-build.log", Blob: gitstore.HashObject(gitstore.TypeBlob, log).String(), Hash: record.Sum(log), Size: int64(len(log))}
-		g.appendRow(refs.Journal(task), task, record.KindGateAttempt, "mallory", record.GateAttempt{Gate: "build", Command: "true", ExitCode: 0, Passed: true, Output: out}, map[string][]byte{out.Path: log})
-		return 1
-	}},
-	{"evidence", "journal", func(g *forger, task string) int {
-		log := []byte("passed\n")
-		out := record.Output{Path: "outputs/000009-evidence-tests.log", Blob: gitstore.HashObject(gitstore.TypeBlob, log).String(), Hash: record.Sum(log), Size: int64(len(log))}
-		g.appendRow(refs.Journal(task), task, record.KindEvidenceResult, "mallory", record.EvidenceResult{Producer: "tests", Kind: "command", Command: "true", Required: true, ExitCode: 0, Passed: true, Output: out}, map[string][]byte{out.Path: log})
-		return 1
-	}},
-	{"artifact", "journal", func(g *forger, task string) int {
-		p, _ := report("forged findings").Canonical()
-		blob := gitstore.HashObject(gitstore.TypeBlob, p)
-		g.appendRow(refs.Journal(task), task, record.KindArtifactPosted, "agent", record.ArtifactPosted{Key: "summary", ArtifactType: artifact.TypeReport,
-			Version: 2, ContentHash: record.Sum(p), Blob: blob.String(), Size: int64(len(p)), SpineEntryHash: record.Sum([]byte("made up"))},
-			map[string][]byte{record.ArtifactPath("summary", 2): p})
-		return 1
-	}},
-}
-
 // TestForgedRowsGrantNothing forges each kind of row with plain git (claims,
-// transitions, work rows, artifacts), unsigned, signed by another key in the
+// releases, starts and the other transitions, work rows, artifacts; the
+// table is forgetest.Forgeries), unsigned, signed by another key in the
 // honest writer's name, and signed by a writer of the forger's own whose key
 // is published but not pinned. On the honest host nothing is granted: no
 // post is accepted on a forged claim (and the refusal says why and is
 // audited), no transition or work row is written on top, the progress
 // vector does not move, and its proof names the rows at fault.
 func TestForgedRowsGrantNothing(t *testing.T) {
-	type variant struct {
-		name  string
-		state string // the proof state the forged rows get
-		make  func(t *testing.T, f *fixture) *forger
-	}
-	variants := []variant{
-		{"unsigned", "tampered", func(t *testing.T, f *fixture) *forger { return &forger{f: f, writer: "test-writer"} }},
-		{"signed-in-the-writers-name", "tampered", func(t *testing.T, f *fixture) *forger {
-			other, _, err := keys.Create(t.TempDir(), "test-writer")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &forger{f: f, signer: other, writer: "test-writer"}
-		}},
-		{"signed-by-an-unpinned-writer", "unverifiable", func(t *testing.T, f *fixture) *forger {
-			// The forger runs bernstein init with a key of its own: its
-			// key is published in its refs/bernstein/writers ref like any
-			// writer's.
-			home := filepath.Join(t.TempDir(), "mallory")
-			if _, err := bernstein.Init(bernstein.Options{Repo: f.dir, Home: home}, "mallory"); err != nil {
-				t.Fatal(err)
-			}
-			id, err := keys.Load(home)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &forger{f: f, signer: id, writer: "mallory"}
-		}},
-	}
-	for _, v := range variants {
-		for _, fg := range forgeries {
-			t.Run(v.name+"/"+fg.name, func(t *testing.T) {
+	for _, v := range forgetest.Variants {
+		for _, fg := range forgetest.Forgeries {
+			t.Run(v.Name+"/"+fg.Name, func(t *testing.T) {
 				t.Parallel()
 				f := newFixture(t)
 				f.withCommits()
 				s := f.open()
 				const task = "F-1"
-				if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Title: "forged", Gates: []ledger.Gate{{Name: "build", Command: "true"}},
-					Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
-					t.Fatal(err)
-				}
-				tok, err := s.Claim(task, "agent")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Checkpoint(task, "HEAD", ""); err != nil {
-					t.Fatal(err)
-				}
-				f.post(s, task, "summary", "agent", tok, report("honest findings"))
+				tok := forgetest.SetUp(t, s, task, fg)
 				before, err := s.Task(task)
 				if err != nil {
 					t.Fatal(err)
@@ -225,8 +45,7 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 				if before.Progress.Proof.State != "verified" {
 					t.Fatalf("before the forgery: %+v", before.Progress.Proof)
 				}
-				g := v.make(t, f)
-				n := fg.rows(g, task)
+				n := fg.Rows(v.New(t, f.dir, "test-writer"), task)
 
 				// A fresh process on the honest host.
 				s2 := f.open()
@@ -238,35 +57,35 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 					after.ClaimAgent != before.ClaimAgent || after.LedgerRows != before.LedgerRows || after.JournalRows != before.JournalRows {
 					t.Fatalf("the forgery moved the task: before %+v\nafter %+v", before, after)
 				}
-				if after.Progress.Proof.State != v.state || len(after.Progress.Proof.RowsAtFault) != n {
-					t.Fatalf("proof after the forgery: %+v, want state %s and %d rows at fault", after.Progress.Proof, v.state, n)
+				if after.Progress.Proof.State != v.State || len(after.Progress.Proof.RowsAtFault) != n {
+					t.Fatalf("proof after the forgery: %+v, want state %s and %d rows at fault", after.Progress.Proof, v.State, n)
 				}
 				for i, rf := range after.Progress.Proof.RowsAtFault {
-					if rf.Chain != fg.chain {
-						t.Fatalf("row at fault %d is in the %s, want the %s", i, rf.Chain, fg.chain)
+					if rf.Chain != fg.Chain {
+						t.Fatalf("row at fault %d is in the %s, want the %s", i, rf.Chain, fg.Chain)
 					}
 				}
 				h, err := s2.TaskHandle(task)
-				if err != nil || h.ProgressHash != before.Progress.VectorHash || h.Progress.Proof.State != v.state {
+				if err != nil || h.ProgressHash != before.Progress.VectorHash || h.Progress.Proof.State != v.State {
 					t.Fatalf("task handle: %+v %v", h, err)
 				}
 
 				// No post lands: not mallory's on a forged claim, and not the
 				// real agent's while the ledger holds unproven rows.
 				auditBefore := len(f.chainRecords(refs.Audit("test-writer")))
-				for _, who := range []struct{ agent, token string }{{"mallory", malloryToken}, {"agent", tok}} {
+				for _, who := range []struct{ agent, token string }{{"mallory", forgetest.MalloryToken}, {"agent", tok}} {
 					_, err := s2.Post(bernstein.PostRequest{Task: task, Key: "summary", Agent: who.agent, ClaimToken: who.token, Payload: report("after the forgery")})
 					var refused *bernstein.RefusedError
 					switch {
-					case fg.chain == "ledger" && (!errors.As(err, &refused) || refused.Reason != record.ReasonClaimUnproven):
+					case fg.Chain == "ledger" && (!errors.As(err, &refused) || refused.Reason != record.ReasonClaimUnproven):
 						t.Fatalf("post by %s on a forged ledger: %v", who.agent, err)
-					case fg.chain == "journal" && who.agent == "agent" && !errors.Is(err, bernstein.ErrUnproven):
+					case fg.Chain == "journal" && who.agent == "agent" && !errors.Is(err, bernstein.ErrUnproven):
 						t.Fatalf("post by the claim holder on a forged journal: %v", err)
 					case err == nil:
 						t.Fatalf("post by %s accepted", who.agent)
 					}
 				}
-				if fg.chain == "ledger" {
+				if fg.Chain == "ledger" {
 					audit := f.chainRecords(refs.Audit("test-writer"))
 					if len(audit) != auditBefore+2 {
 						t.Fatalf("the refusals were not audited: %d entries, was %d", len(audit), auditBefore)
@@ -280,22 +99,22 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 				if _, err := s2.Checkpoint(task, "HEAD~1", ""); !errors.Is(err, bernstein.ErrUnproven) {
 					t.Fatalf("checkpoint on top of a forgery: %v", err)
 				}
-				if fg.chain == "ledger" {
+				if fg.Chain == "ledger" {
 					if _, err := s2.Transition(task, record.KindTaskSuspended, "", ""); !errors.Is(err, bernstein.ErrUnproven) {
 						t.Fatalf("transition on top of a forged ledger: %v", err)
 					}
 				}
 				// The CLI says the same.
-				if _, errOut, code := f.cli("", "artifact", "post", task, "k", "--type", "report", "--body", "x", "--agent", "mallory", "--claim-token", malloryToken); code == 0 {
+				if _, errOut, code := f.cli("", "artifact", "post", task, "k", "--type", "report", "--body", "x", "--agent", "mallory", "--claim-token", forgetest.MalloryToken); code == 0 {
 					t.Fatalf("the CLI accepted mallory's post: %s", errOut)
-				} else if fg.chain == "ledger" && (code != 3 || !strings.Contains(errOut, record.ReasonClaimUnproven)) {
+				} else if fg.Chain == "ledger" && (code != 3 || !strings.Contains(errOut, record.ReasonClaimUnproven)) {
 					t.Fatalf("the CLI's refusal of mallory's post: exit %d %s", code, errOut)
 				}
 				out, _, _ := f.cli("", "task", "progress", task, "--output-json")
 				if !strings.Contains(out, before.Progress.VectorHash) {
 					t.Fatalf("task progress after the forgery:\n%s", out)
 				}
-				if _, _, code := f.cli("", "audit", "verify"); code == 0 && v.state == "tampered" {
+				if _, _, code := f.cli("", "audit", "verify"); code == 0 && v.State == "tampered" {
 					t.Fatalf("audit verify passed a forgery")
 				}
 			})
@@ -486,4 +305,220 @@ func TestAgentWriterMustBePinned(t *testing.T) {
 	if p, _ := pinned.Progress("A-1"); p.Proof.State != "verified" || p.Checkpoints != 1 {
 		t.Fatalf("progress with the agent's writer pinned: %+v", p)
 	}
+}
+
+// poisonEachMember returns, for every member of every object of a JSON
+// document, a copy with that member set to null and a copy without it,
+// keyed by the member's path.
+func poisonEachMember(doc any, path string) map[string]any {
+	out := map[string]any{}
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, child := range v {
+			for _, edit := range []struct {
+				name string
+				set  func(c map[string]any)
+			}{{" null", func(c map[string]any) { c[k] = nil }}, {" absent", func(c map[string]any) { delete(c, k) }}} {
+				c := maps.Clone(v)
+				edit.set(c)
+				out[path+"/"+k+edit.name] = c
+			}
+			for p, edited := range poisonEachMember(child, path+"/"+k) {
+				c := maps.Clone(v)
+				c[k] = edited
+				out[p] = c
+			}
+		}
+	case []any:
+		for i, child := range v {
+			for p, edited := range poisonEachMember(child, fmt.Sprintf("%s/%d", path, i)) {
+				c := append([]any(nil), v...)
+				c[i] = edited
+				out[p] = c
+			}
+		}
+	}
+	return out
+}
+
+// cloneJSON deep-copies a decoded JSON document.
+func cloneJSON(t *testing.T, doc any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// member returns the object at path (members separated by /) of doc,
+// creating empty objects on the way.
+func member(doc map[string]any, path string) map[string]any {
+	m := doc
+	for _, k := range strings.Split(path, "/") {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	return m
+}
+
+// TestPoisonedCacheAddsNothing: the fold cache poisoned by adding what would
+// inflate the task if it were believed (a checkpointed commit, a patch, a
+// pass of the declared gate, a pass of the declared producer, a key with a
+// version, a version far ahead, a row at fault, all of them at once) or by
+// setting any member to null or taking it out, each under the file's old
+// MAC and under another writer's MAC, changes nothing visible: the vector
+// (written by hand), the artifacts and the journal rows (counted with plain
+// git), the proof, the handle, and the next versions posted.
+func TestPoisonedCacheAddsNothing(t *testing.T) {
+	f := newFixture(t)
+	f.withCommits()
+	s := f.open()
+	const task = "Q-1"
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Gates: []ledger.Gate{{Name: "build", Command: "true"}},
+		Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Claim(task, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		f.post(s, task, "k0", "agent", tok, report(fmt.Sprintf("post %d", i)))
+	}
+	if _, err := s.Checkpoint(task, "HEAD", ""); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"checkpoints":1,"diffs_captured":0,"evidence_declared":1,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
+		`"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"Q-1","terminal":false}`
+	wantHash := sha256.Sum256([]byte(want))
+	other, _, err := keys.Create(t.TempDir(), "other-writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(f.dir, ".git", "bernstein", "cache")
+	cache := filepath.Join(cacheDir, "journal", task+".json")
+	older := strings.TrimSpace(f.git("rev-parse", "HEAD~1"))
+
+	// The cache as a cold fold writes it now, and its document.
+	goodCache := func(t *testing.T) (mac string, doc map[string]any) {
+		t.Helper()
+		os.RemoveAll(cacheDir)
+		if _, err := f.open().Task(task); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(cache)
+		if err != nil {
+			t.Fatalf("no cache was written: %v", err)
+		}
+		mac, content, _ := strings.Cut(string(b), "\n")
+		if err := json.Unmarshal([]byte(content), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return mac, doc
+	}
+	// What plain git counts: the journal's rows, and per key its posts.
+	counted := func() (int64, map[string]int64) {
+		rows := f.chainRows(refs.Journal(task))
+		versions := map[string]int64{}
+		for _, r := range rows {
+			if r.Kind == record.KindArtifactPosted {
+				var a record.ArtifactPosted
+				r.DecodeData(&a)
+				versions[a.Key]++
+			}
+		}
+		return int64(len(rows)), versions
+	}
+
+	additions := map[string]func(doc map[string]any){
+		"a checkpointed commit": func(doc map[string]any) { member(doc, "state/Progress/commits")[older] = true },
+		"a patch": func(doc map[string]any) {
+			member(doc, "state/Progress/patches")[string(record.Sum([]byte("patch")))] = true
+		},
+		"a gate pass":      func(doc map[string]any) { member(doc, "state/Progress/gate_passes/build")["true"] = true },
+		"an evidence pass": func(doc map[string]any) { member(doc, "state/Progress/evidence")["tests"] = true },
+		"a key with a version": func(doc map[string]any) {
+			member(doc, "state/Keys")["k1"] = map[string]any{"Version": 7, "SpineHash": string(record.Sum([]byte("spine")))}
+		},
+		"a version far ahead": func(doc map[string]any) { member(doc, "state/Keys/k0")["Version"] = 500 },
+		"a row at fault": func(doc map[string]any) {
+			member(doc, "state/Proof")["Faults"] = []any{map[string]any{"chain": "journal", "index": 3, "writer": "mallory", "state": "tampered", "reason": "poisoned"}}
+		},
+	}
+	cases := map[string]func(doc map[string]any) map[string]any{}
+	for name, add := range additions {
+		cases["added "+name] = func(doc map[string]any) map[string]any { add(doc); return doc }
+	}
+	cases["added everything"] = func(doc map[string]any) map[string]any {
+		for _, add := range additions {
+			add(doc)
+		}
+		member(doc, "state/Progress")["gate_attempts"] = 7
+		return doc
+	}
+	_, doc := goodCache(t)
+	for path := range poisonEachMember(doc, "") {
+		cases[path] = func(doc map[string]any) map[string]any { return poisonEachMember(doc, "")[path].(map[string]any) }
+	}
+	if len(cases) < 30 {
+		t.Fatalf("only %d poisoned caches: %v", len(cases), doc)
+	}
+	for name, poison := range cases {
+		t.Run(name, func(t *testing.T) {
+			mac, doc := goodCache(t)
+			b, err := json.Marshal(poison(cloneJSON(t, doc)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, file := range []struct{ mac, name string }{{mac, "old MAC"}, {other.MAC(b), "another writer's MAC"}} {
+				body := []byte(file.mac + "\n" + string(b))
+				rows, versions := counted()
+				if err := os.WriteFile(cache, body, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				st := f.open()
+				got, err := st.Task(task)
+				if err != nil {
+					t.Fatalf("%s: %v", file.name, err)
+				}
+				if v := string(got.Progress.Vector.Bytes()); v != want || got.Progress.VectorHash != hex.EncodeToString(wantHash[:]) || got.Progress.EarnedSteps != 1 {
+					t.Fatalf("%s: vector\n%s\nwant\n%s", file.name, v, want)
+				}
+				if !maps.Equal(got.Artifacts, versions) || got.JournalRows != rows || got.Progress.Proof.State != "verified" || len(got.Progress.Proof.RowsAtFault) != 0 {
+					t.Fatalf("%s: artifacts %v (git: %v), %d journal rows (git: %d), proof %+v", file.name, got.Artifacts, versions, got.JournalRows, rows, got.Progress.Proof)
+				}
+				if h, err := st.TaskHandle(task); err != nil || h.ProgressHash != got.Progress.VectorHash || h.Progress.Proof.State != "verified" || len(h.Progress.Proof.RowsAtFault) != 0 {
+					t.Fatalf("%s: handle %+v %v", file.name, h, err)
+				}
+				for _, key := range []string{"k0", "k1"} {
+					if err := os.WriteFile(cache, body, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					res, err := f.open().Post(bernstein.PostRequest{Task: task, Key: key, Agent: "agent", ClaimToken: tok, Payload: report(name + " " + file.name)})
+					if err != nil {
+						t.Fatalf("%s: post %s: %v", file.name, key, err)
+					}
+					if res.Version != versions[key]+1 {
+						t.Fatalf("%s: posted %s v%d after v%d", file.name, key, res.Version, versions[key])
+					}
+					versions[key]++
+				}
+			}
+		})
+	}
+	_, versions := counted()
+	checkVersionChain(t, f.open(), task, "k0", int(versions["k0"]))
+	checkVersionChain(t, f.open(), task, "k1", int(versions["k1"]))
 }

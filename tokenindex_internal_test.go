@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // openIndexRepo makes a repository with n claimed tasks and returns two
@@ -253,5 +254,51 @@ func TestTokenIndexPoisonedChangesNothing(t *testing.T) {
 	}
 	if c, err := a.ClaimByToken("bct_forged"); err == nil {
 		t.Errorf("the forged token resolves after the rebuild: %+v", c)
+	}
+}
+
+// TestTokenIndexStaleEntryGrantsNothing: an index that missed a change (a
+// release and a reclaim by another process that its signal did not show)
+// still files the first agent's token under the task. That token must not
+// resolve, neither to the first agent nor to the new holder of the claim:
+// the proven ledger's claim has another token hash. The new token resolves.
+func TestTokenIndexStaleEntryGrantsNothing(t *testing.T) {
+	a, b, tokens := openIndexRepo(t, 3)
+	const task = "T-0001"
+	old := tokens[task]
+	if c, err := a.ClaimByToken(old); err != nil || c.Agent != "agent-1" {
+		t.Fatalf("before: %+v %v", c, err)
+	}
+	if _, err := b.Transition(task, record.KindTaskReleased, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := b.Claim(task, "agent-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index believes it folded the ledger as it is now, with the old
+	// claim in it, and its signal says nothing moved since.
+	head, err := a.refs.Read(refs.Ledger(task))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := &a.tokens
+	ix.mu.Lock()
+	if ix.byTask[task] != TokenHash(old) {
+		ix.mu.Unlock()
+		t.Fatalf("the index does not hold the old claim")
+	}
+	ix.heads[task] = head
+	ix.sig, ix.clean = a.refsSignal(), true
+	ix.mu.Unlock()
+
+	if c, err := a.ClaimByToken(old); err == nil {
+		t.Fatalf("the released claim's token resolved through a stale index: %+v", c)
+	}
+	if c, err := a.ClaimByToken(fresh); err != nil || c.Task != task || c.Agent != "agent-new" {
+		t.Fatalf("the new claim's token: %+v %v", c, err)
+	}
+	if c, err := a.ClaimByToken(old); err == nil {
+		t.Fatalf("the released claim's token resolved after the rebuild: %+v", c)
 	}
 }

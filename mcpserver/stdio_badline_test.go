@@ -323,13 +323,7 @@ func TestStdioBinaryMalformedLine(t *testing.T) {
 	r := newRepo(t)
 	r.createTask("T-1")
 	tok := r.claim("T-1", "agent-1")
-	bin := filepath.Join(t.TempDir(), "bernstein")
-	build := exec.Command("go", "build", "-o", bin, "github.com/bernstein/bernstein/cmd/bernstein")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build bernstein: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "--repo", r.dir, "mcp", "--agent", "agent-1", "--claim-token", tok)
+	cmd := exec.Command(bernsteinBinary(t), "--repo", r.dir, "mcp", "--agent", "agent-1", "--claim-token", tok)
 	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+filepath.Join(filepath.Dir(r.dir), "home"))
 	in, err := cmd.StdinPipe()
 	if err != nil {
