@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -465,8 +466,11 @@ func (s *Store) FastForward(updates []refs.Update) error {
 }
 
 // applyLocked moves refs as one transaction under an intent kept in a pack's
-// .keep file (the pack holds only the empty tree), as tx.commit does. The
-// caller holds the writer lock.
+// .keep file, as tx.commit does. The caller holds the writer lock. The pack
+// holds the empty tree and a blob of the intent, the process and the time:
+// a pack of the empty tree alone would take the same name every time, and a compaction (which
+// runs beside writers) deleting the last such pack as one of its inputs
+// would delete the files the next one had just put in its place.
 func (s *Store) applyLocked(updates []refs.Update) error {
 	var us []refs.Update
 	for _, u := range updates {
@@ -477,7 +481,10 @@ func (s *Store) applyLocked(updates []refs.Update) error {
 	if len(us) == 0 {
 		return nil
 	}
-	base, err := s.objects.WritePackKept([]gitstore.Object{gitstore.NewObject(gitstore.TypeTree, nil)}, refs.Intent{Updates: us}.Encode())
+	intent := refs.Intent{Updates: us}.Encode()
+	nonce := fmt.Sprintf("%s\nwritten by %d at %d\n", intent, os.Getpid(), time.Now().UnixNano())
+	objs := []gitstore.Object{gitstore.NewObject(gitstore.TypeTree, nil), gitstore.NewObject(gitstore.TypeBlob, []byte(nonce))}
+	base, err := s.objects.WritePackKept(objs, intent)
 	if err != nil {
 		return fmt.Errorf("write intent: %w", err)
 	}
