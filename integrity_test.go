@@ -254,6 +254,9 @@ func TestRolledBackJournalIsNotShown(t *testing.T) {
 	if code != 2 || strings.Contains(out, "version 1") || !strings.Contains(out+errOut, "does not hold") {
 		t.Fatalf("show of a rolled-back journal: exit %d\n%s%s", code, out, errOut)
 	}
+	if first, _, _ := strings.Cut(out, "\n"); strings.HasSuffix(first, ": verified") || !strings.Contains(first, "withheld") {
+		t.Fatalf("show of a rolled-back journal heads its withheld content with %q", first)
+	}
 	out, _, code = f.cli("", "artifact", "show", "B-1", "k", "--output-json")
 	var doc map[string]any
 	decodeJSON(t, out, &doc)

@@ -686,7 +686,14 @@ func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, wit
 	if v.LinkKind != "" {
 		typ += "/" + v.LinkKind
 	}
-	fmt.Fprintf(w, "%s v%d (%s) of task %s: %s\n", v.Key, v.Version, typ, task, v.State)
+	state := v.State
+	if p == nil && state != verify.Tampered {
+		// The version checks, but what it is shown from does not (its
+		// journal lost rows, or it is not verified under --strict): the
+		// headline must not read as a verdict on what follows.
+		state = "withheld (the version itself is " + state + ")"
+	}
+	fmt.Fprintf(w, "%s v%d (%s) of task %s: %s\n", v.Key, v.Version, typ, task, state)
 	if v.Reason != "" {
 		fmt.Fprintf(w, "reason:  %s\n", v.Reason)
 	}
