@@ -776,9 +776,15 @@ type RemoteRefusedError struct {
 	Messages []string
 }
 
-func (e *RemoteRefusedError) Error() string {
+// Summary is the error without the remote's messages, for a caller that
+// shows them already.
+func (e *RemoteRefusedError) Summary() string {
 	r := e.Refused[0]
-	msg := fmt.Sprintf("%s refused %s (%s)%s", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+	return fmt.Sprintf("%s refused %s (%s)%s", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+}
+
+func (e *RemoteRefusedError) Error() string {
+	msg := e.Summary()
 	if len(e.Messages) > 0 {
 		msg += ": " + strings.Join(e.Messages, "; ")
 	}

@@ -506,7 +506,8 @@ func TestPushNonAtomicRemote(t *testing.T) {
 }
 
 // TestPushRefusedByRemote: a pre-receive hook's refusal is exit 1 with the
-// remote's own words.
+// remote's own words, printed once, and a last line that does not repeat
+// them.
 func TestPushRefusedByRemote(t *testing.T) {
 	isolateGit(t)
 	srv := newGitServer(t, "file")
@@ -518,8 +519,12 @@ func TestPushRefusedByRemote(t *testing.T) {
 	}
 	a.work("T-A", "notes", 1)
 	r := a.want(1, "push")
-	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed") || !strings.Contains(r.err, "bernstein: origin refused") {
+	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed\n") || !strings.Contains(r.err, "bernstein: origin refused") ||
+		!strings.HasSuffix(r.err, ": its reasons are above; nothing was pushed\n") {
 		t.Fatalf("refusal not explained: %q", r.err)
+	}
+	if n := strings.Count(r.err, "is not signed"); n != 1 {
+		t.Fatalf("the remote's words are printed %d times:\n%s", n, r.err)
 	}
 	if n := len(refsOf(t, srv.dir("tasks.git"), refs.Prefix)); n != 0 {
 		t.Fatalf("the remote took %d refs", n)

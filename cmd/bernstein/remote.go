@@ -185,10 +185,20 @@ host lacks on a ref it moved too (nothing pushed when atomic): run
 				fmt.Fprintf(io.Err, "%s. Next: 'bernstein fetch %s' (it fast-forwards, or names the task that diverged), then push again\n", what, remote)
 				return exitCode(exitDiverged, fmt.Errorf("push to %s rejected: %s moved on the remote meanwhile", remote, rej.Rejected[0].What()))
 			case errors.As(err, &ref):
+				// The remote's words once, then one line that does not
+				// repeat them.
 				for _, m := range ref.Messages {
 					fmt.Fprintf(io.Err, "remote: %s\n", m)
 				}
-				return exitCode(1, err)
+				what := "nothing was pushed"
+				if len(res.Pushed) > 0 {
+					what = fmt.Sprintf("%d other ref%s were pushed one by one", len(res.Pushed), plural(len(res.Pushed)))
+				}
+				why := "its reasons are above"
+				if len(ref.Messages) == 0 {
+					why = "it gave no reason"
+				}
+				return exitCode(1, fmt.Errorf("%s: %s; %s", ref.Summary(), why, what))
 			case err != nil:
 				return err
 			}
