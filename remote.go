@@ -845,6 +845,14 @@ const maxPushAttempts = 3
 // refs the remote now has as this host does drop out, and if the remote
 // keeps moving the error is a *RejectedError. Refs refused by the remote's
 // hooks give a *RemoteRefusedError with the remote's messages.
+//
+// If the repository has a pre-push hook (bernstein hooks install
+// --pre-push, or any other), Push runs it before each git push, as git push
+// would, with the commits it is about to send and the remote's heads as
+// last fetched; when the hook refuses, nothing is sent and the error is a
+// *PrePushError. (git push itself runs with --no-verify: the hook would
+// run twice, and git would give it the remote's live heads, whose commits
+// this host may never have seen; see runPrePush.)
 func (s *Store) Push(remote string) (*PushResult, error) {
 	if err := checkRemote(s.gitDir, remote); err != nil {
 		return nil, err
@@ -875,6 +883,9 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 		}
 		if len(plan) == 0 {
 			return res, nil
+		}
+		if err := s.runPrePush(remote, plan); err != nil {
+			return res, err
 		}
 		st, out, err := s.gitPush(remote, plan, atomic)
 		if errors.Is(err, errNoAtomic) {
@@ -1091,6 +1102,103 @@ func (s *Store) planPush(remote string, res *PushResult, skip map[string]bool) (
 }
 
 var errNoAtomic = errors.New("the remote does not support atomic pushes")
+
+// PrePushError reports a push the repository's pre-push hook stopped:
+// nothing was sent.
+type PrePushError struct {
+	Remote   string
+	Hook     string   // the hook's path
+	Status   int      // its exit status (-1: killed by a signal)
+	Messages []string // the lines it printed
+}
+
+// Summary is the error without the hook's messages, for a caller that shows
+// them already.
+func (e *PrePushError) Summary() string {
+	return fmt.Sprintf("the pre-push hook %s stopped the push to %s (exit status %d); nothing was sent", e.Hook, e.Remote, e.Status)
+}
+
+func (e *PrePushError) Error() string {
+	if len(e.Messages) == 0 {
+		return e.Summary()
+	}
+	return e.Summary() + ": " + strings.Join(e.Messages, "; ")
+}
+
+// runPrePush runs the repository's pre-push hook, if it has one, on the
+// push plan is about to make, the way git push runs it: in the top of the
+// work tree (the git directory of a bare repository), with the remote's
+// name and push URL as arguments and one line per ref on its input,
+// "<local ref> <local commit> <remote ref> <remote commit>". The remote's
+// commit is its head as last fetched (zeros when unknown), which this host
+// has: the push is never forced, so a remote that moved since rejects it
+// anyway, and Push fetches and plans again. git would pass the remote's
+// live head instead, which the check cannot read when another host moved
+// it (bernstein's pre-push check refuses such a head: a forced push over
+// it would drop commits nobody here saw), so every race would end as the
+// hook's refusal rather than as a divergence naming the task.
+func (s *Store) runPrePush(remote string, plan []refs.Update) error {
+	args := []string{"-C", s.dir, "rev-parse", "--path-format=absolute", "--git-path", "hooks/pre-push"}
+	if !s.bare {
+		args = append(args, "--show-toplevel")
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANGUAGE=")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := 1 // the hook's path, then the top of the work tree
+	if !s.bare {
+		want = 2
+	}
+	if err != nil || len(lines) != want {
+		return fmt.Errorf("find the pre-push hook: git rev-parse: %s", gitMessage(errb.Bytes()))
+	}
+	hook, dir := lines[0], s.gitDir
+	if !s.bare {
+		dir = lines[1]
+	}
+	fi, err := os.Stat(hook)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pre-push hook: %w", err)
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		s.warn("the pre-push hook %s was ignored because it is not set as executable (as git ignores it)", hook)
+		return nil
+	}
+	url, errb2, err := runGit(s.gitDir, nil, "remote", "get-url", "--push", remote)
+	if err != nil {
+		return fmt.Errorf("git remote get-url --push %s: %s", remote, gitMessage(errb2))
+	}
+	var in bytes.Buffer
+	for _, u := range plan {
+		fmt.Fprintf(&in, "%s %s %s %s\n", u.Ref, u.New, u.Ref, u.Old)
+	}
+	run := exec.Command(hook, remote, strings.TrimSpace(string(url)))
+	run.Dir = dir
+	run.Stdin = &in
+	var said bytes.Buffer
+	run.Stdout, run.Stderr = &said, &said
+	err = run.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("run the pre-push hook %s: %w", hook, err)
+	}
+	e := &PrePushError{Remote: remote, Hook: hook, Status: ee.ExitCode(), Messages: []string{}}
+	for _, l := range strings.Split(said.String(), "\n") {
+		if l = strings.TrimRight(l, " \t\r"); l != "" {
+			e.Messages = append(e.Messages, l)
+		}
+	}
+	return e
+}
 
 type pushStatus struct {
 	ok, upToDate bool

@@ -394,3 +394,57 @@ func (h *host) mustCLIOut(args ...string) string {
 	}
 	return out
 }
+
+// TestBernsteinPushRunsPrePush: `bernstein push` runs the pre-push check as
+// git push does. A forged row is stopped with the check's message, once,
+// before the remote is contacted, and nothing reaches it; good pushes pass
+// through the check and the remote's guard. A remote another host moved
+// meanwhile ends in the divergence, not in the check's refusal of a head it
+// never saw: push gives the hook the remote's heads as last fetched.
+func TestBernsteinPushRunsPrePush(t *testing.T) {
+	h := newHost(t, "host-a")
+	h.task("T-1")
+	h.post("T-1", "summary", "first")
+	if out, code := h.cli("hooks", "install", "--pre-push"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	r := newRemote(t)
+	r.mustCLI("hooks", "install", "--remote-guard", "--trust-first-use")
+
+	tampered := h.copyRepo()
+	n := forgeRow(t, tampered)
+	tampered.git("remote", "add", "origin", r.url())
+	out, code := tampered.cli("push")
+	if code != 1 {
+		t.Fatalf("bernstein push of a forged row exited %d:\n%s", code, out)
+	}
+	check := fmt.Sprintf("bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index %d, writer host-a): commit is not signed [row_signature]\n", n)
+	mustContain(t, out, check, "bernstein pre-push: push stopped: 1 problem(s); nothing was sent\n",
+		"bernstein: the pre-push hook "+filepath.Join(tampered.dir, ".git", "hooks", "pre-push")+" stopped the push to origin (exit status 1); nothing was sent\n")
+	if c := strings.Count(out, "commit is not signed"); c != 1 || strings.Contains(out, "remote:") {
+		t.Fatalf("the check's message is printed %d times, or the remote was reached:\n%s", c, out)
+	}
+	if got := r.refs(); got != "" {
+		t.Fatalf("something reached the remote: %s", got)
+	}
+
+	h.git("remote", "add", "origin", r.url())
+	if out, code := h.cli("push"); code != 0 || !strings.Contains(out, "pushed to origin (atomic)") {
+		t.Fatalf("good push: exit %d\n%s", code, out)
+	}
+	local := h.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/bernstein/")
+	if got := strings.TrimSpace(r.refs()); got != local {
+		t.Fatalf("remote refs:\n%s\nlocal refs:\n%s", got, local)
+	}
+
+	other := h.copyRepo()
+	other.post("T-1", "summary", "elsewhere")
+	if out, code := other.cli("push"); code != 0 {
+		t.Fatalf("push of the other copy: exit %d\n%s", code, out)
+	}
+	h.post("T-1", "summary", "here")
+	out, code = h.cli("push")
+	if code != 5 || !strings.Contains(out, "diverged: ") || strings.Contains(out, "pre-push: refused") {
+		t.Fatalf("push after the remote moved: exit %d, want 5 with the divergence:\n%s", code, out)
+	}
+}

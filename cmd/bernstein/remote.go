@@ -147,8 +147,15 @@ retries, three pushes at most: two hosts that wrote to one task then get the
 divergence, whichever way the race went. Refs the remote's hooks refuse are
 reported with the remote's messages.
 
-Exit status: 0 pushed (or nothing to push); 1 error, or the remote refused
-(a hook); 5 a ref diverged, or the remote kept moving a ref this host moved
+The repository's pre-push hook, if it has one ('bernstein hooks install
+--pre-push' checks what is about to leave as the remote guard would), runs
+before each push with the commits push is about to send and the remote's
+heads as last fetched; if it refuses, nothing is sent. Without the hook
+nothing is checked here, as with git push: the remote guard and 'audit
+verify' on clones are the authority.
+
+Exit status: 0 pushed (or nothing to push); 1 error, the pre-push hook
+stopped the push, or the remote refused (a hook); 5 a ref diverged, or the remote kept moving a ref this host moved
 too (nothing pushed when atomic): run 'bernstein fetch'.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -167,7 +174,15 @@ too (nothing pushed when atomic): run 'bernstein fetch'.`,
 			var div *bernstein.DivergedError
 			var rej *bernstein.RejectedError
 			var ref *bernstein.RemoteRefusedError
+			var pre *bernstein.PrePushError
 			switch {
+			case errors.As(err, &pre):
+				// The hook's words once (git would have shown them as it
+				// ran), then one line that does not repeat them.
+				for _, m := range pre.Messages {
+					fmt.Fprintln(io.Err, m)
+				}
+				return exitCode(1, errors.New(pre.Summary()))
 			case errors.As(err, &div):
 				if !asJSON {
 					printDiverged(io, div.Diverged)
