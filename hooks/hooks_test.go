@@ -89,7 +89,8 @@ func TestGuardUnpinnedWriter(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("push accepted:\n%s", out)
 	}
-	mustContain(t, out, "refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+h.fingerprint()+"): writer host-a has no key pinned on this remote (and 1 more commits of this push after this one)")
+	mustContain(t, out, "refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+h.fingerprint()+"): writer host-a has no key pinned on this remote (and 1 more commits of this push after this one): "+
+		"the operator pins it inside the remote repository ('bernstein keys pin --repo "+r.dir+" host-a', after checking its fingerprint), or installs the guard with --trust-first-use [row_signature]")
 	if n := strings.Count(out, "refused refs/bernstein/journal/T-1"); n != 1 {
 		t.Fatalf("%d refusals of the journal, want one:\n%s", n, out)
 	}
@@ -157,6 +158,41 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("forced push left:\n%s", out)
 	}
 	mustContain(t, out, "which this repository does not have", "[non_fast_forward]")
+}
+
+// TestPrePushUnpinnedWriter: rows of a writer this repository has not
+// pinned are stopped before they leave, with advice for this repository
+// (pin the key here), not the remote guard's; once pinned here, they go.
+func TestPrePushUnpinnedWriter(t *testing.T) {
+	a := newHost(t, "host-a")
+	a.task("T-1")
+	a.post("T-1", "summary", "first")
+	a.post("T-1", "summary", "second")
+	b := newHost(t, "host-b")
+	b.git("fetch", "-q", a.dir, allBernstein)
+	if out, code := b.cli("hooks", "install", "--pre-push"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	r := newRemote(t) // no guard: only the pre-push check stands in the way
+	out, code := b.push(r, "--atomic", allBernstein)
+	if code == 0 {
+		t.Fatalf("push of unpinned rows left:\n%s", out)
+	}
+	mustContain(t, out, "bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+a.fingerprint()+"): "+
+		"writer host-a has no key pinned in this repository (and 1 more commits of this push after this one): "+
+		"check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin host-a'), then push again [row_signature]")
+	for _, remoteWords := range []string{"on this remote", "the operator", "--trust-first-use", "--repo"} {
+		if strings.Contains(out, remoteWords) {
+			t.Fatalf("the pre-push advice speaks of the remote (%q):\n%s", remoteWords, out)
+		}
+	}
+	if r.refs() != "" {
+		t.Fatalf("refs left: %s", r.refs())
+	}
+	mustContain(t, b.mustCLIOut("keys", "pin", "host-a"), "pinned host-a "+a.fingerprint())
+	if out, code := b.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("push after pinning stopped:\n%s", out)
+	}
 }
 
 // commitIn makes an empty commit in dir with the host's environment plus
