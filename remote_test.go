@@ -868,3 +868,56 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 		t.Fatalf("fetch after Settle: %+v %v", res, err)
 	}
 }
+
+// TestPushViaTemporaryRefs: a push of more refs than a command line holds
+// goes through temporary refs (refs/bernstein-push/<pid>/*) and one
+// pattern, through the remote guard like every push; it lands every ref
+// and leaves no temporary ref behind, nor those of a push whose process
+// died.
+func TestPushViaTemporaryRefs(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	url := srv.newRemote(t, "remote.git")
+	root := t.TempDir()
+	opts := bernstein.Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
+	if _, err := bernstein.Init(opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, opts.Repo, "remote", "add", "origin", url)
+	s, err := bernstein.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: fmt.Sprintf("T-%02d", i), Title: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer bernstein.SetPushArgBudget(100)() // two refspecs
+	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
+	audit := refs.Audit("test-writer")
+	gitRun(t, opts.Repo, "update-ref", bernstein.PushTempRoot+"99999999/audit/test-writer", strings.TrimSpace(gitRun(t, opts.Repo, "rev-parse", audit)))
+	res, err := s.Push("origin")
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	local := refsOf(t, opts.Repo, refs.Prefix)
+	if len(res.Pushed) != len(local) {
+		t.Fatalf("pushed %d refs, have %d", len(res.Pushed), len(local))
+	}
+	bare := srv.dir("remote.git")
+	sameRefs(t, "the remote's and the local refs", refsOf(t, bare, "refs/"), local)
+	if tmp := strings.TrimSpace(gitRun(t, opts.Repo, "for-each-ref", bernstein.PushTempRoot)); tmp != "" {
+		t.Fatalf("temporary refs left: %s", tmp)
+	}
+	// It went through the guard, which pinned the writer on first use.
+	if pinned := guardPinned(t, bare); !regexp.MustCompile(`(?m)^test-writer\t\S+\t\S+\tpinned$`).MatchString(pinned) {
+		t.Fatalf("the remote guard did not pin test-writer:\n%s", pinned)
+	}
+	// The remote-tracking refs follow what was pushed: nothing is left to push.
+	res, err = s.Push("origin")
+	if err != nil || len(res.Pushed) != 0 || res.UpToDate != len(local) {
+		t.Fatalf("second push: %+v %v", res, err)
+	}
+}

@@ -115,7 +115,7 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("install: %s", out)
 	}
 	mustContain(t, out, "installed the pre-push check: "+filepath.Join(h.dir, ".git", "hooks", "pre-push"))
-	r := newRemote(t) // no guard: only the pre-push check stands in the way
+	r := guardedFirstUse(t)
 
 	tampered := h.copyRepo()
 	n := forgeRow(t, tampered)
@@ -125,12 +125,15 @@ func TestPrePush(t *testing.T) {
 	}
 	mustContain(t, out, fmt.Sprintf("bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index %d, writer host-a): commit is not signed [row_signature]", n),
 		"bernstein pre-push: push stopped")
+	notReached(t, out)
 	if got := r.refs(); got != "" {
 		t.Fatalf("something left: %s", got)
 	}
 
 	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
 		t.Fatalf("good push stopped:\n%s", out)
+	} else {
+		mustContain(t, out, "bernstein guard: pinned writer host-a's key "+h.fingerprint()+" on first use")
 	}
 	// On top of what the remote holds, only the new commits are walked,
 	// and a forged one among them still stops the push.
@@ -143,6 +146,7 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("tampered push left:\n%s", out)
 	}
 	mustContain(t, out, fmt.Sprintf("(task T-1, journal index %d, writer host-a): commit is not signed [row_signature]", n))
+	notReached(t, out)
 	if r.refs() != before {
 		t.Fatal("refs moved")
 	}
@@ -158,6 +162,26 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("forced push left:\n%s", out)
 	}
 	mustContain(t, out, "which this repository does not have", "[non_fast_forward]")
+	notReached(t, out)
+}
+
+// guardedFirstUse is a remote whose guard trusts on first use: the pre-push
+// tests' good pushes go through it as every good push of the suite does,
+// while what the pre-push check stops never reaches it.
+func guardedFirstUse(t *testing.T) *remote {
+	t.Helper()
+	r := newRemote(t)
+	r.mustCLI("hooks", "install", "--remote-guard", "--trust-first-use")
+	return r
+}
+
+// notReached fails if a push's output shows that the remote's guard ran:
+// the pre-push check stopped it before anything was sent.
+func notReached(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "bernstein guard") {
+		t.Fatalf("the push reached the remote's guard:\n%s", out)
+	}
 }
 
 // TestPrePushUnpinnedWriter: rows of a writer this repository has not
@@ -173,7 +197,7 @@ func TestPrePushUnpinnedWriter(t *testing.T) {
 	if out, code := b.cli("hooks", "install", "--pre-push"); code != 0 {
 		t.Fatalf("install: %s", out)
 	}
-	r := newRemote(t) // no guard: only the pre-push check stands in the way
+	r := guardedFirstUse(t)
 	out, code := b.push(r, "--atomic", allBernstein)
 	if code == 0 {
 		t.Fatalf("push of unpinned rows left:\n%s", out)
@@ -186,12 +210,15 @@ func TestPrePushUnpinnedWriter(t *testing.T) {
 			t.Fatalf("the pre-push advice speaks of the remote (%q):\n%s", remoteWords, out)
 		}
 	}
+	notReached(t, out)
 	if r.refs() != "" {
 		t.Fatalf("refs left: %s", r.refs())
 	}
 	mustContain(t, b.mustCLIOut("keys", "pin", "host-a"), "pinned host-a "+a.fingerprint())
 	if out, code := b.push(r, "--atomic", allBernstein); code != 0 {
 		t.Fatalf("push after pinning stopped:\n%s", out)
+	} else {
+		mustContain(t, out, "bernstein guard: pinned writer host-a's key "+a.fingerprint()+" on first use")
 	}
 }
 
@@ -444,8 +471,7 @@ func TestBernsteinPushRunsPrePush(t *testing.T) {
 	if out, code := h.cli("hooks", "install", "--pre-push"); code != 0 {
 		t.Fatalf("install: %s", out)
 	}
-	r := newRemote(t)
-	r.mustCLI("hooks", "install", "--remote-guard", "--trust-first-use")
+	r := guardedFirstUse(t)
 
 	tampered := h.copyRepo()
 	n := forgeRow(t, tampered)
