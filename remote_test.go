@@ -196,8 +196,9 @@ func verifyPinned(t *testing.T, h *host, signers string) {
 // own writer) work different tasks and push in both orders, over file://,
 // git daemon and smart HTTP. Both fetch; then both and the remote hold the
 // same refs, and audit verify --strict passes on both and on a third fresh
-// clone with both keys pinned. The clone lists both writers with their
-// keys' fingerprints.
+// clone with both keys pinned, by an allowed_signers file and then by keys
+// pin (the pin file). The clone lists both writers with their keys'
+// fingerprints.
 func TestRemoteTwoHosts(t *testing.T) {
 	for _, kind := range gitServerKinds {
 		for _, order := range []string{"a-first", "b-first"} {
@@ -256,12 +257,14 @@ func TestRemoteTwoHosts(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("clone: exit %d\n%s%s", r.code, r.out, r.err)
 				}
+				fps := map[*host]string{}
 				for _, h := range []*host{a, b} {
 					pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.authorizedKey()))
 					if err != nil {
 						t.Fatal(err)
 					}
-					line := regexp.MustCompile(`(?m)^  ` + h.name + ` +` + regexp.QuoteMeta(ssh.FingerprintSHA256(pk)) + ` ssh-ed25519$`)
+					fps[h] = ssh.FingerprintSHA256(pk)
+					line := regexp.MustCompile(`(?m)^  ` + h.name + ` +` + regexp.QuoteMeta(fps[h]) + ` ssh-ed25519$`)
 					if !line.MatchString(r.out) {
 						t.Fatalf("clone does not list %s with its fingerprint:\n%s", h.name, r.out)
 					}
@@ -277,6 +280,22 @@ func TestRemoteTwoHosts(t *testing.T) {
 				verifyPinned(t, c, signers)
 				if _, err := os.Stat(c.home); !os.IsNotExist(err) {
 					t.Fatalf("clone created %s: %v", c.home, err)
+				}
+				// The same clone pinned the way its user would: keys pin,
+				// once the fingerprints clone listed are checked with their
+				// owners. The pin file alone (no --allowed-signers) makes
+				// --strict pass.
+				out := c.ok("keys", "pin", "host-a", "host-b")
+				for _, h := range []*host{a, b} {
+					if !strings.Contains(out, "pinned "+h.name+" "+fps[h]+"\n") {
+						t.Fatalf("keys pin did not pin %s %s:\n%s", h.name, fps[h], out)
+					}
+				}
+				if pins, _ := filepath.Glob(filepath.Join(c.home, "pins", "*.allowed_signers")); len(pins) != 1 {
+					t.Fatalf("pin files under %s: %v", c.home, pins)
+				}
+				if r := c.run("audit", "verify", "--strict"); r.code != 0 || !strings.Contains(r.out, "verified: everything holds") {
+					t.Fatalf("clone pinned with keys pin: audit verify --strict exited %d\n%s%s", r.code, r.out, r.err)
 				}
 			})
 		}
