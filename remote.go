@@ -751,8 +751,10 @@ type PushResult struct {
 type Rejection struct {
 	RefInfo
 	Reason string `json:"reason"` // git's: "fetch first", "non-fast-forward", "pre-receive hook declined", ...
-	// Refused is true when the remote's own checks (a hook) refused it
-	// rather than git's fast-forward rule.
+	// Refused is true when the remote's own checks (a hook) refused it, or
+	// its ref transaction failed though nothing had moved the ref; false
+	// when the ref had moved on the remote (git's fast-forward rule, or
+	// another push that landed first).
 	Refused bool `json:"refused"`
 }
 
