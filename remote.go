@@ -748,30 +748,41 @@ type PushResult struct {
 	RemoteAhead []RefChange  `json:"remote_ahead"`
 	Rejected    []Rejection  `json:"rejected"`
 	Diverged    []Divergence `json:"diverged"`
-	// RemoteMessages are the lines the remote printed (its hooks' refusals).
+	// RemoteMessages are the lines the remote printed (its hooks' refusals),
+	// over every attempt.
 	RemoteMessages []string `json:"remote_messages"`
+	// Replanned counts the times the remote turned out to have moved refs
+	// (since the last fetch, or while the push was under way: another
+	// push), so that Push fetched its heads and planned again.
+	Replanned int `json:"replanned"`
 }
 
 // Rejection is a ref the remote refused.
 type Rejection struct {
 	RefInfo
 	Reason string `json:"reason"` // git's: "fetch first", "non-fast-forward", "pre-receive hook declined", ...
-	// Refused is true when the remote's own checks (a hook) refused it
-	// rather than git's fast-forward rule.
+	// Refused is true when the remote's own checks (a hook) refused it, or
+	// its ref transaction failed though nothing had moved the ref; false
+	// when the ref had moved on the remote (git's fast-forward rule, or
+	// another push that landed first).
 	Refused bool `json:"refused"`
 }
 
 // RejectedError reports a push the remote rejected because it holds commits
-// this host lacks on refs this host also moved. Nothing was pushed when the
-// push was atomic.
+// this host lacks on refs this host also moved, still after Push fetched its
+// heads and planned again (the remote kept moving them, maxPushAttempts
+// times; or the fetch did not show them moved, as when the remote's fetch
+// and push URLs differ). Nothing was pushed when the push was atomic.
 type RejectedError struct {
 	Remote   string
 	Rejected []Rejection
+	Pushes   int // the pushes made, each retry after fetching the remote's heads
 }
 
 func (e *RejectedError) Error() string {
 	r := e.Rejected[0]
-	return fmt.Sprintf("%s rejected %s (%s)%s: it holds commits this host lacks; run 'bernstein fetch %s'", e.Remote, r.What(), r.Reason, more(len(e.Rejected)-1), e.Remote)
+	return fmt.Sprintf("%s rejected %s (%s)%s: it holds commits this host lacks, still after push fetched its heads (%d push%s); run 'bernstein fetch %s', then push again",
+		e.Remote, r.What(), r.Reason, more(len(e.Rejected)-1), e.Pushes, map[bool]string{true: "", false: "es"}[e.Pushes == 1], e.Remote)
 }
 
 // Is makes errors.Is(err, ErrDiverged) hold: the remote moved a ref this
@@ -779,16 +790,28 @@ func (e *RejectedError) Error() string {
 func (e *RejectedError) Is(target error) bool { return target == ErrDiverged }
 
 // RemoteRefusedError reports refs the remote refused by its own checks (a
-// pre-receive hook): its messages say why.
+// pre-receive hook), or failed to update though nothing had moved them
+// (Failed): its messages say why. Refused lists first the refs its messages
+// name.
 type RemoteRefusedError struct {
 	Remote   string
 	Refused  []Rejection
 	Messages []string
+	Failed   bool
+}
+
+// Summary is the error without the remote's messages, for a caller that
+// shows them already.
+func (e *RemoteRefusedError) Summary() string {
+	r := e.Refused[0]
+	if e.Failed {
+		return fmt.Sprintf("%s failed to update %s (%s)%s, though no other push had moved it", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+	}
+	return fmt.Sprintf("%s refused %s (%s)%s", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
 }
 
 func (e *RemoteRefusedError) Error() string {
-	r := e.Refused[0]
-	msg := fmt.Sprintf("%s refused %s (%s)%s", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+	msg := e.Summary()
 	if len(e.Messages) > 0 {
 		msg += ": " + strings.Join(e.Messages, "; ")
 	}
@@ -812,6 +835,10 @@ var pushArgBudget = 256 << 10
 // refs/bernstein-push/<pid>/<rest>.
 const pushTempRoot = "refs/bernstein-push/"
 
+// maxPushAttempts bounds the git pushes of one Push: the first, and a retry
+// after each time the remote turned out to have moved refs meanwhile.
+const maxPushAttempts = 3
+
 // Push sends every local refs/bernstein/* ref that this host moved past the
 // remote's head to remote, in one atomic push (one by one, said in the
 // result, when the remote cannot do atomic pushes), never forced. It first
@@ -820,12 +847,24 @@ const pushTempRoot = "refs/bernstein-push/"
 //
 // Refs the remote has newer (another host's chains, fetched earlier) are
 // left out. A ref both sides moved is a divergence: nothing is pushed and
-// the error is a *DivergedError. When the remote rejects refs this host
-// thought it was ahead on (it moved since the last fetch), Push fetches
-// those refs' remote-tracking copies once, plans again and retries; if they
-// still conflict the error is a *DivergedError (known) or a *RejectedError.
-// Refs refused by the remote's hooks give a *RemoteRefusedError with the remote's
-// messages.
+// the error is a *DivergedError. When the remote rejects refs because they
+// moved there since the last fetch (git's "fetch first" or
+// "non-fast-forward"), or because another push moved them while this one
+// was under way (the remote's ref transaction failed: "atomic transaction
+// failed", "failed to update ref"), Push fetches the remote's heads into the
+// remote-tracking refs, plans again and retries (at most maxPushAttempts
+// pushes in all): a divergence is then a *DivergedError naming the task,
+// refs the remote now has as this host does drop out, and if the remote
+// keeps moving the error is a *RejectedError. Refs refused by the remote's
+// hooks give a *RemoteRefusedError with the remote's messages.
+//
+// If the repository has a pre-push hook (bernstein hooks install
+// --pre-push, or any other), Push runs it before each git push, as git push
+// would, with the commits it is about to send and the remote's heads as
+// last fetched; when the hook refuses, nothing is sent and the error is a
+// *PrePushError. (git push itself runs with --no-verify: the hook would
+// run twice, and git would give it the remote's live heads, whose commits
+// this host may never have seen; see runPrePush.)
 func (s *Store) Push(remote string) (*PushResult, error) {
 	if err := checkRemote(s.gitDir, remote); err != nil {
 		return nil, err
@@ -834,9 +873,20 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 		return nil, err
 	}
 	atomic := true
+	// What earlier attempts pushed (a push that is not atomic lands some
+	// refs before another is rejected) and what the remote said.
+	var pushedBefore []RefChange
+	var msgs []string
 	for attempt := 0; ; attempt++ {
 		res := &PushResult{Remote: remote, Atomic: atomic, Pushed: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
-		plan, err := s.planPush(remote, res)
+		skip := map[string]bool{}
+		for _, c := range pushedBefore {
+			skip[c.Ref] = true
+		}
+		plan, err := s.planPush(remote, res, skip)
+		res.Pushed = append(res.Pushed, pushedBefore...)
+		res.RemoteMessages = append(res.RemoteMessages, msgs...)
+		res.Replanned = attempt
 		if err != nil {
 			return nil, err
 		}
@@ -846,7 +896,10 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 		if len(plan) == 0 {
 			return res, nil
 		}
-		st, msgs, err := s.gitPush(remote, plan, atomic)
+		if err := s.runPrePush(remote, plan); err != nil {
+			return res, err
+		}
+		st, out, err := s.gitPush(remote, plan, atomic)
 		if errors.Is(err, errNoAtomic) {
 			atomic = false
 			s.warn("%s does not support atomic pushes: pushing the refs one by one", remote)
@@ -856,10 +909,12 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.RemoteMessages = append(res.RemoteMessages, msgs...)
-		var stale []string
+		msgs = append(msgs, out...)
+		res.RemoteMessages = append(res.RemoteMessages, out...)
+		var stale []refs.Update
 		var landed []refs.Update
-		rejected := false
+		var refused []Rejection
+		rejected, collateral, races := false, 0, 0
 		for _, r := range st {
 			rejected = rejected || !r.ok
 		}
@@ -871,7 +926,7 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 				if !atomic || !rejected {
 					return nil, fmt.Errorf("git push %s reported nothing for %s", remote, p.Ref)
 				}
-				r = pushStatus{reason: "atomic push failed"}
+				r = pushStatus{reason: "atomic push failed", collateral: true}
 			}
 			switch {
 			case r.ok:
@@ -879,44 +934,129 @@ func (s *Store) Push(remote string) (*PushResult, error) {
 				if r.upToDate {
 					res.UpToDate++
 				} else {
-					res.Pushed = append(res.Pushed, RefChange{RefInfo: DescribeRef(p.Ref), Old: oidOrEmpty(p.Old), New: p.New.String()})
+					c := RefChange{RefInfo: DescribeRef(p.Ref), Old: oidOrEmpty(p.Old), New: p.New.String()}
+					res.Pushed = append(res.Pushed, c)
+					pushedBefore = append(pushedBefore, c)
 				}
-			case r.reason == "atomic push failed":
-			case r.remote:
-				res.Rejected = append(res.Rejected, Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason, Refused: true})
+			case r.collateral:
+				// Held back with the rest of an atomic push: it goes again
+				// with the retry, if there is one.
+				collateral++
+			case r.remote && !r.race:
+				rj := Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason, Refused: true}
+				res.Rejected = append(res.Rejected, rj)
+				refused = append(refused, rj)
 			default:
 				res.Rejected = append(res.Rejected, Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason})
-				stale = append(stale, p.Ref)
+				stale = append(stale, p)
+				if r.race {
+					races++
+				}
 			}
 		}
 		if err := s.setTracking(remote, landed); err != nil {
 			s.warn("update the remote-tracking refs of %s: %v", remote, err)
 		}
-		var refused []Rejection
-		for _, r := range res.Rejected {
-			if r.Refused {
-				refused = append(refused, r)
-			}
-		}
-		if len(refused) > 0 {
-			return res, &RemoteRefusedError{Remote: remote, Refused: refused, Messages: res.RemoteMessages}
+		refusedErr := func() error {
+			return &RemoteRefusedError{Remote: remote, Refused: namedFirst(refused, res.RemoteMessages), Messages: res.RemoteMessages}
 		}
 		if len(stale) == 0 {
+			if len(refused) > 0 {
+				return res, refusedErr()
+			}
+			if collateral > 0 {
+				return res, fmt.Errorf("git push %s: the atomic push failed, but git named no ref that caused it: %s", remote, strings.Join(out, "; "))
+			}
 			return res, nil
 		}
-		if attempt > 0 {
-			return res, &RejectedError{Remote: remote, Rejected: res.Rejected}
+		// Refs the remote moved come first, even beside refs its hooks
+		// refused (one by one, a guard refuses a spine that seals a row of
+		// a journal git push held back): planning again on its heads
+		// names a divergence, and a refusal that stands is met again.
+		res.Rejected = namedFirst(res.Rejected, out)
+		if attempt+1 >= maxPushAttempts {
+			if len(refused) > 0 {
+				return res, refusedErr()
+			}
+			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
 		}
-		// The remote moved refs since the last fetch: learn their heads
-		// (remote-tracking refs only; nothing local moves) and plan again.
-		var specs []string
-		for _, ref := range stale {
-			specs = append(specs, "+"+ref+":"+TrackingRef(remote, ref))
-		}
-		if err := s.fetchTracking(remote, specs, false); err != nil {
+		// The remote moved refs since the last fetch, or while this push
+		// was under way: learn its heads (remote-tracking refs only;
+		// nothing local moves) and plan again. The whole namespace, not
+		// only the rejected refs: a lost race rejects every ref of an
+		// atomic push, those the remote does not have too, and the other
+		// push may have created refs this one creates.
+		if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, false); err != nil {
 			return nil, err
 		}
+		tracking, _, err := s.refs.List(TrackingPrefix(remote))
+		if err != nil {
+			return nil, err
+		}
+		changed := false
+		for _, p := range stale {
+			changed = changed || tracking[TrackingRef(remote, p.Ref)] != p.Old
+		}
+		if !changed && len(refused) > 0 {
+			return res, refusedErr()
+		}
+		if !changed && races < len(stale) {
+			// git push rejected refs whose heads the fetch does not show
+			// moved (the fetch and push URLs differ?): a retry would only
+			// repeat it.
+			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
+		}
+		if !changed {
+			// None of them moved on the remote: its ref transaction failed
+			// for a reason of its own (a full disk, a stale lock), which
+			// a retry would only repeat.
+			var failed []Rejection
+			for _, r := range res.Rejected {
+				failed = append(failed, Rejection{RefInfo: r.RefInfo, Reason: r.Reason, Refused: true})
+			}
+			res.Rejected = failed
+			return res, &RemoteRefusedError{Remote: remote, Refused: failed, Messages: res.RemoteMessages, Failed: true}
+		}
 	}
+}
+
+// namedFirst puts first the rejections whose ref the remote's messages
+// name (its guard's "refused <ref>", git's "cannot lock ref '<ref>'"): the
+// refs that caused the rejection, rather than those merely held back with
+// them.
+func namedFirst(rs []Rejection, msgs []string) []Rejection {
+	named := func(ref string) bool {
+		for _, m := range msgs {
+			for i := strings.Index(m, ref); i >= 0; {
+				end := i + len(ref)
+				if end == len(m) || !refNameByte(m[end]) {
+					return true
+				}
+				j := strings.Index(m[end:], ref)
+				if j < 0 {
+					break
+				}
+				i = end + j
+			}
+		}
+		return false
+	}
+	out := make([]Rejection, 0, len(rs))
+	var rest []Rejection
+	for _, r := range rs {
+		if named(r.Ref) {
+			out = append(out, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return append(out, rest...)
+}
+
+// refNameByte reports whether b can continue a ref name (a message naming
+// refs/bernstein/journal/T-1 does not name refs/bernstein/journal/T-10).
+func refNameByte(b byte) bool {
+	return b > ' ' && b != '\'' && b != '"' && b != ':' && b != ')' && b != ',' && b != ';' && b != 0x7f
 }
 
 func oidOrEmpty(o gitstore.Oid) string {
@@ -929,7 +1069,10 @@ func oidOrEmpty(o gitstore.Oid) string {
 // planPush decides which refs to push: every local ref whose remote-tracking
 // copy is missing or an ancestor of it. Old in each update is the remote's
 // value as last fetched (zero when unknown).
-func (s *Store) planPush(remote string, res *PushResult) ([]refs.Update, error) {
+//
+// Refs in skip (pushed by an earlier attempt of the same Push) are not
+// counted as up to date.
+func (s *Store) planPush(remote string, res *PushResult, skip map[string]bool) ([]refs.Update, error) {
 	local, err := s.refs.Snapshot(refs.Prefix)
 	if err != nil {
 		return nil, err
@@ -956,7 +1099,9 @@ func (s *Store) planPush(remote string, res *PushResult) ([]refs.Update, error) 
 		}
 		switch a.rel {
 		case relSame:
-			res.UpToDate++
+			if !skip[ref] {
+				res.UpToDate++
+			}
 		case relAhead:
 			plan = append(plan, refs.Update{Ref: ref, Old: theirs, New: head})
 		case relBehind:
@@ -970,9 +1115,138 @@ func (s *Store) planPush(remote string, res *PushResult) ([]refs.Update, error) 
 
 var errNoAtomic = errors.New("the remote does not support atomic pushes")
 
+// PrePushError reports a push the repository's pre-push hook stopped:
+// nothing was sent.
+type PrePushError struct {
+	Remote   string
+	Hook     string   // the hook's path
+	Status   int      // its exit status (-1: killed by a signal)
+	Messages []string // the lines it printed
+}
+
+// Summary is the error without the hook's messages, for a caller that shows
+// them already.
+func (e *PrePushError) Summary() string {
+	return fmt.Sprintf("the pre-push hook %s stopped the push to %s (exit status %d); nothing was sent", e.Hook, e.Remote, e.Status)
+}
+
+func (e *PrePushError) Error() string {
+	if len(e.Messages) == 0 {
+		return e.Summary()
+	}
+	return e.Summary() + ": " + strings.Join(e.Messages, "; ")
+}
+
+// runPrePush runs the repository's pre-push hook, if it has one, on the
+// push plan is about to make, the way git push runs it: in the top of the
+// work tree (the git directory of a bare repository), with the remote's
+// name and push URL as arguments and one line per ref on its input,
+// "<local ref> <local commit> <remote ref> <remote commit>". The remote's
+// commit is its head as last fetched (zeros when unknown), which this host
+// has: the push is never forced, so a remote that moved since rejects it
+// anyway, and Push fetches and plans again. git would pass the remote's
+// live head instead, which the check cannot read when another host moved
+// it (bernstein's pre-push check refuses such a head: a forced push over
+// it would drop commits nobody here saw), so every race would end as the
+// hook's refusal rather than as a divergence naming the task.
+func (s *Store) runPrePush(remote string, plan []refs.Update) error {
+	args := []string{"-C", s.dir, "rev-parse", "--path-format=absolute", "--git-path", "hooks/pre-push"}
+	if !s.bare {
+		args = append(args, "--show-toplevel")
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANGUAGE=")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := 1 // the hook's path, then the top of the work tree
+	if !s.bare {
+		want = 2
+	}
+	if err != nil || len(lines) != want {
+		return fmt.Errorf("find the pre-push hook: git rev-parse: %s", gitMessage(errb.Bytes()))
+	}
+	hook, dir := lines[0], s.gitDir
+	if !s.bare {
+		dir = lines[1]
+	}
+	fi, err := os.Stat(hook)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pre-push hook: %w", err)
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		s.warn("the pre-push hook %s was ignored because it is not set as executable (as git ignores it)", hook)
+		return nil
+	}
+	url, errb2, err := runGit(s.gitDir, nil, "remote", "get-url", "--push", remote)
+	if err != nil {
+		return fmt.Errorf("git remote get-url --push %s: %s", remote, gitMessage(errb2))
+	}
+	var in bytes.Buffer
+	for _, u := range plan {
+		fmt.Fprintf(&in, "%s %s %s %s\n", u.Ref, u.New, u.Ref, u.Old)
+	}
+	run := exec.Command(hook, remote, strings.TrimSpace(string(url)))
+	run.Dir = dir
+	run.Stdin = &in
+	var said bytes.Buffer
+	run.Stdout, run.Stderr = &said, &said
+	err = run.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("run the pre-push hook %s: %w", hook, err)
+	}
+	e := &PrePushError{Remote: remote, Hook: hook, Status: ee.ExitCode(), Messages: []string{}}
+	for _, l := range strings.Split(said.String(), "\n") {
+		if l = strings.TrimRight(l, " \t\r"); l != "" {
+			e.Messages = append(e.Messages, l)
+		}
+	}
+	return e
+}
+
 type pushStatus struct {
-	ok, upToDate, remote bool
-	reason               string
+	ok, upToDate bool
+	// remote: the remote rejected the ref ("[remote rejected]"), not git
+	// push itself.
+	remote bool
+	// race: the remote's ref transaction failed because another push moved
+	// a ref meanwhile (lostRace), not because its checks refused.
+	race bool
+	// collateral: held back only because an atomic push failed on another
+	// ref.
+	collateral bool
+	reason     string
+}
+
+// lostRace reports whether a reason git gives for a rejected ref says the
+// ref moved under the push rather than that the remote refused it:
+// receive-pack's ref transaction found the ref at another value than the
+// one the push started from ("atomic transaction failed" for every ref of
+// an atomic push, "failed to update ref" for one ref of another, "failed to
+// lock" from older versions, with "cannot lock ref '<ref>': is at X but
+// expected Y" among the remote's messages), or a lease that no longer holds
+// ("stale info").
+func lostRace(reason string) bool {
+	switch reason {
+	case "atomic transaction failed", "failed to update ref", "failed to lock", "stale info":
+		return true
+	}
+	return strings.HasPrefix(reason, "cannot lock ref")
+}
+
+// heldBack reports whether a reason says a ref was held back only because
+// another ref of its atomic push failed: git push's own "atomic push
+// failed", receive-pack's "atomic push failure".
+func heldBack(reason string) bool {
+	return reason == "atomic push failed" || reason == "atomic push failure"
 }
 
 // gitPush pushes plan (exact commits to full ref names, never forced) and
@@ -1052,6 +1326,8 @@ func parsePorcelain(out []byte) map[string]pushStatus {
 			if reason == "" {
 				p.reason = strings.Trim(summary, "[]")
 			}
+			p.race = lostRace(p.reason)
+			p.collateral = heldBack(p.reason)
 		default:
 			continue
 		}

@@ -6,85 +6,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/refs"
 )
 
-// TestPushViaTemporaryRefs: a push of more refs than a command line holds goes through temporary refs
-// (refs/bernstein-push/<pid>/*), lands every ref, and leaves no temporary
-// ref behind, nor those of a push whose process died.
-func TestPushViaTemporaryRefs(t *testing.T) {
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	root := t.TempDir()
-	remote := filepath.Join(root, "remote.git")
-	if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
-	if _, err := Init(opts, "test-writer"); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("git", "-C", opts.Repo, "remote", "add", "origin", "file://"+remote).CombinedOutput(); err != nil {
-		t.Fatalf("git remote add: %v %s", err, out)
-	}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 20 {
-		if _, err := s.CreateTask(TaskSpec{ID: fmt.Sprintf("T-%02d", i), Title: "t"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+// SetPushArgBudget sets the bytes of <commit>:<ref> refspecs a push passes
+// on git's command line (pushArgBudget), for the tests of the push through
+// temporary refs; it returns what puts it back.
+func SetPushArgBudget(n int) (restore func()) {
 	saved := pushArgBudget
-	pushArgBudget = 100 // two refspecs
-	defer func() { pushArgBudget = saved }()
-	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
-	head, err := s.refs.Read("refs/bernstein/audit/test-writer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("git", "-C", opts.Repo, "update-ref", pushTempRoot+"99999999/audit/test-writer", head.String()).CombinedOutput(); err != nil {
-		t.Fatalf("git update-ref: %v %s", err, out)
-	}
-	res, err := s.Push("origin")
-	if err != nil {
-		t.Fatalf("push: %v", err)
-	}
-	local, _, err := s.refs.List("refs/bernstein/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Pushed) != len(local) {
-		t.Fatalf("pushed %d refs, have %d", len(res.Pushed), len(local))
-	}
-	out, err := exec.Command("git", "--git-dir", remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(got) != len(local) {
-		t.Fatalf("the remote has %d refs, want %d: %v", len(got), len(local), got)
-	}
-	for _, l := range got {
-		name, id, _ := strings.Cut(l, " ")
-		if local[name].String() != id {
-			t.Fatalf("the remote's %s is %s, the local one %s", name, id, local[name])
-		}
-	}
-	if tmp, _, err := s.refs.List(pushTempRoot); err != nil || len(tmp) != 0 {
-		t.Fatalf("temporary refs left: %v %v", tmp, err)
-	}
-	// The remote-tracking refs follow what was pushed: nothing is left to push.
-	res, err = s.Push("origin")
-	if err != nil || len(res.Pushed) != 0 || res.UpToDate != len(local) {
-		t.Fatalf("second push: %+v %v", res, err)
-	}
+	pushArgBudget = n
+	return func() { pushArgBudget = saved }
 }
+
+// PushTempRoot is where a large push keeps its temporary refs.
+const PushTempRoot = pushTempRoot
 
 // TestFetchRelate: the walk that compares two heads of a chain.
 func TestFetchRelate(t *testing.T) {

@@ -196,8 +196,9 @@ func verifyPinned(t *testing.T, h *host, signers string) {
 // own writer) work different tasks and push in both orders, over file://,
 // git daemon and smart HTTP. Both fetch; then both and the remote hold the
 // same refs, and audit verify --strict passes on both and on a third fresh
-// clone with both keys pinned. The clone lists both writers with their
-// keys' fingerprints.
+// clone with both keys pinned, by an allowed_signers file and then by keys
+// pin (the pin file). The clone lists both writers with their keys'
+// fingerprints.
 func TestRemoteTwoHosts(t *testing.T) {
 	for _, kind := range gitServerKinds {
 		for _, order := range []string{"a-first", "b-first"} {
@@ -256,12 +257,14 @@ func TestRemoteTwoHosts(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("clone: exit %d\n%s%s", r.code, r.out, r.err)
 				}
+				fps := map[*host]string{}
 				for _, h := range []*host{a, b} {
 					pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.authorizedKey()))
 					if err != nil {
 						t.Fatal(err)
 					}
-					line := regexp.MustCompile(`(?m)^  ` + h.name + ` +` + regexp.QuoteMeta(ssh.FingerprintSHA256(pk)) + ` ssh-ed25519$`)
+					fps[h] = ssh.FingerprintSHA256(pk)
+					line := regexp.MustCompile(`(?m)^  ` + h.name + ` +` + regexp.QuoteMeta(fps[h]) + ` ssh-ed25519$`)
 					if !line.MatchString(r.out) {
 						t.Fatalf("clone does not list %s with its fingerprint:\n%s", h.name, r.out)
 					}
@@ -277,6 +280,22 @@ func TestRemoteTwoHosts(t *testing.T) {
 				verifyPinned(t, c, signers)
 				if _, err := os.Stat(c.home); !os.IsNotExist(err) {
 					t.Fatalf("clone created %s: %v", c.home, err)
+				}
+				// The same clone pinned the way its user would: keys pin,
+				// once the fingerprints clone listed are checked with their
+				// owners. The pin file alone (no --allowed-signers) makes
+				// --strict pass.
+				out := c.ok("keys", "pin", "host-a", "host-b")
+				for _, h := range []*host{a, b} {
+					if !strings.Contains(out, "pinned "+h.name+" "+fps[h]+"\n") {
+						t.Fatalf("keys pin did not pin %s %s:\n%s", h.name, fps[h], out)
+					}
+				}
+				if pins, _ := filepath.Glob(filepath.Join(c.home, "pins", "*.allowed_signers")); len(pins) != 1 {
+					t.Fatalf("pin files under %s: %v", c.home, pins)
+				}
+				if r := c.run("audit", "verify", "--strict"); r.code != 0 || !strings.Contains(r.out, "verified: everything holds") {
+					t.Fatalf("clone pinned with keys pin: audit verify --strict exited %d\n%s%s", r.code, r.out, r.err)
 				}
 			})
 		}
@@ -506,7 +525,8 @@ func TestPushNonAtomicRemote(t *testing.T) {
 }
 
 // TestPushRefusedByRemote: a pre-receive hook's refusal is exit 1 with the
-// remote's own words.
+// remote's own words, printed once, and a last line that does not repeat
+// them.
 func TestPushRefusedByRemote(t *testing.T) {
 	isolateGit(t)
 	srv := newGitServer(t, "file")
@@ -518,8 +538,12 @@ func TestPushRefusedByRemote(t *testing.T) {
 	}
 	a.work("T-A", "notes", 1)
 	r := a.want(1, "push")
-	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed") || !strings.Contains(r.err, "bernstein: origin refused") {
+	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed\n") || !strings.Contains(r.err, "bernstein: origin refused") ||
+		!strings.HasSuffix(r.err, ": its reasons are above; nothing was pushed\n") {
 		t.Fatalf("refusal not explained: %q", r.err)
+	}
+	if n := strings.Count(r.err, "is not signed"); n != 1 {
+		t.Fatalf("the remote's words are printed %d times:\n%s", n, r.err)
 	}
 	if n := len(refsOf(t, srv.dir("tasks.git"), refs.Prefix)); n != 0 {
 		t.Fatalf("the remote took %d refs", n)
@@ -861,5 +885,58 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 	}
 	if res, err := sb.Fetch("origin"); err != nil || res.Moved() {
 		t.Fatalf("fetch after Settle: %+v %v", res, err)
+	}
+}
+
+// TestPushViaTemporaryRefs: a push of more refs than a command line holds
+// goes through temporary refs (refs/bernstein-push/<pid>/*) and one
+// pattern, through the remote guard like every push; it lands every ref
+// and leaves no temporary ref behind, nor those of a push whose process
+// died.
+func TestPushViaTemporaryRefs(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	url := srv.newRemote(t, "remote.git")
+	root := t.TempDir()
+	opts := bernstein.Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
+	if _, err := bernstein.Init(opts, "test-writer"); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, opts.Repo, "remote", "add", "origin", url)
+	s, err := bernstein.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: fmt.Sprintf("T-%02d", i), Title: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer bernstein.SetPushArgBudget(100)() // two refspecs
+	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
+	audit := refs.Audit("test-writer")
+	gitRun(t, opts.Repo, "update-ref", bernstein.PushTempRoot+"99999999/audit/test-writer", strings.TrimSpace(gitRun(t, opts.Repo, "rev-parse", audit)))
+	res, err := s.Push("origin")
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	local := refsOf(t, opts.Repo, refs.Prefix)
+	if len(res.Pushed) != len(local) {
+		t.Fatalf("pushed %d refs, have %d", len(res.Pushed), len(local))
+	}
+	bare := srv.dir("remote.git")
+	sameRefs(t, "the remote's and the local refs", refsOf(t, bare, "refs/"), local)
+	if tmp := strings.TrimSpace(gitRun(t, opts.Repo, "for-each-ref", bernstein.PushTempRoot)); tmp != "" {
+		t.Fatalf("temporary refs left: %s", tmp)
+	}
+	// It went through the guard, which pinned the writer on first use.
+	if pinned := guardPinned(t, bare); !regexp.MustCompile(`(?m)^test-writer\t\S+\t\S+\tpinned$`).MatchString(pinned) {
+		t.Fatalf("the remote guard did not pin test-writer:\n%s", pinned)
+	}
+	// The remote-tracking refs follow what was pushed: nothing is left to push.
+	res, err = s.Push("origin")
+	if err != nil || len(res.Pushed) != 0 || res.UpToDate != len(local) {
+		t.Fatalf("second push: %+v %v", res, err)
 	}
 }

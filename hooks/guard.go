@@ -96,6 +96,42 @@ type Guard struct {
 	// TrustFirstUse pins the first key a writer publishes (on the remote
 	// already, else in the update) when no key is pinned for it.
 	TrustFirstUse bool
+	// Local says that the check runs on what is about to leave a working
+	// repository (pre-push), against that repository's trust: its advice
+	// speaks of pinning there, not on a remote.
+	Local bool
+	// Repo is the directory of the repository the check runs in, named in
+	// the remote guard's advice ('bernstein keys pin --repo DIR W'); ""
+	// leaves it out.
+	Repo string
+}
+
+// here says where the keys the check trusts are pinned.
+func (g *Guard) here() string {
+	if g.Local {
+		return "in this repository"
+	}
+	return "on this remote"
+}
+
+// pinAdvice says what to do about writer w, whose key nobody pinned.
+func (g *Guard) pinAdvice(w string) string {
+	if g.Local {
+		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin %s'), then push again", w)
+	}
+	repo := ""
+	if g.Repo != "" {
+		repo = "--repo " + shellWord(g.Repo) + " "
+	}
+	return fmt.Sprintf("the operator pins it inside the remote repository ('bernstein keys pin %s%s', after checking its fingerprint), or installs the guard with --trust-first-use", repo, w)
+}
+
+// shellWord quotes s for a shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return quote(s)
 }
 
 // Chain kinds of refs/bernstein/*.
@@ -723,7 +759,7 @@ func (c *checker) checkSignatures(s *segment) {
 			if len(ls) > 1 {
 				more = fmt.Sprintf(" (and %d more commits of this push after this one)", len(ls)-1)
 			}
-			c.at(s, ls[0], check, fmt.Sprintf("writer %s has no key pinned on this remote%s: the operator pins it inside the remote repository ('bernstein keys pin %s', after checking its fingerprint), or installs the guard with --trust-first-use", w, more, w))
+			c.at(s, ls[0], check, fmt.Sprintf("writer %s has no key pinned %s%s: %s", w, c.g.here(), more, c.g.pinAdvice(w)))
 		}
 	}()
 	for _, l := range s.links {
@@ -774,7 +810,7 @@ func (c *checker) checkWriterRef(s *segment) {
 			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: fp, Check: check, Reason: reason})
 		}
 		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
-			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it on this remote: a substituted key is refused", fp, w, fingerprints(c.trusted[w])))
+			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", fp, w, fingerprints(c.trusted[w]), c.g.here()))
 		} else if old != nil && !bytes.Equal(old.Marshal(), k.Marshal()) {
 			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but the remote publishes %s for it: a writer id has one key", fp, w, ssh.FingerprintSHA256(old)))
 		}
@@ -820,7 +856,7 @@ func (c *checker) checkKeysRef(s *segment) {
 		k := ks[w]
 		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
 			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: ssh.FingerprintSHA256(k), Check: "key_substitution",
-				Reason: fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it on this remote: a substituted key is refused", ssh.FingerprintSHA256(k), w, fingerprints(c.trusted[w]))})
+				Reason: fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", ssh.FingerprintSHA256(k), w, fingerprints(c.trusted[w]), c.g.here())})
 		}
 	}
 }

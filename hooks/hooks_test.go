@@ -89,7 +89,8 @@ func TestGuardUnpinnedWriter(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("push accepted:\n%s", out)
 	}
-	mustContain(t, out, "refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+h.fingerprint()+"): writer host-a has no key pinned on this remote (and 1 more commits of this push after this one)")
+	mustContain(t, out, "refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+h.fingerprint()+"): writer host-a has no key pinned on this remote (and 1 more commits of this push after this one): "+
+		"the operator pins it inside the remote repository ('bernstein keys pin --repo "+r.dir+" host-a', after checking its fingerprint), or installs the guard with --trust-first-use [row_signature]")
 	if n := strings.Count(out, "refused refs/bernstein/journal/T-1"); n != 1 {
 		t.Fatalf("%d refusals of the journal, want one:\n%s", n, out)
 	}
@@ -114,7 +115,7 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("install: %s", out)
 	}
 	mustContain(t, out, "installed the pre-push check: "+filepath.Join(h.dir, ".git", "hooks", "pre-push"))
-	r := newRemote(t) // no guard: only the pre-push check stands in the way
+	r := guardedFirstUse(t)
 
 	tampered := h.copyRepo()
 	n := forgeRow(t, tampered)
@@ -124,12 +125,15 @@ func TestPrePush(t *testing.T) {
 	}
 	mustContain(t, out, fmt.Sprintf("bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index %d, writer host-a): commit is not signed [row_signature]", n),
 		"bernstein pre-push: push stopped")
+	notReached(t, out)
 	if got := r.refs(); got != "" {
 		t.Fatalf("something left: %s", got)
 	}
 
 	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
 		t.Fatalf("good push stopped:\n%s", out)
+	} else {
+		mustContain(t, out, "bernstein guard: pinned writer host-a's key "+h.fingerprint()+" on first use")
 	}
 	// On top of what the remote holds, only the new commits are walked,
 	// and a forged one among them still stops the push.
@@ -142,6 +146,7 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("tampered push left:\n%s", out)
 	}
 	mustContain(t, out, fmt.Sprintf("(task T-1, journal index %d, writer host-a): commit is not signed [row_signature]", n))
+	notReached(t, out)
 	if r.refs() != before {
 		t.Fatal("refs moved")
 	}
@@ -157,6 +162,64 @@ func TestPrePush(t *testing.T) {
 		t.Fatalf("forced push left:\n%s", out)
 	}
 	mustContain(t, out, "which this repository does not have", "[non_fast_forward]")
+	notReached(t, out)
+}
+
+// guardedFirstUse is a remote whose guard trusts on first use: the pre-push
+// tests' good pushes go through it as every good push of the suite does,
+// while what the pre-push check stops never reaches it.
+func guardedFirstUse(t *testing.T) *remote {
+	t.Helper()
+	r := newRemote(t)
+	r.mustCLI("hooks", "install", "--remote-guard", "--trust-first-use")
+	return r
+}
+
+// notReached fails if a push's output shows that the remote's guard ran:
+// the pre-push check stopped it before anything was sent.
+func notReached(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "bernstein guard") {
+		t.Fatalf("the push reached the remote's guard:\n%s", out)
+	}
+}
+
+// TestPrePushUnpinnedWriter: rows of a writer this repository has not
+// pinned are stopped before they leave, with advice for this repository
+// (pin the key here), not the remote guard's; once pinned here, they go.
+func TestPrePushUnpinnedWriter(t *testing.T) {
+	a := newHost(t, "host-a")
+	a.task("T-1")
+	a.post("T-1", "summary", "first")
+	a.post("T-1", "summary", "second")
+	b := newHost(t, "host-b")
+	b.git("fetch", "-q", a.dir, allBernstein)
+	if out, code := b.cli("hooks", "install", "--pre-push"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	r := guardedFirstUse(t)
+	out, code := b.push(r, "--atomic", allBernstein)
+	if code == 0 {
+		t.Fatalf("push of unpinned rows left:\n%s", out)
+	}
+	mustContain(t, out, "bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index 0, writer host-a, key "+a.fingerprint()+"): "+
+		"writer host-a has no key pinned in this repository (and 1 more commits of this push after this one): "+
+		"check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin host-a'), then push again [row_signature]")
+	for _, remoteWords := range []string{"on this remote", "the operator", "--trust-first-use", "--repo"} {
+		if strings.Contains(out, remoteWords) {
+			t.Fatalf("the pre-push advice speaks of the remote (%q):\n%s", remoteWords, out)
+		}
+	}
+	notReached(t, out)
+	if r.refs() != "" {
+		t.Fatalf("refs left: %s", r.refs())
+	}
+	mustContain(t, b.mustCLIOut("keys", "pin", "host-a"), "pinned host-a "+a.fingerprint())
+	if out, code := b.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("push after pinning stopped:\n%s", out)
+	} else {
+		mustContain(t, out, "bernstein guard: pinned writer host-a's key "+a.fingerprint()+" on first use")
+	}
 }
 
 // commitIn makes an empty commit in dir with the host's environment plus
@@ -393,4 +456,57 @@ func (h *host) mustCLIOut(args ...string) string {
 		h.t.Fatalf("bernstein %s: exit %d\n%s", strings.Join(args, " "), code, out)
 	}
 	return out
+}
+
+// TestBernsteinPushRunsPrePush: `bernstein push` runs the pre-push check as
+// git push does. A forged row is stopped with the check's message, once,
+// before the remote is contacted, and nothing reaches it; good pushes pass
+// through the check and the remote's guard. A remote another host moved
+// meanwhile ends in the divergence, not in the check's refusal of a head it
+// never saw: push gives the hook the remote's heads as last fetched.
+func TestBernsteinPushRunsPrePush(t *testing.T) {
+	h := newHost(t, "host-a")
+	h.task("T-1")
+	h.post("T-1", "summary", "first")
+	if out, code := h.cli("hooks", "install", "--pre-push"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	r := guardedFirstUse(t)
+
+	tampered := h.copyRepo()
+	n := forgeRow(t, tampered)
+	tampered.git("remote", "add", "origin", r.url())
+	out, code := tampered.cli("push")
+	if code != 1 {
+		t.Fatalf("bernstein push of a forged row exited %d:\n%s", code, out)
+	}
+	check := fmt.Sprintf("bernstein pre-push: refused refs/bernstein/journal/T-1 (task T-1, journal index %d, writer host-a): commit is not signed [row_signature]\n", n)
+	mustContain(t, out, check, "bernstein pre-push: push stopped: 1 problem(s); nothing was sent\n",
+		"bernstein: the pre-push hook "+filepath.Join(tampered.dir, ".git", "hooks", "pre-push")+" stopped the push to origin (exit status 1); nothing was sent\n")
+	if c := strings.Count(out, "commit is not signed"); c != 1 || strings.Contains(out, "remote:") {
+		t.Fatalf("the check's message is printed %d times, or the remote was reached:\n%s", c, out)
+	}
+	if got := r.refs(); got != "" {
+		t.Fatalf("something reached the remote: %s", got)
+	}
+
+	h.git("remote", "add", "origin", r.url())
+	if out, code := h.cli("push"); code != 0 || !strings.Contains(out, "pushed to origin (atomic)") {
+		t.Fatalf("good push: exit %d\n%s", code, out)
+	}
+	local := h.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/bernstein/")
+	if got := strings.TrimSpace(r.refs()); got != local {
+		t.Fatalf("remote refs:\n%s\nlocal refs:\n%s", got, local)
+	}
+
+	other := h.copyRepo()
+	other.post("T-1", "summary", "elsewhere")
+	if out, code := other.cli("push"); code != 0 {
+		t.Fatalf("push of the other copy: exit %d\n%s", code, out)
+	}
+	h.post("T-1", "summary", "here")
+	out, code = h.cli("push")
+	if code != 5 || !strings.Contains(out, "diverged: ") || strings.Contains(out, "pre-push: refused") {
+		t.Fatalf("push after the remote moved: exit %d, want 5 with the divergence:\n%s", code, out)
+	}
 }

@@ -2,8 +2,10 @@ package hooks_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/hooks"
 	"github.com/bernstein/bernstein/keys"
@@ -83,6 +85,42 @@ func TestGuardReadsOnlyWhatIsAdded(t *testing.T) {
 			res = l.check(nil, s.update())
 			if res.Stats.Commits != 2 {
 				t.Fatalf("the guard read %d commits for one forged spine entry on a history of %d posts, want 2: %v", res.Stats.Commits, history, res.Problems)
+			}
+			// A forced push is refused after reading the remote's head and
+			// what the push puts where it stands, whatever lies under it:
+			// another line of history one row longer, forked under the
+			// remote's head and signed by the writer's own key, reads the
+			// remote's head, the new head and the commit at the remote
+			// head's index (new - old + 2 = 3); a rewind reads the two
+			// heads.
+			j = l.tip(refs.Journal("T-1"))
+			head, err := chain.Read(h.s.Objects(), j.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			under, err := chain.Read(h.s.Objects(), head.Commit.Parents[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			fork := &tip{ref: j.ref, old: j.old, head: under.ID, rec: under.Record, pos: j.pos - 1}
+			l.checkpointRow(fork, l.id)
+			l.checkpointRow(fork, l.id)
+			for _, tc := range []struct {
+				name   string
+				update hooks.Update
+				reason string
+				reads  int
+			}{
+				{"fork", fork.update(), "which does not contain the remote's head", 3},
+				{"rewind", hooks.Update{Ref: j.ref, Old: j.old, New: under.ID}, "not after the remote's", 2},
+			} {
+				res = l.check(nil, tc.update)
+				if len(res.Problems) != 1 || res.Problems[0].Check != "non_fast_forward" || !strings.Contains(res.Problems[0].Reason, tc.reason) {
+					t.Fatalf("%s: want one non_fast_forward problem saying %q, got %v", tc.name, tc.reason, res.Problems)
+				}
+				if res.Stats.Commits != tc.reads {
+					t.Fatalf("the guard read %d commits to refuse a %s on a history of %d posts, want %d", res.Stats.Commits, tc.name, history, tc.reads)
+				}
 			}
 		})
 	}

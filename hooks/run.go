@@ -226,7 +226,7 @@ func runGuard(o RunOptions) int {
 		return ExitError
 	}
 	defer objs.Close()
-	g := &Guard{Objects: objs, Refs: refs.Reader{Dir: s.GitDir()}, Trust: trust, TrustFirstUse: o.TrustFirstUse}
+	g := &Guard{Objects: objs, Refs: refs.Reader{Dir: s.GitDir()}, Trust: trust, TrustFirstUse: o.TrustFirstUse, Repo: s.GitDir()}
 	res := g.Check(updates)
 	if len(res.Problems) > 0 {
 		for _, p := range res.Problems {
@@ -310,7 +310,7 @@ func runPrePush(o RunOptions) int {
 		}
 		updates = append(updates, Update{Ref: l.RemoteRef, Old: l.Remote, New: l.Local})
 	}
-	g := &Guard{Objects: s.Objects(), Refs: refs.Reader{Dir: s.GitDir()}, Trust: trust}
+	g := &Guard{Objects: s.Objects(), Refs: refs.Reader{Dir: s.GitDir()}, Trust: trust, Local: true}
 	res := g.Check(updates)
 	problems = append(problems, res.Problems...)
 	if len(problems) > 0 {

@@ -29,7 +29,8 @@ func newHooksCmd(g *globals, sio *IO) *cobra.Command {
                              do not hash to their rows, or spine entries that do not
                              bind the rows they seal. It checks only what the push adds.
   install --pre-push         a pre-push hook in a working repository: the same checks
-                             on what is about to leave, against this host's pinned keys.
+                             on what is about to leave, against this host's pinned keys,
+                             for git push and bernstein push alike.
   install --checkpoint TASK  a post-commit hook: every commit is recorded as a
                              checkpoint row of TASK, so progress is earned as commits
                              are made. It never blocks a commit.

@@ -139,15 +139,24 @@ them.
 A ref that both this host and the remote moved is explained, by task or
 writer: for a task journal or ledger, two hosts wrote to the same task; each
 keeps its rows, nothing is overwritten, and docs/remotes.md ("Divergence")
-says what to do. When the remote rejects refs because it moved them since the
-last fetch, push learns their heads once (remote-tracking refs only) and
-tries again; refs the remote's hooks refuse are reported with the remote's
-messages.
+says what to do. When the remote rejects refs because they moved there since
+the last fetch, or because another push moved them while this one was under
+way (two hosts pushing at once: the remote's ref transaction fails), push
+fetches the remote's heads (remote-tracking refs only), plans again and
+retries, three pushes at most: two hosts that wrote to one task then get the
+divergence, whichever way the race went. Refs the remote's hooks refuse are
+reported with the remote's messages.
 
-Exit status: 0 pushed (or nothing to push); 1 error, or the remote refused
-(a hook); 5 rejected because a ref diverged, or the remote holds commits this
-host lacks on a ref it moved too (nothing pushed when atomic): run
-'bernstein fetch'.`,
+The repository's pre-push hook, if it has one ('bernstein hooks install
+--pre-push' checks what is about to leave as the remote guard would), runs
+before each push with the commits push is about to send and the remote's
+heads as last fetched; if it refuses, nothing is sent. Without the hook
+nothing is checked here, as with git push: the remote guard and 'audit
+verify' on clones are the authority.
+
+Exit status: 0 pushed (or nothing to push); 1 error, the pre-push hook
+stopped the push, or the remote refused (a hook); 5 a ref diverged, or the remote kept moving a ref this host moved
+too (nothing pushed when atomic): run 'bernstein fetch'.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			remote := remoteArg(args)
@@ -165,12 +174,24 @@ host lacks on a ref it moved too (nothing pushed when atomic): run
 			var div *bernstein.DivergedError
 			var rej *bernstein.RejectedError
 			var ref *bernstein.RemoteRefusedError
+			var pre *bernstein.PrePushError
 			switch {
+			case errors.As(err, &pre):
+				// The hook's words once (git would have shown them as it
+				// ran), then one line that does not repeat them.
+				for _, m := range pre.Messages {
+					fmt.Fprintln(io.Err, m)
+				}
+				return exitCode(1, errors.New(pre.Summary()))
 			case errors.As(err, &div):
 				if !asJSON {
 					printDiverged(io, div.Diverged)
 				}
-				fmt.Fprintf(io.Err, "nothing was pushed. 'bernstein fetch %s' reports the same; see docs/remotes.md, Divergence\n", remote)
+				what := "nothing was pushed"
+				if len(res.Pushed) > 0 {
+					what = fmt.Sprintf("%d other ref%s had been pushed one by one (the remote does not support atomic pushes)", len(res.Pushed), plural(len(res.Pushed)))
+				}
+				fmt.Fprintf(io.Err, "%s. 'bernstein fetch %s' reports the same; see docs/remotes.md, Divergence\n", what, remote)
 				return exitCode(exitDiverged, fmt.Errorf("push to %s: %d ref%s diverged (%s)", remote, len(div.Diverged), plural(len(div.Diverged)), div.Diverged[0].What()))
 			case errors.As(err, &rej):
 				if !asJSON {
@@ -179,16 +200,26 @@ host lacks on a ref it moved too (nothing pushed when atomic): run
 					}
 				}
 				what := "nothing was pushed"
-				if !res.Atomic {
-					what = "the other refs were pushed"
+				if len(res.Pushed) > 0 {
+					what = fmt.Sprintf("%d other ref%s were pushed one by one (the remote does not support atomic pushes)", len(res.Pushed), plural(len(res.Pushed)))
 				}
 				fmt.Fprintf(io.Err, "%s. Next: 'bernstein fetch %s' (it fast-forwards, or names the task that diverged), then push again\n", what, remote)
 				return exitCode(exitDiverged, fmt.Errorf("push to %s rejected: %s moved on the remote meanwhile", remote, rej.Rejected[0].What()))
 			case errors.As(err, &ref):
+				// The remote's words once, then one line that does not
+				// repeat them.
 				for _, m := range ref.Messages {
 					fmt.Fprintf(io.Err, "remote: %s\n", m)
 				}
-				return exitCode(1, err)
+				what := "nothing was pushed"
+				if len(res.Pushed) > 0 {
+					what = fmt.Sprintf("%d other ref%s were pushed one by one", len(res.Pushed), plural(len(res.Pushed)))
+				}
+				why := "its reasons are above"
+				if len(ref.Messages) == 0 {
+					why = "it gave no reason"
+				}
+				return exitCode(1, fmt.Errorf("%s: %s; %s", ref.Summary(), why, what))
 			case err != nil:
 				return err
 			}
@@ -204,6 +235,9 @@ host lacks on a ref it moved too (nothing pushed when atomic): run
 			} else {
 				fmt.Fprintf(io.Out, "pushed to %s (%s): %d ref%s, %d up to date\n", remote, how, len(res.Pushed), plural(len(res.Pushed)), res.UpToDate)
 				printChanges(io, "pushed", res.Pushed)
+			}
+			if res.Replanned > 0 {
+				fmt.Fprintf(io.Out, "%s had moved refs meanwhile (another push): push fetched its heads and planned again\n", remote)
 			}
 			if n := len(res.RemoteAhead); n > 0 {
 				fmt.Fprintf(io.Out, "%s has %d ref%s newer than this host: bernstein fetch %s\n", remote, n, plural(n), remote)

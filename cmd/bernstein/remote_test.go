@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -56,13 +58,42 @@ func TestRemoteSetupCLI(t *testing.T) {
 	}
 }
 
-// TestPushFetchCLI: push and fetch against a bare remote, in text and JSON.
-func TestPushFetchCLI(t *testing.T) {
-	e := newCLIEnv(t)
-	remote := filepath.Join(t.TempDir(), "remote.git")
-	if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
+// guardedRemote makes an empty bare repository with the remote guard
+// installed (trust on first use, the operator's BERNSTEIN_HOME beside it),
+// as the root package's remote tests make theirs, so that every push of
+// these tests goes through the guard. The hook calls the bernstein command
+// testscript.Main put on PATH (this test binary under that name) by its
+// absolute path. It returns the repository and a function that lists, as
+// keys list prints them, the keys the guard pinned.
+func guardedRemote(t *testing.T) (string, func() string) {
+	t.Helper()
+	bin, err := exec.LookPath("bernstein")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
+	operator := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--repo", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+dir+".operator", "BERNSTEIN_FORCE_TTY=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bernstein %v in %s: %v\n%s", args, dir, err, out)
+		}
+		return string(out)
+	}
+	operator("hooks", "install", "--remote-guard", "--trust-first-use")
+	return dir, func() string { return operator("keys", "list") }
+}
+
+// TestPushFetchCLI: push and fetch against a bare remote (guarded), in text
+// and JSON.
+func TestPushFetchCLI(t *testing.T) {
+	e := newCLIEnv(t)
+	remote, pinned := guardedRemote(t)
 	e.git("remote", "add", "origin", "file://"+remote)
 	r := e.want(1, "push", "nowhere")
 	oneErrorLine(t, []string{"push", "nowhere"}, r)
@@ -92,5 +123,9 @@ func TestPushFetchCLI(t *testing.T) {
 	}
 	if len(fetched.Created) != 0 || fetched.UpToDate != pushed.UpToDate || fetched.Diverged == nil {
 		t.Fatalf("fetch: %+v", fetched)
+	}
+	// The push went through the guard, which pinned the writer's key.
+	if list := pinned(); !regexp.MustCompile(`(?m)^cli-writer\t\S+\t\S+\tpinned$`).MatchString(list) {
+		t.Fatalf("the remote guard did not pin cli-writer:\n%s", list)
 	}
 }
