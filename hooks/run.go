@@ -305,7 +305,7 @@ func runPrePush(o RunOptions) int {
 		}
 		if !l.Remote.IsZero() && !l.Local.IsZero() && !s.Objects().Has(l.Remote) {
 			problems = append(problems, Problem{Ref: l.RemoteRef, Check: "non_fast_forward",
-				Reason: fmt.Sprintf("the remote's %s is at %s, which this repository does not have: the push would replace commits it never saw (fetch first)", l.RemoteRef, short(l.Remote))})
+				Reason: fmt.Sprintf("the remote's %s is at %s, which this repository does not have: the push would replace commits it never saw (fetch first)", l.RemoteRef, l.Remote.String()[:12])})
 			continue
 		}
 		updates = append(updates, Update{Ref: l.RemoteRef, Old: l.Remote, New: l.Local})

@@ -1,0 +1,1080 @@
+package verify
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Update is one ref update: a push asks to move Ref from Old to New (a zero
+// id on either side: the ref is created or deleted).
+type Update struct {
+	Ref      string
+	Old, New gitstore.Oid
+}
+
+// Problem is one reason to refuse a push, with what it concerns; fields that
+// do not apply are empty.
+type Problem struct {
+	Ref    string `json:"ref"`
+	Task   string `json:"task,omitempty"`
+	Writer string `json:"writer,omitempty"`
+	Key    string `json:"key,omitempty"`   // SHA256 fingerprint of the key concerned
+	Chain  string `json:"chain,omitempty"` // journal, ledger, spine or audit: what Index counts
+	Index  *int64 `json:"index,omitempty"` // journal or ledger index, spine or audit seq
+	Check  string `json:"check"`
+	Reason string `json:"reason"`
+}
+
+// String is the problem as one line: the ref, then what in it, then why.
+func (p Problem) String() string {
+	var at []string
+	if p.Task != "" {
+		at = append(at, "task "+p.Task)
+	}
+	if p.Index != nil {
+		pos := "index"
+		if p.Chain == "spine" || p.Chain == "audit" {
+			pos = "seq"
+		}
+		at = append(at, fmt.Sprintf("%s %s %d", p.Chain, pos, *p.Index))
+	}
+	if p.Writer != "" {
+		at = append(at, "writer "+p.Writer)
+	}
+	if p.Key != "" {
+		at = append(at, "key "+p.Key)
+	}
+	where := p.Ref
+	if len(at) > 0 {
+		where += " (" + strings.Join(at, ", ") + ")"
+	}
+	return fmt.Sprintf("%s: %s [%s]", where, p.Reason, p.Check)
+}
+
+// FirstUse is a writer key the guard took on first use: pinned when the
+// push is accepted.
+type FirstUse struct {
+	Writer      string
+	Key         string // authorized key line
+	Fingerprint string
+}
+
+// Stats count what a check read, to show that its cost follows the push.
+type Stats struct {
+	Commits int // chain commits read (the push's and the lookups' into the refs already there)
+}
+
+// Result is what a check found.
+type Result struct {
+	Problems []Problem
+	FirstUse []FirstUse
+	Stats    Stats
+}
+
+// Guard checks ref updates of refs/bernstein/* before they land.
+type Guard struct {
+	// Objects must see the objects of the update (a push's quarantine) and
+	// those already there.
+	Objects *gitstore.Repo
+	// Refs are the refs as they stand before the update.
+	Refs refs.Source
+	// Trust holds the pinned keys; a commit counts only when a pinned key
+	// of its writer signed it.
+	Trust *keys.TrustSet
+	// TrustFirstUse pins the first key a writer publishes (on the remote
+	// already, else in the update) when no key is pinned for it.
+	TrustFirstUse bool
+	// Local says that the check runs on what is about to leave a working
+	// repository (pre-push), against that repository's trust: its advice
+	// speaks of pinning there, not on a remote.
+	Local bool
+	// Repo is the directory of the repository the check runs in, named in
+	// the remote guard's advice ('bernstein keys pin --repo DIR W'); ""
+	// leaves it out.
+	Repo string
+}
+
+// here says where the keys the check trusts are pinned.
+func (g *Guard) here() string {
+	if g.Local {
+		return "in this repository"
+	}
+	return "on this remote"
+}
+
+// pinAdvice says what to do about writer w, whose key nobody pinned.
+func (g *Guard) pinAdvice(w string) string {
+	if g.Local {
+		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin %s'), then push again", w)
+	}
+	repo := ""
+	if g.Repo != "" {
+		repo = "--repo " + shellWord(g.Repo) + " "
+	}
+	return fmt.Sprintf("the operator pins it inside the remote repository ('bernstein keys pin %s%s', after checking its fingerprint), or installs the guard with --trust-first-use", repo, w)
+}
+
+// shellWord quotes s for a shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Chain kinds of refs/bernstein/*.
+const (
+	kindJournal = "journal"
+	kindLedger  = "ledger"
+	kindSpine   = "spine"
+	kindAudit   = "audit"
+	kindWriter  = "writers"
+	kindKeys    = "keys"
+)
+
+// link is one commit of a pushed chain segment with its parsed record.
+type link struct {
+	id      gitstore.Oid
+	commit  gitstore.Commit
+	payload []byte
+	rec     []byte
+	pos     int64      // index or seq
+	prev    string     // the record's link to the one before
+	self    string     // what the next record's prev must be
+	row     record.Row // journal and ledger
+	entry   record.SpineEntry
+	audit   record.AuditEntry
+	writer  string      // the writer the committer names
+	key     string      // fingerprint of the key that signed it ("" unsigned)
+	proof   chain.Proof // signature verdict
+}
+
+// segment is what a push adds to one chain, oldest first.
+type segment struct {
+	u      Update
+	kind   string
+	task   string // journal, ledger
+	writer string // spine, audit, writers
+	links  []*link
+	ok     bool // the segment extends the old head and is structurally sound
+}
+
+type checker struct {
+	g        *Guard
+	res      *Result
+	updates  map[string]Update
+	segs     []*segment
+	trusted  map[string][]ssh.PublicKey
+	pushed   map[string]ssh.PublicKey // keys the push publishes, by writer
+	env      *Env
+	journals map[string]*segment
+	ledgers  map[string]*segment
+	spineBy  map[record.Hash]*link
+}
+
+// Check checks every update of a refs/bernstein/* ref; others pass. It reads
+// the commits each update adds (from its new head back to its old one) and,
+// to check what they bind, the few commits of the refs already there that
+// they name; never the history as a whole.
+func (g *Guard) Check(updates []Update) *Result {
+	c := &checker{g: g, res: &Result{}, updates: map[string]Update{}, trusted: map[string][]ssh.PublicKey{},
+		pushed: map[string]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, spineBy: map[record.Hash]*link{}}
+	for _, w := range g.Trust.Writers() {
+		c.trusted[w] = append([]ssh.PublicKey(nil), g.Trust.Trusted(w)...)
+	}
+	sorted := append([]Update(nil), updates...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Ref < sorted[j].Ref })
+	for _, u := range sorted {
+		if !strings.HasPrefix(u.Ref, refs.Prefix) {
+			continue
+		}
+		c.updates[u.Ref] = u
+		if s := c.classify(u); s != nil {
+			c.segs = append(c.segs, s)
+		}
+	}
+	// Structure first: which commits each update adds, and whether they
+	// chain; then whose keys count; then signatures, content and bindings.
+	for _, s := range c.segs {
+		c.walk(s)
+	}
+	c.firstUse()
+	c.buildEnv()
+	for _, s := range c.segs {
+		switch s.kind {
+		case kindWriter:
+			c.checkWriterRef(s)
+		case kindKeys:
+			c.checkKeysRef(s)
+		default:
+			c.checkSignatures(s)
+		}
+	}
+	for _, s := range c.segs {
+		if !s.ok {
+			continue
+		}
+		switch s.kind {
+		case kindJournal:
+			c.checkJournal(s)
+		case kindLedger:
+			c.checkLedger(s)
+		case kindSpine:
+			c.checkSpine(s)
+		}
+	}
+	return c.res
+}
+
+func (c *checker) problem(p Problem) { c.res.Problems = append(c.res.Problems, p) }
+
+// at is a problem located at one commit of a segment.
+func (c *checker) at(s *segment, l *link, check, reason string) {
+	p := Problem{Ref: s.u.Ref, Task: s.task, Writer: s.writer, Chain: s.kind, Check: check, Reason: reason}
+	if l != nil {
+		p.Index = i64(l.pos)
+		if l.writer != "" {
+			p.Writer = l.writer
+		}
+		p.Key = l.key
+	}
+	if s.kind == kindWriter || s.kind == kindKeys {
+		p.Chain, p.Index = "", nil
+	}
+	c.problem(p)
+}
+
+
+// classify names what an update's ref holds and refuses deletions and
+// names bernstein does not write.
+func (c *checker) classify(u Update) *segment {
+	s := &segment{u: u}
+	rest := strings.TrimPrefix(u.Ref, refs.Prefix)
+	kind, name, _ := strings.Cut(rest, "/")
+	var err error
+	switch {
+	case rest == kindKeys:
+		s.kind = kindKeys
+	case kind == kindJournal || kind == kindLedger:
+		s.kind = kind
+		s.task, err = refs.UnescapeTask(name)
+	case kind == kindSpine || kind == kindAudit || kind == kindWriter:
+		s.kind = kind
+		s.writer, err = name, refs.ValidateWriter(name)
+	default:
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/ or keys)"})
+		return nil
+	}
+	if err != nil {
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: err.Error()})
+		return nil
+	}
+	if u.New.IsZero() {
+		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "deletion",
+			Reason: fmt.Sprintf("the push deletes %s (at %s): bernstein refs only grow and are never deleted", u.Ref, short(u.Old))})
+		return nil
+	}
+	return s
+}
+
+func short(id gitstore.Oid) string { return id.String()[:12] }
+
+// read reads one chain commit, counting it.
+func (c *checker) read(id gitstore.Oid) (chain.Commit, error) {
+	c.res.Stats.Commits++
+	return chain.Read(c.g.Objects, id)
+}
+
+// parse reads a chain commit's record as kind's record type.
+func parse(kind string, cc chain.Commit) (*link, error) {
+	l := &link{id: cc.ID, commit: cc.Commit, payload: cc.Payload, rec: cc.Record}
+	l.writer, _ = CommitWriter(cc.Commit.Committer)
+	if len(cc.Commit.Signature) > 0 {
+		if k, _, err := keys.CommitSigner(cc.Commit.Signature); err == nil {
+			l.key = ssh.FingerprintSHA256(k)
+		}
+	}
+	switch kind {
+	case kindJournal, kindLedger:
+		row, err := record.ParseRow(cc.Record)
+		if err != nil {
+			return l, err
+		}
+		l.row, l.pos, l.prev, l.self = row, row.Index, string(row.Prev), string(record.Sum(cc.Record))
+	case kindSpine:
+		e, err := record.ParseSpineEntry(cc.Record)
+		if err != nil {
+			return l, err
+		}
+		l.entry, l.pos, l.prev, l.self = e, e.Header.Seq, string(e.Header.Prev), string(e.Hash)
+	case kindAudit:
+		a, err := record.ParseAuditEntry(cc.Record)
+		if err != nil {
+			return l, err
+		}
+		l.audit, l.pos, l.prev, l.self = a, a.Seq, a.PrevHMAC, a.HMAC
+	}
+	if l.pos < 0 {
+		return l, fmt.Errorf("%s %d is negative", posName(kind), l.pos)
+	}
+	return l, nil
+}
+
+// maxKeyCommits bounds the walk of a writers or keys ref (one commit per
+// published key).
+const maxKeyCommits = 64
+
+// walk collects the commits an update adds, newest to oldest, and checks
+// that they extend the old head and chain. A journal or ledger row carries
+// its index and an entry its seq, so the walk knows how many commits to
+// read: new index minus old index. It stops at the first commit that does
+// not sit where the chain says, so a head that lies about its index cannot
+// make it read the history.
+func (c *checker) walk(s *segment) {
+	u := s.u
+	if u.New == u.Old {
+		s.ok = true
+		return
+	}
+	if s.kind == kindWriter || s.kind == kindKeys {
+		c.walkKeys(s)
+		return
+	}
+	chainName := s.kind
+	nonFF := func(why string) {
+		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
+			Reason: fmt.Sprintf("the push moves %s from %s to %s, %s: bernstein chains only grow (a forced push is refused)", u.Ref, short(u.Old), short(u.New), why)})
+	}
+	oldPos, oldSelf := int64(-1), ""
+	if !u.Old.IsZero() {
+		cc, err := c.read(u.Old)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("the remote's head %s: %v", short(u.Old), err)})
+			return
+		}
+		l, err := parse(s.kind, cc)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("the remote's head %s: %v", short(u.Old), err)})
+			return
+		}
+		oldPos, oldSelf = l.pos, l.self
+	}
+	var newest []*link
+	id := u.New
+	want := int64(-1) // the position the next commit must have; -1 before the head is read
+	for u.Old.IsZero() || id != u.Old {
+		cc, err := c.read(id)
+		if err != nil {
+			c.broken(s, want, id, err.Error())
+			return
+		}
+		l, err := parse(s.kind, cc)
+		if err != nil {
+			c.broken(s, want, id, err.Error())
+			return
+		}
+		if want < 0 {
+			// The new head: its position says how many commits the push
+			// adds.
+			if l.pos <= oldPos {
+				nonFF(fmt.Sprintf("whose %s is %d, not after the remote's %d", posName(s.kind), l.pos, oldPos))
+				return
+			}
+			want = l.pos
+		}
+		if l.pos != want {
+			c.at(s, l, chainName+"_chain", fmt.Sprintf("commit %s says %s %d where %s %d belongs", short(id), posName(s.kind), l.pos, posName(s.kind), want))
+			return
+		}
+		if want == oldPos {
+			// As many commits as the positions allow, and the remote's
+			// head is not among them: another line of history.
+			nonFF("which does not contain the remote's head")
+			return
+		}
+		newest = append(newest, l)
+		if len(cc.Commit.Parents) == 0 {
+			if !u.Old.IsZero() {
+				nonFF("which does not contain the remote's head")
+				return
+			}
+			if want != 0 {
+				c.at(s, l, chainName+"_chain", fmt.Sprintf("the chain's first commit says %s %d", posName(s.kind), want))
+				return
+			}
+			break
+		}
+		if want == 0 {
+			c.at(s, l, chainName+"_chain", fmt.Sprintf("the commit at %s 0 has a parent", posName(s.kind)))
+			return
+		}
+		id = cc.Commit.Parents[0]
+		want--
+	}
+	if !u.Old.IsZero() && want != oldPos {
+		// The push's first commit sits right on the remote's head but
+		// skips positions.
+		c.at(s, newest[len(newest)-1], chainName+"_chain", fmt.Sprintf("commit %s says %s %d, but the remote's head has %s %d", short(newest[len(newest)-1].id), posName(s.kind), want+1, posName(s.kind), oldPos))
+		return
+	}
+	// Oldest first; each record links to the one before.
+	for i, j := 0, len(newest)-1; i < j; i, j = i+1, j-1 {
+		newest[i], newest[j] = newest[j], newest[i]
+	}
+	s.links = newest
+	prev := oldSelf
+	for _, l := range newest {
+		if l.prev != prev {
+			c.at(s, l, chainName+"_chain", linkReason(s.kind))
+			return
+		}
+		switch s.kind {
+		case kindJournal, kindLedger:
+			if l.row.TaskID != s.task {
+				c.at(s, l, chainName+"_chain", fmt.Sprintf("row belongs to task %q", l.row.TaskID))
+				return
+			}
+		case kindSpine:
+			if l.entry.Header.Writer != s.writer {
+				c.at(s, l, chainName+"_chain", fmt.Sprintf("entry names writer %q", l.entry.Header.Writer))
+				return
+			}
+		case kindAudit:
+			if l.audit.Writer != s.writer {
+				c.at(s, l, chainName+"_chain", fmt.Sprintf("entry names writer %q", l.audit.Writer))
+				return
+			}
+		}
+		prev = l.self
+	}
+	s.ok = true
+	switch s.kind {
+	case kindJournal:
+		c.journals[s.task] = s
+	case kindLedger:
+		c.ledgers[s.task] = s
+	case kindSpine:
+		for _, l := range s.links {
+			c.spineBy[l.entry.Hash] = l
+		}
+	}
+}
+
+func posName(kind string) string {
+	if kind == kindSpine || kind == kindAudit {
+		return "seq"
+	}
+	return "index"
+}
+
+func linkReason(kind string) string {
+	switch kind {
+	case kindAudit:
+		return "prev_hmac does not link to the entry before it"
+	case kindSpine:
+		return "entry's prev does not link to the entry before it"
+	}
+	return "row's prev does not link to the row before it"
+}
+
+// broken reports a commit of a segment that cannot be read as its chain's
+// record.
+func (c *checker) broken(s *segment, pos int64, id gitstore.Oid, reason string) {
+	p := Problem{Ref: s.u.Ref, Task: s.task, Writer: s.writer, Chain: s.kind, Check: s.kind + "_chain", Reason: fmt.Sprintf("commit %s: %s", short(id), reason)}
+	if pos >= 0 {
+		p.Index = i64(pos)
+	}
+	c.problem(p)
+}
+
+// walkKeys collects the commits a writers or keys ref update adds.
+func (c *checker) walkKeys(s *segment) {
+	u := s.u
+	var newest []*link
+	for id := u.New; ; {
+		if id == u.Old {
+			break
+		}
+		if len(newest) == maxKeyCommits {
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
+				Reason: fmt.Sprintf("the push moves %s from %s to %s, which does not extend it within %d commits", u.Ref, short(u.Old), short(u.New), maxKeyCommits)})
+			return
+		}
+		c.res.Stats.Commits++
+		data, err := c.g.Objects.ReadType(id, gitstore.TypeCommit)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "key_record", Reason: fmt.Sprintf("commit %s: %v", short(id), err)})
+			return
+		}
+		cm, payload, err := gitstore.ParseCommit(data)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "key_record", Reason: fmt.Sprintf("commit %s: %v", short(id), err)})
+			return
+		}
+		l := &link{id: id, commit: cm, payload: payload}
+		l.writer, _ = CommitWriter(cm.Committer)
+		newest = append(newest, l)
+		if len(cm.Parents) == 0 {
+			if !u.Old.IsZero() {
+				c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
+					Reason: fmt.Sprintf("the push moves %s from %s to %s, which does not contain the remote's head: bernstein refs only grow (a forced push is refused)", u.Ref, short(u.Old), short(u.New))})
+				return
+			}
+			break
+		}
+		id = cm.Parents[0]
+	}
+	for i, j := 0, len(newest)-1; i < j; i, j = i+1, j-1 {
+		newest[i], newest[j] = newest[j], newest[i]
+	}
+	s.links = newest
+	s.ok = true
+	if s.kind == kindWriter {
+		if k, _, err := c.writerKey(s.writer, u.New); err == nil {
+			c.pushed[s.writer] = k
+		}
+	}
+}
+
+// writerKey reads the key the writers ref commit id publishes for writer,
+// with the allowed_signers file it carries.
+func (c *checker) writerKey(writer string, id gitstore.Oid) (ssh.PublicKey, []byte, error) {
+	data, err := c.g.Objects.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return nil, nil, err
+	}
+	cm, err := gitstore.ParseCommitLinks(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	es, err := c.tree(cm.Tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pub ssh.PublicKey
+	var signers []byte
+	for _, e := range es {
+		switch e.Name {
+		case writer + ".pub":
+			b, err := c.g.Objects.ReadType(e.ID, gitstore.TypeBlob)
+			if err != nil {
+				return nil, nil, err
+			}
+			if pub, _, _, _, err = ssh.ParseAuthorizedKey(b); err != nil {
+				return nil, nil, fmt.Errorf("%s.pub: %v", writer, err)
+			}
+		case allowedSignersFile:
+			if signers, err = c.g.Objects.ReadType(e.ID, gitstore.TypeBlob); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if pub == nil {
+		return nil, nil, fmt.Errorf("the commit publishes no %s.pub", writer)
+	}
+	return pub, signers, nil
+}
+
+// allowedSignersFile is the file of a writers ref that plain git's
+// verify-commit reads (bernstein.AllowedSignersFile).
+const allowedSignersFile = "allowed_signers"
+
+func (c *checker) tree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
+	if id == gitstore.EmptyTree {
+		return nil, nil
+	}
+	data, err := c.g.Objects.ReadType(id, gitstore.TypeTree)
+	if err != nil {
+		return nil, err
+	}
+	return gitstore.ParseTree(data)
+}
+
+// basePublished reads the key the refs already there publish for writer:
+// its writers ref, else the legacy keys ref.
+func (c *checker) basePublished(writer string) ssh.PublicKey {
+	ref := refs.Writer(writer)
+	head, err := c.base(ref)
+	if err == nil && !head.IsZero() {
+		if k, _, err := c.writerKey(writer, head); err == nil {
+			return k
+		}
+	}
+	return c.legacyKey(writer, func() (gitstore.Oid, error) { return c.base(refs.Keys) })
+}
+
+// legacyKey reads <writer>.pub of the keys ref commit head names.
+func (c *checker) legacyKey(writer string, head func() (gitstore.Oid, error)) ssh.PublicKey {
+	id, err := head()
+	if err != nil || id.IsZero() {
+		return nil
+	}
+	keys, err := c.legacyKeys(id)
+	if err != nil {
+		return nil
+	}
+	return keys[writer]
+}
+
+// legacyKeys reads every <writer>.pub of a keys ref commit.
+func (c *checker) legacyKeys(id gitstore.Oid) (map[string]ssh.PublicKey, error) {
+	data, err := c.g.Objects.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := gitstore.ParseCommitLinks(data)
+	if err != nil {
+		return nil, err
+	}
+	es, err := c.tree(cm.Tree)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]ssh.PublicKey{}
+	for _, e := range es {
+		w, ok := strings.CutSuffix(e.Name, ".pub")
+		if !ok || refs.ValidateWriter(w) != nil {
+			continue
+		}
+		b, err := c.g.Objects.ReadType(e.ID, gitstore.TypeBlob)
+		if err != nil {
+			return nil, err
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", e.Name, err)
+		}
+		out[w] = k
+	}
+	return out, nil
+}
+
+// base is a ref's value before the update.
+func (c *checker) base(ref string) (gitstore.Oid, error) {
+	if u, ok := c.updates[ref]; ok {
+		return u.Old, nil
+	}
+	return c.g.Refs.ReadOptional(ref)
+}
+
+// firstUse pins, for every writer the push involves that has no pinned key,
+// the first key it published: the one the remote publishes already, else the
+// one the push publishes.
+func (c *checker) firstUse() {
+	if !c.g.TrustFirstUse {
+		return
+	}
+	involved := map[string]bool{}
+	for _, s := range c.segs {
+		if s.writer != "" {
+			involved[s.writer] = true
+		}
+		for _, l := range s.links {
+			if l.writer != "" {
+				involved[l.writer] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(involved))
+	for w := range involved {
+		names = append(names, w)
+	}
+	sort.Strings(names)
+	for _, w := range names {
+		if len(c.trusted[w]) > 0 {
+			continue
+		}
+		k := c.basePublished(w)
+		if k == nil {
+			k = c.pushed[w]
+		}
+		if k == nil {
+			continue
+		}
+		c.trusted[w] = []ssh.PublicKey{k}
+		c.res.FirstUse = append(c.res.FirstUse, FirstUse{Writer: w, Key: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))), Fingerprint: ssh.FingerprintSHA256(k)})
+	}
+}
+
+// buildEnv makes the verification environment of the trusted keys: the
+// pinned ones and those taken on first use. Published keys only tell an
+// unpinned writer from a forged signature in the messages.
+func (c *checker) buildEnv() {
+	var as []keys.AllowedSigner
+	for w, ks := range c.trusted {
+		for _, k := range ks {
+			as = append(as, keys.AllowedSigner{Principals: []string{keys.Principal(w)}, Namespaces: []string{keys.Namespace}, Key: k})
+		}
+	}
+	published := map[string]ssh.PublicKey{}
+	for _, s := range c.segs {
+		for _, l := range s.links {
+			if l.writer == "" || published[l.writer] != nil {
+				continue
+			}
+			if k := c.pushed[l.writer]; k != nil {
+				published[l.writer] = k
+			} else if k := c.basePublished(l.writer); k != nil {
+				published[l.writer] = k
+			}
+		}
+	}
+	c.env = &Env{Objects: c.g.Objects, Trust: keys.NewTrustSet(as, nil), Published: published}
+}
+
+func (c *checker) isTrusted(writer string, k ssh.PublicKey) bool {
+	for _, t := range c.trusted[writer] {
+		if bytes.Equal(t.Marshal(), k.Marshal()) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSignatures checks that a pinned key of the writer the ref belongs to
+// (spine, audit) or the committer names (journal, ledger) signed every
+// commit the push adds.
+func (c *checker) checkSignatures(s *segment) {
+	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature"}[s.kind]
+	// A writer with no pinned key is one problem per ref, not one per commit.
+	unpinned := map[string][]*link{}
+	var order []string
+	defer func() {
+		for _, w := range order {
+			ls := unpinned[w]
+			more := ""
+			if len(ls) > 1 {
+				more = fmt.Sprintf(" (and %d more commits of this push after this one)", len(ls)-1)
+			}
+			c.at(s, ls[0], check, fmt.Sprintf("writer %s has no key pinned %s%s: %s", w, c.g.here(), more, c.g.pinAdvice(w)))
+		}
+	}()
+	for _, l := range s.links {
+		l.proof = ProveCommit(c.env, l.commit, l.payload)
+		if (s.kind == kindSpine || s.kind == kindAudit) && l.writer != s.writer {
+			c.at(s, l, check, fmt.Sprintf("the commit names %s as its committer, not the ref's writer %s", orNone(l.writer), s.writer))
+			l.proof.State = Tampered
+			continue
+		}
+		switch l.proof.State {
+		case Verified:
+		case Unverifiable:
+			if unpinned[l.proof.Writer] == nil {
+				order = append(order, l.proof.Writer)
+			}
+			unpinned[l.proof.Writer] = append(unpinned[l.proof.Writer], l)
+		default:
+			c.at(s, l, check, l.proof.Reason)
+		}
+	}
+}
+
+func orNone(w string) string {
+	if w == "" {
+		return "no writer"
+	}
+	return w
+}
+
+// checkWriterRef checks a writers ref update: every commit publishes the
+// writer's one key and is signed by it, that key is the one the remote
+// published before and the pinned one, and its allowed_signers file names
+// that key only.
+func (c *checker) checkWriterRef(s *segment) {
+	if !s.ok {
+		return
+	}
+	w := s.writer
+	old := c.basePublished(w)
+	for _, l := range s.links {
+		k, signers, err := c.writerKey(w, l.id)
+		if err != nil {
+			c.at(s, l, "key_record", fmt.Sprintf("commit %s: %v", short(l.id), err))
+			continue
+		}
+		fp := ssh.FingerprintSHA256(k)
+		at := func(check, reason string) {
+			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: fp, Check: check, Reason: reason})
+		}
+		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
+			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", fp, w, fingerprints(c.trusted[w]), c.g.here()))
+		} else if old != nil && !bytes.Equal(old.Marshal(), k.Marshal()) {
+			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but the remote publishes %s for it: a writer id has one key", fp, w, ssh.FingerprintSHA256(old)))
+		}
+		if l.writer != w {
+			at("key_signature", fmt.Sprintf("commit %s names %s as its committer, not writer %s", short(l.id), orNone(l.writer), w))
+		} else if len(l.commit.Signature) == 0 {
+			at("key_signature", fmt.Sprintf("commit %s is not signed", short(l.id)))
+		} else if err := keys.VerifyCommit(l.payload, l.commit.Signature, k); err != nil {
+			at("key_signature", fmt.Sprintf("commit %s is not signed by the key it publishes: %v", short(l.id), err))
+		}
+		want := keys.AllowedSignersLine(w, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))) + "\n"
+		if string(signers) != want {
+			at("key_record", fmt.Sprintf("commit %s: its %s file does not name exactly the key it publishes, as git verify-commit would read it", short(l.id), allowedSignersFile))
+		}
+	}
+}
+
+func fingerprints(ks []ssh.PublicKey) string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, ssh.FingerprintSHA256(k))
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkKeysRef checks an update of the legacy keys ref: no key it publishes
+// for a writer may differ from that writer's pinned key.
+func (c *checker) checkKeysRef(s *segment) {
+	if !s.ok {
+		return
+	}
+	ks, err := c.legacyKeys(s.u.New)
+	if err != nil {
+		c.at(s, nil, "key_record", fmt.Sprintf("commit %s: %v", short(s.u.New), err))
+		return
+	}
+	names := make([]string, 0, len(ks))
+	for w := range ks {
+		names = append(names, w)
+	}
+	sort.Strings(names)
+	for _, w := range names {
+		k := ks[w]
+		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
+			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: ssh.FingerprintSHA256(k), Check: "key_substitution",
+				Reason: fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", ssh.FingerprintSHA256(k), w, fingerprints(c.trusted[w]), c.g.here())})
+		}
+	}
+}
+
+// verified reports whether a commit's signature checked: only then does the
+// guard look into the refs already there for what it binds, so an unsigned
+// forgery cannot make it read far.
+func verified(l *link) bool { return l.proof.State == Verified }
+
+// checkJournal checks what each new journal row stores and binds.
+func (c *checker) checkJournal(s *segment) {
+	type latest struct {
+		version int64
+		spine   record.Hash
+	}
+	keysSeen := map[string]latest{}
+	for _, l := range s.links {
+		for _, f := range RowContent(c.g.Objects, l.row, l.commit.Tree) {
+			c.at(s, l, f.Check, f.Reason)
+		}
+		if l.row.Kind != record.KindArtifactPosted {
+			continue
+		}
+		var a record.ArtifactPosted
+		if l.row.DecodeData(&a) != nil {
+			continue // RowContent reported it
+		}
+		where := fmt.Sprintf("%s v%d at journal index %d", a.Key, a.Version, l.row.Index)
+		// Versions of one key that the push adds follow each other; the
+		// first one's predecessor is in history the guard does not read
+		// (audit verify checks it), except that version 1 has none.
+		if prev, ok := keysSeen[a.Key]; ok {
+			if a.Version != prev.version+1 {
+				c.at(s, l, "version_chain", fmt.Sprintf("%s: follows version %d", where, prev.version))
+			} else if a.PrevVersionHash != prev.spine {
+				c.at(s, l, "version_chain", fmt.Sprintf("%s: prev_version_hash does not name version %d's spine entry", where, prev.version))
+			}
+		} else if a.Version < 1 || a.Version == 1 && a.PrevVersionHash != "" {
+			c.at(s, l, "version_chain", fmt.Sprintf("%s: version %d with prev_version_hash %q", where, a.Version, a.PrevVersionHash))
+		}
+		keysSeen[a.Key] = latest{a.Version, a.SpineEntryHash}
+		// The spine entry must seal exactly this row.
+		e, ew := c.spineEntry(l.proof.Writer, a.SpineEntryHash, verified(l))
+		if e == nil || e.Artifact == nil {
+			c.at(s, l, "spine_binding", fmt.Sprintf("%s: no spine entry %s of writer %s", where, a.SpineEntryHash, orNone(l.proof.Writer)))
+			continue
+		}
+		ver := &Version{Key: a.Key, Version: a.Version, ContentHash: a.ContentHash, PrevVersionHash: a.PrevVersionHash, JournalIndex: l.row.Index}
+		if diff := BindingDiff(s.task, ver, l.row.Actor, l.proof.Writer, e.Artifact, ew); len(diff) > 0 {
+			c.at(s, l, "spine_binding", fmt.Sprintf("%s: spine entry %s/%d binds a different %s", where, ew, e.Header.Seq, strings.Join(diff, ", ")))
+		}
+	}
+}
+
+// checkLedger checks that each new terminal transition seals the journal
+// in the same writer's spine, as the write path does in one transaction.
+func (c *checker) checkLedger(s *segment) {
+	for _, l := range s.links {
+		if !ledger.Terminal(ledger.PhaseOf(l.row.Kind)) {
+			continue
+		}
+		if !c.sealFor(l.proof.Writer, s.task, l.row.Index, l.row.Kind, verified(l)) {
+			c.at(s, l, "journal_seal", fmt.Sprintf("the ledger records %s at index %d, but no spine entry of writer %s seals the journal there", l.row.Kind, l.row.Index, orNone(l.proof.Writer)))
+		}
+	}
+}
+
+// checkSpine checks that each new spine entry binds rows the journal and
+// ledger hold: an artifact entry the row at its journal index, which must
+// name it; a seal the journal's row count and head, and the ledger's
+// terminal transition, with its detached signature.
+func (c *checker) checkSpine(s *segment) {
+	for _, l := range s.links {
+		far := verified(l)
+		switch {
+		case l.entry.Artifact != nil:
+			a := l.entry.Artifact
+			what := fmt.Sprintf("spine entry %s/%d seals %s v%d of task %s at journal index %d", s.writer, a.Seq, a.Key, a.Version, a.TaskID, a.JournalIndex)
+			rl, pushed := c.findRow(kindJournal, a.TaskID, a.JournalIndex, far)
+			if rl == nil {
+				c.at(s, l, "spine_binding", what+", which the journal does not hold")
+				continue
+			}
+			row, rowWriter := rl.row, rl.writer
+			var d record.ArtifactPosted
+			if row.Kind != record.KindArtifactPosted || row.DecodeData(&d) != nil || d.SpineEntryHash != l.entry.Hash {
+				c.at(s, l, "spine_binding", what+", but the row there does not name this entry")
+				continue
+			}
+			if !pushed {
+				// The row arrived earlier; the push's entry must bind it.
+				ver := &Version{Key: d.Key, Version: d.Version, ContentHash: d.ContentHash, PrevVersionHash: d.PrevVersionHash, JournalIndex: row.Index}
+				if diff := BindingDiff(a.TaskID, ver, row.Actor, rowWriter, a, s.writer); len(diff) > 0 {
+					c.at(s, l, "spine_binding", fmt.Sprintf("%s, and binds a different %s", what, strings.Join(diff, ", ")))
+				}
+			}
+		case l.entry.Seal != nil:
+			seal := l.entry.Seal
+			what := fmt.Sprintf("seal %s/%d of task %s", s.writer, seal.Seq, seal.TaskID)
+			if l.proof.State == Verified {
+				if err := CheckSealSignature(c.env, l.commit, l.entry.Bytes); err != nil {
+					c.at(s, l, "spine_signature", fmt.Sprintf("%s: %v", what, err))
+				}
+			}
+			if seal.Rows > 0 {
+				if rl, _ := c.findRow(kindJournal, seal.TaskID, seal.Rows-1, far); rl == nil || record.Hash(rl.self) != seal.Head {
+					c.at(s, l, "journal_seal", fmt.Sprintf("%s: the journal's row %d is not the sealed head (%d rows)", what, seal.Rows-1, seal.Rows))
+				}
+			} else if seal.Head != "" {
+				c.at(s, l, "journal_seal", fmt.Sprintf("%s: seals no rows but names a head", what))
+			}
+			if rl, _ := c.findRow(kindLedger, seal.TaskID, seal.LedgerIndex, far); rl == nil || rl.row.Kind != seal.Transition {
+				c.at(s, l, "journal_seal", fmt.Sprintf("%s names %s at ledger index %d, which the ledger does not hold", what, seal.Transition, seal.LedgerIndex))
+			}
+		}
+	}
+}
+
+// findRow finds the row at index of a task's journal or ledger as it will
+// be after the push: among the rows the push adds, else (when far) walking
+// back from the head already there, as far as the row is from that head. It
+// also says whether the push adds the row.
+func (c *checker) findRow(kind, task string, index int64, far bool) (*link, bool) {
+	segs := c.journals
+	ref := refs.Journal(task)
+	if kind == kindLedger {
+		segs, ref = c.ledgers, refs.Ledger(task)
+	}
+	if s := segs[task]; s != nil && len(s.links) > 0 && index >= s.links[0].pos {
+		if i := index - s.links[0].pos; i < int64(len(s.links)) {
+			return s.links[i], true
+		}
+		return nil, false
+	}
+	if !far {
+		return nil, false
+	}
+	head, err := c.base(ref)
+	if err != nil || head.IsZero() {
+		return nil, false
+	}
+	for id := head; !id.IsZero(); {
+		cc, err := c.read(id)
+		if err != nil {
+			return nil, false
+		}
+		l, err := parse(kind, cc)
+		if err != nil || l.row.TaskID != task || l.pos < index {
+			return nil, false
+		}
+		if l.pos == index {
+			return l, false
+		}
+		if len(cc.Commit.Parents) == 0 {
+			return nil, false
+		}
+		id = cc.Commit.Parents[0]
+	}
+	return nil, false
+}
+
+// spineEntry finds the spine entry with hash in writer's spine as it will be
+// after the push: among the entries the push adds, else (when far) walking
+// back from the head already there until it is found.
+func (c *checker) spineEntry(writer string, hash record.Hash, far bool) (*record.SpineEntry, string) {
+	if l := c.spineBy[hash]; l != nil {
+		return &l.entry, l.entry.Header.Writer
+	}
+	if !far || refs.ValidateWriter(writer) != nil {
+		return nil, ""
+	}
+	var found *record.SpineEntry
+	c.walkBaseSpine(writer, func(e record.SpineEntry) bool {
+		if e.Hash == hash {
+			found = &e
+			return false
+		}
+		return true
+	})
+	return found, writer
+}
+
+// sealFor reports whether writer's spine, as it will be after the push,
+// holds a seal of task at ledger index and transition.
+func (c *checker) sealFor(writer, task string, index int64, transition string, far bool) bool {
+	match := func(e record.SpineEntry) bool {
+		return e.Seal != nil && e.Seal.TaskID == task && e.Seal.LedgerIndex == index && e.Seal.Transition == transition
+	}
+	for _, l := range c.spineBy {
+		if l.entry.Header.Writer == writer && match(l.entry) {
+			return true
+		}
+	}
+	if !far || refs.ValidateWriter(writer) != nil {
+		return false
+	}
+	found := false
+	c.walkBaseSpine(writer, func(e record.SpineEntry) bool {
+		found = match(e)
+		return !found
+	})
+	return found
+}
+
+// walkBaseSpine walks writer's spine as it was before the push, newest
+// first, while fn returns true.
+func (c *checker) walkBaseSpine(writer string, fn func(record.SpineEntry) bool) {
+	head, err := c.base(refs.Spine(writer))
+	if err != nil {
+		return
+	}
+	for id := head; !id.IsZero(); {
+		cc, err := c.read(id)
+		if err != nil {
+			return
+		}
+		e, err := record.ParseSpineEntry(cc.Record)
+		if err != nil || !fn(e) || len(cc.Commit.Parents) == 0 {
+			return
+		}
+		id = cc.Commit.Parents[0]
+	}
+}
