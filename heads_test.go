@@ -232,3 +232,31 @@ func TestJournalRewrittenIsCaught(t *testing.T) {
 		t.Fatalf("a post on a rewritten journal: exit %d %s", code, errOut)
 	}
 }
+
+// TestAuditVerifyFindsRollbackOnlyThisHostSees: the journal, the spine and
+// the audit mirror all moved back one post together leave a repository
+// that is whole in itself; only the heads this host's writer wrote tell.
+func TestAuditVerifyFindsRollbackOnlyThisHostSees(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "AR-1", "agent")
+	f.post(s, "AR-1", "k", "agent", tok, report("one"))
+	f.post(s, "AR-1", "k", "agent", tok, report("two"))
+	s.Close()
+	for _, ref := range []string{refs.Journal("AR-1"), refs.Spine("test-writer"), refs.Audit("test-writer")} {
+		f.git("update-ref", ref, ref+"~1")
+	}
+	out, errOut, code := f.cli("", "audit", "verify", "--output-json")
+	var d struct {
+		Failures []verify.Failure `json:"failures"`
+	}
+	decodeJSON(t, out, &d)
+	var got []string
+	for _, fl := range d.Failures {
+		got = append(got, fmt.Sprintf("%s %s %s", fl.Check, fl.TaskID, fl.Writer))
+	}
+	want := "rollback AR-1 ,rollback  test-writer,rollback  test-writer"
+	if code != 1 || strings.Join(got, ",") != want {
+		t.Fatalf("audit verify of a repository rolled back whole: exit %d %v, want %s\n%s", code, got, want, errOut)
+	}
+}

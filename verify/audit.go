@@ -63,6 +63,9 @@ type Counts struct {
 	HMACsChecked       int `json:"hmacs_checked"`
 	HMACsNotChecked    int `json:"hmacs_not_checked"`
 	Failures           int `json:"failures"`
+	// CommitsRead is the number of chain commits an incremental verify
+	// (--since) read: what it costs, which follows what was added.
+	CommitsRead int `json:"commits_read,omitempty"`
 }
 
 // Report is the outcome of `bernstein audit verify`.
@@ -74,6 +77,12 @@ type Report struct {
 	Tasks       []TaskResult `json:"tasks"`
 	Failures    []Failure    `json:"failures"`
 	Counts      Counts       `json:"counts"`
+	// Since names the audit checkpoint an incremental verify started from.
+	Since string `json:"since,omitempty"`
+	// Checkpoint names the audit checkpoint this verify recorded;
+	// CheckpointNote says why none was, when one was asked for.
+	Checkpoint     string `json:"checkpoint,omitempty"`
+	CheckpointNote string `json:"checkpoint_note,omitempty"`
 }
 
 // Tampered reports whether any check failed.

@@ -34,6 +34,11 @@ type Problem struct {
 	Index  *int64 `json:"index,omitempty"` // journal or ledger index, spine or audit seq
 	Check  string `json:"check"`
 	Reason string `json:"reason"`
+	// Unverifiable marks a problem that is only a missing pin: the commits
+	// check against the key their writer publishes, which nothing here
+	// trusts. A guard refuses them all the same; audit verify counts them
+	// unverifiable, not tampered.
+	Unverifiable bool `json:"unverifiable,omitempty"`
 }
 
 // String is the problem as one line: the ref, then what in it, then why.
@@ -80,6 +85,17 @@ type Result struct {
 	Problems []Problem
 	FirstUse []FirstUse
 	Stats    Stats
+	// Added counts the records the updates add, by chain (journal, ledger,
+	// spine, audit).
+	Added map[string]int
+	// Versions are the artifact versions the updates add, by task, each with
+	// the state its checks left it in.
+	Versions map[string][]VersionState
+	// TaskRows counts the journal and ledger rows the updates add, by task.
+	TaskRows map[string][2]int64
+	// Signatures and HMACs checked (HMACs only with Guard.MAC).
+	SignaturesChecked, SignaturesUnpinned int
+	HMACsChecked, HMACsNotChecked         int
 }
 
 // Guard checks ref updates of refs/bernstein/* before they land.
@@ -103,6 +119,68 @@ type Guard struct {
 	// the remote guard's advice ('bernstein keys pin --repo DIR W'); ""
 	// leaves it out.
 	Repo string
+	// MAC, when set, recomputes the HMAC of every audit entry the updates
+	// add by a writer whose HMAC key is on this host (audit verify
+	// --since); a remote has no such key.
+	MAC map[string]MACChecker
+	// Mirror checks the audit mirrors against what the updates add, both
+	// ways, as audit verify checks them whole: every row and post added is
+	// recorded by its writer's audit entries added, and every such entry
+	// names a row or post added. Only for updates that cover whole writes
+	// (every ref of a snapshot), never for a push of some refs.
+	Mirror bool
+	// Since names the audit checkpoint whose heads Refs are (audit verify
+	// --since), for the reasons' wording.
+	Since string
+}
+
+// change names what the check looks at, as the subject of a reason: a
+// push, or what the repository gained since an audit checkpoint.
+func (g *Guard) change() string {
+	if g.Since != "" {
+		return "since audit checkpoint " + g.Since + ", the repository"
+	}
+	return "the push"
+}
+
+// changeNoun is change as an object.
+func (g *Guard) changeNoun() string {
+	if g.Since != "" {
+		return "what was added since audit checkpoint " + g.Since
+	}
+	return "this push"
+}
+
+// base names the head a ref had before the change.
+func (g *Guard) base() string {
+	if g.Since != "" {
+		return "its head at audit checkpoint " + g.Since
+	}
+	return "the remote's head"
+}
+
+// baseOwner is whose head a ref had before the change, as a possessive.
+func (g *Guard) baseOwner() string {
+	if g.Since != "" {
+		return "audit checkpoint " + g.Since + "'s"
+	}
+	return "the remote's"
+}
+
+// baseRepo names the repository as it stood before the change.
+func (g *Guard) baseRepo() string {
+	if g.Since != "" {
+		return "the repository at audit checkpoint " + g.Since
+	}
+	return "the remote"
+}
+
+// rewind says what a ref that does not extend its old head is.
+func (g *Guard) rewind() string {
+	if g.Since != "" {
+		return "it was rolled back or rewritten"
+	}
+	return "a forced push is refused"
 }
 
 // here says where the keys the check trusts are pinned.
@@ -234,7 +312,161 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkSpine(s)
 		}
 	}
+	c.count()
+	if c.g.MAC != nil {
+		c.checkMACs()
+	}
+	if c.g.Mirror {
+		c.checkMirror()
+	}
+	c.versions()
 	return c.res
+}
+
+// count sums up what the updates add and the signatures checked.
+func (c *checker) count() {
+	c.res.Added = map[string]int{}
+	c.res.TaskRows = map[string][2]int64{}
+	for _, s := range c.segs {
+		if s.kind == kindJournal || s.kind == kindLedger {
+			n := c.res.TaskRows[s.task]
+			if s.kind == kindJournal {
+				n[0] += int64(len(s.links))
+			} else {
+				n[1] += int64(len(s.links))
+			}
+			c.res.TaskRows[s.task] = n
+		}
+		switch s.kind {
+		case kindJournal, kindLedger, kindSpine, kindAudit:
+		default:
+			continue
+		}
+		c.res.Added[s.kind] += len(s.links)
+		for _, l := range s.links {
+			c.res.SignaturesChecked++
+			if l.proof.State == Unverifiable {
+				c.res.SignaturesUnpinned++
+			}
+		}
+	}
+}
+
+// checkMACs recomputes the HMACs of the audit entries added.
+func (c *checker) checkMACs() {
+	for _, s := range c.segs {
+		if s.kind != kindAudit {
+			continue
+		}
+		mac := c.g.MAC[s.writer]
+		for _, l := range s.links {
+			if mac == nil {
+				c.res.HMACsNotChecked++
+				continue
+			}
+			c.res.HMACsChecked++
+			if !mac.CheckMAC(l.audit.MACBytes(), l.audit.HMAC) {
+				c.at(s, l, "audit_hmac", "HMAC does not recompute")
+			}
+		}
+	}
+}
+
+// mirrored is one audit record of a row or post: who recorded it, the
+// event and the resource (the row hash, or a post's spine entry hash).
+type mirrored struct{ writer, event, resource string }
+
+// checkMirror checks the audit entries added against the rows and spine
+// entries added, both ways. A row and its audit entry are written in one
+// transaction, so each added row is recorded by an added entry; an added
+// entry whose row is not among those added names a row its chain lost.
+func (c *checker) checkMirror() {
+	recorded := map[mirrored]bool{}
+	for _, s := range c.segs {
+		if s.kind != kindAudit || !s.ok {
+			continue
+		}
+		for _, l := range s.links {
+			recorded[mirrored{s.writer, l.audit.Event, l.audit.Resource}] = true
+		}
+	}
+	held := map[mirrored]string{} // the task of each row or post added
+	for _, s := range c.segs {
+		if !s.ok || s.kind != kindJournal && s.kind != kindLedger {
+			continue
+		}
+		for _, l := range s.links {
+			m := mirrored{l.proof.Writer, l.row.Kind, l.self}
+			if l.row.Kind == record.KindArtifactPosted {
+				var a record.ArtifactPosted
+				if l.row.DecodeData(&a) != nil {
+					continue // RowContent reported it
+				}
+				m = mirrored{l.proof.Writer, record.EventArtifactPosted, string(a.SpineEntryHash)}
+			}
+			held[m] = s.task
+			if !recorded[m] {
+				c.at(s, l, "audit_mirror", fmt.Sprintf("%s row at %s index %d: the audit mirror of writer %s does not record it", l.row.Kind, s.kind, l.pos, orNone(m.writer)))
+			}
+		}
+	}
+	for _, s := range c.segs {
+		if s.kind != kindAudit || !s.ok {
+			continue
+		}
+		for _, l := range s.links {
+			a := l.audit
+			if a.Event != record.EventArtifactPosted && !ledgerEvents[a.Event] && !workEvents[a.Event] {
+				continue
+			}
+			if task, ok := held[mirrored{s.writer, a.Event, a.Resource}]; ok && task == a.TaskID {
+				continue
+			}
+			p := Problem{Ref: s.u.Ref, Task: a.TaskID, Writer: s.writer, Chain: kindAudit, Index: i64(l.pos), Check: "audit_mirror",
+				Reason: fmt.Sprintf("audit entry %s/%d records %s %s of task %s, which the task's chains do not hold", s.writer, l.pos, a.Event, a.Resource, a.TaskID)}
+			c.problem(p)
+		}
+	}
+}
+
+// versions lists the artifact versions added, by task, with their states:
+// tampered where a problem names the row (or its spine entry does not bind
+// it), unverifiable where only a pin is missing, verified otherwise.
+func (c *checker) versions() {
+	c.res.Versions = map[string][]VersionState{}
+	type at struct {
+		ref   string
+		index int64
+	}
+	faults := map[at]Problem{}
+	for _, p := range c.res.Problems {
+		if p.Index != nil {
+			if _, ok := faults[at{p.Ref, *p.Index}]; !ok || !p.Unverifiable {
+				faults[at{p.Ref, *p.Index}] = p
+			}
+		}
+	}
+	for _, s := range c.segs {
+		if s.kind != kindJournal {
+			continue
+		}
+		for _, l := range s.links {
+			var a record.ArtifactPosted
+			if l.row.Kind != record.KindArtifactPosted || l.row.DecodeData(&a) != nil {
+				continue
+			}
+			v := VersionState{Key: a.Key, Version: a.Version, JournalIndex: l.pos, State: Verified}
+			if p, ok := faults[at{s.u.Ref, l.pos}]; ok {
+				v.State, v.Reason = Tampered, p.Reason
+				if p.Unverifiable {
+					v.State = Unverifiable
+				}
+			} else if l.proof.State != Verified {
+				v.State, v.Reason = l.proof.State, l.proof.Reason
+			}
+			c.res.Versions[s.task] = append(c.res.Versions[s.task], v)
+		}
+	}
 }
 
 func (c *checker) problem(p Problem) { c.res.Problems = append(c.res.Problems, p) }
@@ -254,7 +486,6 @@ func (c *checker) at(s *segment, l *link, check, reason string) {
 	}
 	c.problem(p)
 }
-
 
 // classify names what an update's ref holds and refuses deletions and
 // names bernstein does not write.
@@ -282,7 +513,7 @@ func (c *checker) classify(u Update) *segment {
 	}
 	if u.New.IsZero() {
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "deletion",
-			Reason: fmt.Sprintf("the push deletes %s (at %s): bernstein refs only grow and are never deleted", u.Ref, short(u.Old))})
+			Reason: fmt.Sprintf("%s deletes %s (at %s): bernstein refs only grow and are never deleted", c.g.change(), u.Ref, short(u.Old))})
 		return nil
 	}
 	return s
@@ -354,18 +585,18 @@ func (c *checker) walk(s *segment) {
 	chainName := s.kind
 	nonFF := func(why string) {
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
-			Reason: fmt.Sprintf("the push moves %s from %s to %s, %s: bernstein chains only grow (a forced push is refused)", u.Ref, short(u.Old), short(u.New), why)})
+			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
 	oldPos, oldSelf := int64(-1), ""
 	if !u.Old.IsZero() {
 		cc, err := c.read(u.Old)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("the remote's head %s: %v", short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
 			return
 		}
 		l, err := parse(s.kind, cc)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("the remote's head %s: %v", short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
 			return
 		}
 		oldPos, oldSelf = l.pos, l.self
@@ -388,7 +619,7 @@ func (c *checker) walk(s *segment) {
 			// The new head: its position says how many commits the push
 			// adds.
 			if l.pos <= oldPos {
-				nonFF(fmt.Sprintf("whose %s is %d, not after the remote's %d", posName(s.kind), l.pos, oldPos))
+				nonFF(fmt.Sprintf("whose %s is %d, not after %s %d", posName(s.kind), l.pos, c.g.baseOwner(), oldPos))
 				return
 			}
 			want = l.pos
@@ -400,13 +631,13 @@ func (c *checker) walk(s *segment) {
 		if want == oldPos {
 			// As many commits as the positions allow, and the remote's
 			// head is not among them: another line of history.
-			nonFF("which does not contain the remote's head")
+			nonFF("which does not contain " + c.g.base())
 			return
 		}
 		newest = append(newest, l)
 		if len(cc.Commit.Parents) == 0 {
 			if !u.Old.IsZero() {
-				nonFF("which does not contain the remote's head")
+				nonFF("which does not contain " + c.g.base())
 				return
 			}
 			if want != 0 {
@@ -425,7 +656,7 @@ func (c *checker) walk(s *segment) {
 	if !u.Old.IsZero() && want != oldPos {
 		// The push's first commit sits right on the remote's head but
 		// skips positions.
-		c.at(s, newest[len(newest)-1], chainName+"_chain", fmt.Sprintf("commit %s says %s %d, but the remote's head has %s %d", short(newest[len(newest)-1].id), posName(s.kind), want+1, posName(s.kind), oldPos))
+		c.at(s, newest[len(newest)-1], chainName+"_chain", fmt.Sprintf("commit %s says %s %d, but %s has %s %d", short(newest[len(newest)-1].id), posName(s.kind), want+1, c.g.base(), posName(s.kind), oldPos))
 		return
 	}
 	// Oldest first; each record links to the one before.
@@ -508,7 +739,7 @@ func (c *checker) walkKeys(s *segment) {
 		}
 		if len(newest) == maxKeyCommits {
 			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
-				Reason: fmt.Sprintf("the push moves %s from %s to %s, which does not extend it within %d commits", u.Ref, short(u.Old), short(u.New), maxKeyCommits)})
+				Reason: fmt.Sprintf("%s moves %s from %s to %s, which does not extend it within %d commits", c.g.change(), u.Ref, short(u.Old), short(u.New), maxKeyCommits)})
 			return
 		}
 		c.res.Stats.Commits++
@@ -528,7 +759,7 @@ func (c *checker) walkKeys(s *segment) {
 		if len(cm.Parents) == 0 {
 			if !u.Old.IsZero() {
 				c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
-					Reason: fmt.Sprintf("the push moves %s from %s to %s, which does not contain the remote's head: bernstein refs only grow (a forced push is refused)", u.Ref, short(u.Old), short(u.New))})
+					Reason: fmt.Sprintf("%s moves %s from %s to %s, which does not contain %s: bernstein refs only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), c.g.base(), c.g.rewind())})
 				return
 			}
 			break
@@ -755,9 +986,10 @@ func (c *checker) checkSignatures(s *segment) {
 			ls := unpinned[w]
 			more := ""
 			if len(ls) > 1 {
-				more = fmt.Sprintf(" (and %d more commits of this push after this one)", len(ls)-1)
+				more = fmt.Sprintf(" (and %d more commits of %s after this one)", len(ls)-1, c.g.changeNoun())
 			}
 			c.at(s, ls[0], check, fmt.Sprintf("writer %s has no key pinned %s%s: %s", w, c.g.here(), more, c.g.pinAdvice(w)))
+			c.res.Problems[len(c.res.Problems)-1].Unverifiable = true
 		}
 	}()
 	for _, l := range s.links {
@@ -808,9 +1040,9 @@ func (c *checker) checkWriterRef(s *segment) {
 			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: fp, Check: check, Reason: reason})
 		}
 		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
-			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", fp, w, fingerprints(c.trusted[w]), c.g.here()))
+			at("key_substitution", fmt.Sprintf("%s publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", c.g.change(), fp, w, fingerprints(c.trusted[w]), c.g.here()))
 		} else if old != nil && !bytes.Equal(old.Marshal(), k.Marshal()) {
-			at("key_substitution", fmt.Sprintf("the push publishes %s as writer %s's key, but the remote publishes %s for it: a writer id has one key", fp, w, ssh.FingerprintSHA256(old)))
+			at("key_substitution", fmt.Sprintf("%s publishes %s as writer %s's key, but %s publishes %s for it: a writer id has one key", c.g.change(), fp, w, c.g.baseRepo(), ssh.FingerprintSHA256(old)))
 		}
 		if l.writer != w {
 			at("key_signature", fmt.Sprintf("commit %s names %s as its committer, not writer %s", short(l.id), orNone(l.writer), w))
@@ -854,7 +1086,7 @@ func (c *checker) checkKeysRef(s *segment) {
 		k := ks[w]
 		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
 			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: ssh.FingerprintSHA256(k), Check: "key_substitution",
-				Reason: fmt.Sprintf("the push publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", ssh.FingerprintSHA256(k), w, fingerprints(c.trusted[w]), c.g.here())})
+				Reason: fmt.Sprintf("%s publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", c.g.change(), ssh.FingerprintSHA256(k), w, fingerprints(c.trusted[w]), c.g.here())})
 		}
 	}
 }

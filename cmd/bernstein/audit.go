@@ -13,7 +13,7 @@ import (
 
 func newAuditCmd(g *globals, sio *IO) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Verify the repository offline"}
-	var task string
+	var task, since, checkpoint string
 	var asJSON, strict bool
 	verifyCmd := &cobra.Command{
 		Use:   "verify [--task T]",
@@ -42,7 +42,27 @@ The JSON document carries the same fields (task_id, key, version,
 journal_index, writer, seq, check, reason). "N signatures checked" counts
 every commit signature checked; those by writers whose keys are published
 (refs/bernstein/writers/<writer>) but not pinned here are counted apart: they
-prove nothing until pinned ('bernstein keys list', 'bernstein keys pin'). Nothing is written and no key is created.
+prove nothing until pinned ('bernstein keys list', 'bernstein keys pin'). Nothing is written to the repository and no key is created.
+
+Chains this host's writer extended are also checked against the heads it
+wrote (kept in BERNSTEIN_HOME): one that no longer contains them was rolled
+back, which only this host can tell once the audit mirror went back with it
+(check "rollback").
+
+Incremental verification: --checkpoint NAME records, when everything holds
+and is verified, what this walk found whole (every ref under refs/bernstein/
+and the keys trusted) as an audit checkpoint, signed with this host's writer
+key and kept outside the repository (BERNSTEIN_HOME/audits). --since NAME
+then checks only what was added after that checkpoint: each added row,
+entry and blob, its chain links, signature, HMAC, spine binding and seal, and
+the audit mirror both ways; a ref that no longer contains its head at the
+checkpoint is reported (rolled back or rewritten). Its cost follows what was
+added, not the history. What spans the checkpoint is left to the full
+verify: a task's journal identity (reported unverifiable) and the link from
+a key's last version before the checkpoint to its first one after. Give both to move a checkpoint forward:
+  bernstein audit verify --since nightly --checkpoint nightly
+A checkpoint taken under keys this host no longer trusts cannot be used
+(exit 2): run a full verify. The full verify stays the default.
 
 Exit status: 0 everything holds (versions whose writer's key is not pinned are
 reported unverifiable; with --strict they make the exit 1); 1 something is
@@ -54,7 +74,7 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 				return exitCode(2, errors.New(userMessage(err)))
 			}
 			defer s.Close()
-			o := bernstein.AuditOptions{Task: task}
+			o := bernstein.AuditOptions{Task: task, Since: since, Checkpoint: checkpoint}
 			if sio.ErrTTY {
 				o.Progress = progressLine(sio)
 			}
@@ -83,6 +103,9 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 				fmt.Fprintf(w, "%d spine entries, %d audit entries, %d HMACs checked\n", c.SpineEntries, c.AuditEntries, c.HMACsChecked)
 				fmt.Fprintf(w, "%d signatures checked: %d against pinned keys, %d only against published keys (unpinned)\n",
 					c.SignaturesChecked, c.SignaturesChecked-c.SignaturesUnpinned, c.SignaturesUnpinned)
+				if rep.Since != "" {
+					fmt.Fprintf(w, "since audit checkpoint %s: %d chain commits read\n", rep.Since, c.CommitsRead)
+				}
 				if rep.HMACNote != "" {
 					fmt.Fprintln(w, rep.HMACNote)
 				}
@@ -98,6 +121,12 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 					fmt.Fprintln(w, "no tampering found")
 				}
 			}
+			if rep.Checkpoint != "" && !asJSON {
+				fmt.Fprintf(sio.Out, "audit checkpoint %s taken\n", rep.Checkpoint)
+			}
+			if rep.CheckpointNote != "" {
+				fmt.Fprintln(sio.Err, "note: "+rep.CheckpointNote)
+			}
 			if rep.Tampered() {
 				return exitCode(1, nil)
 			}
@@ -110,6 +139,8 @@ tampered; 2 operational error (no repository, unreadable object store).`,
 	verifyCmd.Flags().StringVar(&task, "task", "", "verify only this task's journal and ledger (spines and audit mirrors are always walked)")
 	verifyCmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
 	verifyCmd.Flags().BoolVar(&strict, "strict", false, "exit 1 unless every version is verified (unverifiable counts as failure)")
+	verifyCmd.Flags().StringVar(&since, "since", "", "check only what was added after audit checkpoint `NAME`")
+	verifyCmd.Flags().StringVar(&checkpoint, "checkpoint", "", "record what this walk found whole as audit checkpoint `NAME`")
 	cmd.AddCommand(verifyCmd)
 	return cmd
 }
