@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -190,10 +191,106 @@ func runVerify(b *bench) error {
 	b.printf("  its CPU / wall was %.2f at %d posts; git fsck's %.2f. On a loaded machine verify loses the most.\n",
 		float64(last.verifyCPU.median())/float64(last.verify.median()), last.repo.posts, float64(last.fsckCPU.median())/float64(last.fsck.median()))
 
+	if err := b.verifySince(env, first, last); err != nil {
+		return err
+	}
+
 	return b.profileOp(fmt.Sprintf("verify-%d", last.repo.posts), 1, func() error {
 		_, err := b.verifyInProcess(last)
 		return err
 	})
+}
+
+var flagVerifySincePosts = flag.Int("verify-since-posts", 10, "verify: posts added after an audit checkpoint for `audit verify --since`")
+
+// verifySince measures incremental verification: on the smallest and the
+// largest repository, an audit checkpoint, then the same few posts on a
+// new task, then `audit verify --since` (its cost must follow what was
+// added, not the history), against the full verify of the same repository.
+func (b *bench) verifySince(env []string, targets ...*verifyTarget) error {
+	n := *flagVerifySincePosts
+	b.printf("\n  incremental: `audit verify --checkpoint bench`, then %d posts on a new task, then `audit verify --since bench`\n", n)
+	b.printf("  (%d rounds each, alternated with a full verify of the same repository)\n", *flagRounds)
+	type result struct {
+		posts             int
+		since, full       durations
+		sinceCPU, fullCPU durations
+		read              int
+	}
+	var res []result
+	for _, t := range targets {
+		run, err := b.runProc(env, false, b.bin, "--repo", t.repo.dir, "audit", "verify", "--checkpoint", "bench")
+		if err != nil {
+			return err
+		}
+		if run.exit != 0 || !strings.Contains(string(run.stdout), "audit checkpoint bench taken") {
+			return fmt.Errorf("%d posts: audit verify --checkpoint exited %d: %s%s", t.repo.posts, run.exit, run.stdout, run.stderr)
+		}
+		s, err := bernstein.Open(bernstein.Options{Repo: t.repo.dir, Home: b.home})
+		if err != nil {
+			return err
+		}
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: "since-1", Title: "added after the checkpoint"}); err != nil {
+			s.Close()
+			return err
+		}
+		tok, err := s.Claim("since-1", "agent-since")
+		if err != nil {
+			s.Close()
+			return err
+		}
+		for i := range n {
+			p := bernstein.PostRequest{Task: "since-1", Key: fmt.Sprintf("k%d", i%3), Agent: "agent-since", ClaimToken: tok,
+				Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("added after the checkpoint %d", i)}}
+			if _, err := s.Post(p); err != nil {
+				s.Close()
+				return err
+			}
+		}
+		s.Close()
+		r := result{posts: t.repo.posts}
+		for round := 0; round < *flagRounds; round++ {
+			order := []bool{true, false}
+			if round%2 == 1 {
+				order = []bool{false, true}
+			}
+			for _, since := range order {
+				args := []string{"--repo", t.repo.dir, "audit", "verify", "--output-json"}
+				if since {
+					args = append(args, "--since", "bench")
+				}
+				run, err := b.runProc(env, false, b.bin, args...)
+				if err != nil {
+					return err
+				}
+				var rep verify.Report
+				if err := json.Unmarshal(run.stdout, &rep); err != nil || run.exit != 0 || !rep.Verified {
+					return fmt.Errorf("%d posts: audit verify %v exited %d (verified %v, %v): %s", t.repo.posts, args[3:], run.exit, rep.Verified, err, run.stderr)
+				}
+				if since {
+					if rep.Counts.Artifacts != n {
+						return fmt.Errorf("%d posts: --since checked %d versions, want %d", t.repo.posts, rep.Counts.Artifacts, n)
+					}
+					r.since, r.sinceCPU, r.read = append(r.since, run.wall), append(r.sinceCPU, run.cpu), rep.Counts.CommitsRead
+				} else {
+					r.full, r.fullCPU = append(r.full, run.wall), append(r.fullCPU, run.cpu)
+				}
+			}
+		}
+		b.printf("    %6d posts of history: --since %s (CPU %s, %d chain commits read), full verify %s (CPU %s): --since / full %s\n",
+			t.repo.posts, ms(r.since.median()), ms(r.sinceCPU.median()), r.read, ms(r.full.median()), ms(r.fullCPU.median()),
+			dratio(r.since.median(), r.full.median()))
+		res = append(res, r)
+	}
+	if len(res) > 1 {
+		a, z := res[0], res[len(res)-1]
+		q := dratio(z.since.median(), a.since.median())
+		b.printf("    --since after %d posts, on %d / on %d posts of history: %s wall, %s CPU, commits read %d / %d\n", n, z.posts, a.posts,
+			q, dratio(z.sinceCPU.median(), a.sinceCPU.median()), z.read, a.read)
+		b.summary(fmt.Sprintf("audit verify --since, %d new posts on %d / on %d posts", n, z.posts, a.posts), ms(z.since.median()), ms(a.since.median()), q, "<= 1.5x",
+			float64(z.since.median()) <= 1.5*float64(a.since.median()))
+	}
+	return nil
 }
 
 // verifyInProcess runs Store.AuditVerify on t's repository in this process
