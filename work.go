@@ -274,6 +274,14 @@ type RunOptions struct {
 	Stream  io.Writer     // also copy the output here as it comes (optional)
 }
 
+// validate refuses a negative timeout (0 is no limit).
+func (o RunOptions) validate() error {
+	if o.Timeout < 0 {
+		return &artifact.InputError{Field: "timeout", Msg: fmt.Sprintf("%s is negative (0 means no limit)", o.Timeout)}
+	}
+	return nil
+}
+
 // commandRun is the outcome of one command.
 type commandRun struct {
 	exitCode int64
@@ -365,6 +373,9 @@ func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkRe
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	if err := ledger.ValidateName("gate", gate); err != nil {
 		return nil, &artifact.InputError{Field: "gate", Msg: err.Error()}
 	}
@@ -404,6 +415,9 @@ func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkRe
 // named) and records one evidence_result row each.
 func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*WorkResult, error) {
 	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	who, err := s.actor(o.Actor)
