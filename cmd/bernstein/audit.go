@@ -66,7 +66,8 @@ A checkpoint taken under keys this host no longer trusts cannot be used
 
 Exit status: 0 everything holds (versions whose writer's key is not pinned are
 reported unverifiable; with --strict they make the exit 1); 1 something is
-tampered; 2 operational error (no repository, unreadable object store).`,
+tampered; 2 operational error (no repository, unreadable object store), bad
+input, or an audit checkpoint that is missing or cannot be used.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
