@@ -814,7 +814,7 @@ const compactAbove = 16
 // process holds it, this one leaves the work to it. A failure leaves the
 // packs as they were. Close waits for a compaction under way.
 func (s *Store) maybeCompact() {
-	if s.objects.PackCount() <= compactAbove || !s.compacting.CompareAndSwap(false, true) {
+	if s.objects.PackCount() <= compactAbove || s.gitMaintains() || !s.compacting.CompareAndSwap(false, true) {
 		return
 	}
 	s.loops.Add(1)
@@ -833,6 +833,30 @@ func (s *Store) maybeCompact() {
 			s.maintErr.Store(err.Error())
 		}
 	}()
+}
+
+// gitMaintains reports whether git's own maintenance is running on this
+// repository: a `git gc` (its gc.pid names a live process of this host) or
+// a `git maintenance run` (its lock is recent). A merge of packs then waits
+// for a later write: git 2.39's repack gives up ("unable to add recent
+// objects") when a pack it listed at its start loses its index before it
+// reads it, which a compaction beside it does. Nothing is lost either way;
+// this only keeps git's maintenance from failing. A bare `git repack` leaves
+// no such mark.
+func (s *Store) gitMaintains() bool {
+	if b, err := os.ReadFile(filepath.Join(s.gitDir, "gc.pid")); err == nil {
+		var pid int
+		var host string
+		if n, _ := fmt.Sscan(string(b), &pid, &host); n == 2 && pid > 0 {
+			if me, err := os.Hostname(); err == nil && me == host && syscall.Kill(pid, 0) == nil {
+				return true
+			}
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(s.objects.Dir(), "maintenance.lock")); err == nil && time.Since(fi.ModTime()) < time.Hour {
+		return true
+	}
+	return false
 }
 
 // tryLockCompaction takes the cross-process compaction lock if no one holds
