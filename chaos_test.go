@@ -30,8 +30,8 @@ import (
 //     list`, `artifact show` and `task progress`;
 //   - one `bernstein mcp` stdio server for the whole run, asked for task
 //     handles over JSON-RPC lines;
-//   - one `bernstein serve`: its task, artifacts and artifact documents, and
-//     its event stream, held open for the whole run.
+//   - one `bernstein serve`: its task, artifacts, artifact and journal
+//     documents, and its event stream, held open for the whole run.
 //
 // Nothing a reader returns may claim anything is wrong (a state or proof
 // that is not verified, withheld content, a failure), and no read may miss a
@@ -70,6 +70,7 @@ func TestChaos(t *testing.T) {
 	for _, task := range tasks {
 		h.latest[task] = seen{versions: map[string]int64{}, rows: 0}
 	}
+	defer h.finish()
 
 	// The long-running readers start first, so that the event stream sees
 	// every post.
@@ -265,6 +266,7 @@ type chaos struct {
 	acked     map[string]string // "task key version" -> spine entry hash, as printed
 	latest    map[string]seen   // per task, the newest acknowledged versions and journal index
 	alarmList []string          // the first alarms, in full
+	finished  bool              // the test returned: no more logging
 
 	kills       atomic.Int64
 	alarms      atomic.Int64 // reads that claimed something was wrong
@@ -320,8 +322,26 @@ func (h *chaos) keep(what string) {
 	defer h.mu.Unlock()
 	if len(h.alarmList) < keptAlarms {
 		h.alarmList = append(h.alarmList, what)
-		h.f.t.Log(what)
+		if !h.finished {
+			h.f.t.Log(what)
+		}
 	}
+}
+
+// logf logs from the harness's goroutines until the test returns.
+func (h *chaos) logf(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.finished {
+		h.f.t.Logf(format, args...)
+	}
+}
+
+// finish ends the logging from goroutines that may outlive a failed test.
+func (h *chaos) finish() {
+	h.mu.Lock()
+	h.finished = true
+	h.mu.Unlock()
 }
 
 // before is what a read of task must show at least: every post
@@ -621,7 +641,7 @@ func (h *chaos) readHTTP(srv *serveProc, tasks []string) {
 		task := tasks[h.intn(len(tasks))]
 		before := h.before(task)
 		var path, surface string
-		switch i % 3 {
+		switch i % 4 {
 		case 0:
 			surface, path = "http task", taskPath(task)
 		case 1:
@@ -634,6 +654,10 @@ func (h *chaos) readHTTP(srv *serveProc, tasks []string) {
 				continue // it may not exist yet: a 404
 			}
 			before.versions, before.rows = map[string]int64{key: before.versions[key]}, -1
+		case 3:
+			// The latest rows, each with its proof.
+			surface, path = "http journal", fmt.Sprintf("%s/journal?after=%d", taskPath(task), max(-1, before.rows-50))
+			before.versions = nil
 		}
 		doc, raw, err := srv.get(client, path)
 		count(&h.reads, surface)
