@@ -49,17 +49,20 @@ func batchPosterMain(s *bernstein.Store) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		var acked []*bernstein.PostResult
 		for i, o := range outs {
 			var refused *bernstein.RefusedError
 			switch {
 			case o.Err == nil:
-				printAck(o.Result)
+				acked = append(acked, o.Result)
 			case intruder && i == len(outs)-1 && errors.As(o.Err, &refused):
 			default:
+				printAck(acked...)
 				fmt.Fprintf(os.Stderr, "post %d of a batch: %v\n", i, o.Err)
 				return 1
 			}
 		}
+		printAck(acked...)
 	}
 	return 0
 }

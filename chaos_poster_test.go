@@ -20,42 +20,74 @@ import (
 // acknowledgement log.
 var ackOut struct {
 	sync.Mutex
-	once sync.Once
-	log  *os.File
+	once    sync.Once
+	log     *os.File
+	pending []string // lines waiting for the next sync
+	queued  int      // lines queued so far
+	synced  int      // lines synced and printed so far
+	syncing bool     // a caller is syncing a batch of lines
 }
 
-// printAck acknowledges res: "ok <version> <task> <key> <spine entry hash>
-// <journal index>" on stdout. With BERNSTEIN_TEST_ACKLOG (a folder), the
-// same line is first appended to this process's file in it and synced, so
-// that an acknowledgement the harness never read (the poster was killed
-// before it printed, or the harness before it remembered) is still checked.
-// A poster that cannot log exits 1, which the harness reports.
-func printAck(res *bernstein.PostResult) {
-	line := fmt.Sprintf("ok %d %s %s %s %d\n", res.Version, res.Task, res.Key, res.SpineEntryHash, res.JournalIndex)
+var ackSynced = sync.NewCond(&ackOut.Mutex)
+
+// printAck acknowledges results: "ok <version> <task> <key> <spine entry
+// hash> <journal index>" on stdout for each. With BERNSTEIN_TEST_ACKLOG (a
+// folder), the same lines are first appended to this process's file in it
+// and synced, so that an acknowledgement the harness never read (the poster
+// was killed before it printed, or the harness before it remembered) is
+// still checked. It returns once its lines are printed. Lines that callers
+// queue while a sync runs go together in the next one (one fsync for all,
+// none printed before it). A poster that cannot log exits 1, which the
+// harness reports.
+func printAck(results ...*bernstein.PostResult) {
+	var lines []string
+	for _, res := range results {
+		lines = append(lines, fmt.Sprintf("ok %d %s %s %s %d\n", res.Version, res.Task, res.Key, res.SpineEntryHash, res.JournalIndex))
+	}
+	dir := os.Getenv("BERNSTEIN_TEST_ACKLOG")
 	ackOut.Lock()
 	defer ackOut.Unlock()
-	if dir := os.Getenv("BERNSTEIN_TEST_ACKLOG"); dir != "" {
-		ackOut.once.Do(func() {
-			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(os.Getpid())), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err == nil {
-				err = syncPath(dir) // the file's name survives too
-			}
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "acknowledgement log:", err)
-				os.Exit(1)
-			}
-			ackOut.log = f
-		})
-		if _, err := ackOut.log.WriteString(line); err != nil {
-			fmt.Fprintln(os.Stderr, "acknowledgement log:", err)
-			os.Exit(1)
-		}
-		if err := ackOut.log.Sync(); err != nil {
-			fmt.Fprintln(os.Stderr, "acknowledgement log:", err)
-			os.Exit(1)
-		}
+	if dir == "" {
+		os.Stdout.WriteString(strings.Join(lines, ""))
+		return
 	}
-	os.Stdout.WriteString(line)
+	ackOut.once.Do(func() {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(os.Getpid())), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			err = syncPath(dir) // the file's name survives too
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "acknowledgement log:", err)
+			os.Exit(1)
+		}
+		ackOut.log = f
+	})
+	ackOut.pending = append(ackOut.pending, lines...)
+	ackOut.queued += len(lines)
+	mine := ackOut.queued
+	for ackOut.synced < mine {
+		if ackOut.syncing {
+			ackSynced.Wait()
+			continue
+		}
+		batch := strings.Join(ackOut.pending, "")
+		n := len(ackOut.pending)
+		ackOut.pending, ackOut.syncing = nil, true
+		ackOut.Unlock()
+		_, err := ackOut.log.WriteString(batch)
+		if err == nil {
+			err = ackOut.log.Sync()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "acknowledgement log:", err)
+			os.Exit(1)
+		}
+		ackOut.Lock()
+		os.Stdout.WriteString(batch)
+		ackOut.synced += n
+		ackOut.syncing = false
+		ackSynced.Broadcast()
+	}
 }
 
 func syncPath(p string) error {

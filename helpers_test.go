@@ -97,15 +97,14 @@ func posterMain() int {
 					Task: task, Key: key, Agent: os.Getenv("BERNSTEIN_AGENT"), ClaimToken: tok,
 					Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("post %d of poster %d of pid %d", i, w, os.Getpid())},
 				})
-				mu.Lock()
 				if err != nil {
+					mu.Lock()
 					fmt.Fprintln(os.Stderr, err)
 					code = 1
 					mu.Unlock()
 					return
 				}
-				printAck(res)
-				mu.Unlock()
+				printAck(res) // serialized there (and the acknowledgement log's syncs shared)
 			}
 		}(w)
 	}
