@@ -93,17 +93,19 @@ func falseAlarms(doc any) []string {
 	return out
 }
 
-// seen is what a read showed of one task: the latest version of each key
-// and the most journal rows it counted (-1: none).
+// seen is what a read showed of one task: the latest version of each key,
+// the most journal rows it counted (-1: none), and the spine entry of each
+// version it named one for ("key version" -> hash).
 type seen struct {
 	versions map[string]int64
 	rows     int64
+	spines   map[string]string
 }
 
 // seenIn collects, from a document about task, every object carrying a key
-// and a version, and every journal_rows count.
+// and a version (and its spine entry), and every journal_rows count.
 func seenIn(doc any) seen {
-	s := seen{versions: map[string]int64{}, rows: -1}
+	s := seen{versions: map[string]int64{}, rows: -1, spines: map[string]string{}}
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
@@ -112,6 +114,9 @@ func seenIn(doc any) seen {
 			n, nok := v["version"].(float64)
 			if kok && nok && int64(n) > s.versions[k] {
 				s.versions[k] = int64(n)
+			}
+			if h, ok := v["spine_entry_hash"].(string); ok && kok && nok && h != "" {
+				s.spines[fmt.Sprintf("%s %d", k, int64(n))] = h
 			}
 			if r, ok := v["journal_rows"].(float64); ok && int64(r) > s.rows {
 				s.rows = int64(r)

@@ -66,7 +66,7 @@ func TestChaos(t *testing.T) {
 	}
 	f.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "base")
 	h := &chaos{f: f, seed: seed, rng: rand.New(rand.NewSource(seed)), ackDir: t.TempDir(), stop: make(chan struct{}),
-		acked: map[string]string{}, latest: map[string]seen{}}
+		acked: map[string]string{}, latest: map[string]seen{}, shown: map[string]shownAs{}, heads: map[string]string{}}
 	for _, task := range tasks {
 		h.latest[task] = seen{versions: map[string]int64{}, rows: 0}
 	}
@@ -164,6 +164,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	final := map[string]seen{}
+	storeSpines := map[string]string{} // spine entry -> "task key version"
 	for _, task := range tasks {
 		rep, err := s2.Artifacts(task)
 		if err != nil {
@@ -182,6 +183,17 @@ func TestChaos(t *testing.T) {
 			got[fmt.Sprintf("%s %s %d", task, v.Key, v.Version)] = string(v.SpineEntryHash)
 		}
 		final[task] = fin
+		for k, spine := range got {
+			storeSpines[spine] = k
+		}
+		h.mu.Lock()
+		for id, sa := range h.shown {
+			if strings.HasPrefix(id, task+" ") && got[id] != sa.hash {
+				h.mu.Unlock()
+				t.Fatalf("%s showed %s with spine entry %s; after the run the store holds %q %s", sa.by, id, sa.hash, got[id], replay)
+			}
+		}
+		h.mu.Unlock()
 		for k, spine := range logged {
 			if strings.HasPrefix(k, task+" ") && got[k] != spine {
 				t.Fatalf("acknowledged post %s (spine entry %s) is missing or different: %q %s", k, spine, got[k], replay)
@@ -189,6 +201,16 @@ func TestChaos(t *testing.T) {
 		}
 		stream.spines(task, got)
 	}
+
+	h.mu.Lock()
+	for head, by := range h.heads {
+		if _, ok := storeSpines[head]; !ok {
+			h.mu.Unlock()
+			t.Fatalf("%s named spine head %s, which no version the store holds has %s", by, head, replay)
+		}
+	}
+	nShown, nHeads := len(h.shown), len(h.heads)
+	h.mu.Unlock()
 
 	// The servers, after the run: they serve the final state, the stream
 	// has delivered every version, and they end cleanly.
@@ -231,10 +253,10 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("left behind after the next write: %v %s", left, replay)
 	}
 
-	fig := fmt.Sprintf("seconds=%d seed=%d posts=%d (logged only: %d, torn: %d) kills=%d maintenance=[%s] maintenance_failed=[%s] maintenance_lock_busy=[%s] compactions=%d readers=[%s] sse=[events:%d artifacts:%d reconnects:%d] false_alarms=%d stale_reads=%d",
+	fig := fmt.Sprintf("seconds=%d seed=%d posts=%d (logged only: %d, torn: %d) kills=%d maintenance=[%s] maintenance_failed=[%s] maintenance_lock_busy=[%s] compactions=%d readers=[%s] sse=[events:%d artifacts:%d reconnects:%d] versions_shown=%d handle_heads=%d false_alarms=%d stale_reads=%d",
 		seconds, seed, len(logged), len(logged)-len(printed), torn, h.kills.Load(),
 		counts(&h.maint), counts(&h.maintFailed), counts(&h.maintBusy), h.compactions.Load(),
-		counts(&h.reads), stream.events, stream.artifacts, stream.reconnects, h.alarms.Load(), h.stale.Load())
+		counts(&h.reads), stream.events, stream.artifacts, stream.reconnects, nShown, nHeads, h.alarms.Load(), h.stale.Load())
 	t.Logf("chaos: %s", fig)
 	fmt.Printf("chaos figures: %s\n", fig)
 	if n := h.alarms.Load() + h.stale.Load(); n > 0 {
@@ -263,10 +285,12 @@ type chaos struct {
 	ackDir string // the posters' acknowledgement logs
 
 	mu        sync.Mutex
-	acked     map[string]string // "task key version" -> spine entry hash, as printed
-	latest    map[string]seen   // per task, the newest acknowledged versions and journal index
-	alarmList []string          // the first alarms, in full
-	finished  bool              // the test returned: no more logging
+	acked     map[string]string  // "task key version" -> spine entry hash, as printed
+	latest    map[string]seen    // per task, the newest acknowledged versions and journal index
+	alarmList []string           // the first alarms, in full
+	shown     map[string]shownAs // "task key version" -> the spine entry a reader showed
+	heads     map[string]string  // spine heads the MCP task handle named -> the call
+	finished  bool               // the test returned: no more logging
 
 	kills       atomic.Int64
 	alarms      atomic.Int64 // reads that claimed something was wrong
@@ -368,9 +392,11 @@ func (h *chaos) check(surface, command, task string, doc any, raw string, before
 	h.fresh(surface, command, task, doc, raw, before)
 }
 
-// fresh checks that a read shows every post acknowledged before it started.
+// fresh checks that a read shows every post acknowledged before it started,
+// and notes the spine entry of every version it shows.
 func (h *chaos) fresh(surface, command, task string, doc any, raw string, before seen) {
 	got := seenIn(doc)
+	h.noteSpines(surface, command, task, got.spines)
 	var missed []string
 	for k, v := range before.versions {
 		if got.versions[k] < v {
@@ -384,6 +410,35 @@ func (h *chaos) fresh(surface, command, task string, doc any, raw string, before
 		sort.Strings(missed)
 		h.missed(surface, command, "missed acknowledged posts: "+strings.Join(missed, ", ")+"\n"+raw)
 	}
+}
+
+// noteSpines remembers which spine entry a reader saw for each version
+// ("key version" -> hash): a version shown with two spine entries was
+// rewritten; after the run, each must be the store's (a version shown and
+// then lost, or replaced, breaks "with the post or without it").
+func (h *chaos) noteSpines(surface, command, task string, spines map[string]string) {
+	h.mu.Lock()
+	var changed []string
+	for kv, hash := range spines {
+		id := task + " " + kv
+		if prev, ok := h.shown[id]; ok && prev.hash != hash {
+			changed = append(changed, fmt.Sprintf("%s: %s, shown as %s by %s", id, hash, prev.hash, prev.by))
+			continue
+		}
+		if _, ok := h.shown[id]; !ok {
+			h.shown[id] = shownAs{hash, command}
+		}
+	}
+	h.mu.Unlock()
+	if len(changed) > 0 {
+		sort.Strings(changed)
+		h.alarm(surface, command, "a version with another spine entry than before: "+strings.Join(changed, "; "))
+	}
+}
+
+// shownAs is a version's spine entry as a reader first showed it.
+type shownAs struct {
+	hash, by string
 }
 
 // missed records a read that did not show something it had to: a post
@@ -630,6 +685,19 @@ func (h *chaos) readMCP(c *mcpClient, tasks []string) {
 			continue
 		}
 		h.check("mcp", cmd, task, doc, line, before)
+		var hd struct {
+			StructuredContent struct {
+				SpineHead string `json:"spineHead"`
+			} `json:"structuredContent"`
+		}
+		json.Unmarshal(res, &hd)
+		if sh := hd.StructuredContent.SpineHead; sh != "" {
+			h.mu.Lock()
+			if _, ok := h.heads[sh]; !ok {
+				h.heads[sh] = cmd
+			}
+			h.mu.Unlock()
+		}
 		h.pause()
 	}
 }
