@@ -453,8 +453,8 @@ func TestChaosJudges(t *testing.T) {
 	}
 
 	var v any
-	decodeJSON(t, `{"tasks":[{"task_id":"T","journal_rows":7,"artifacts":[{"key":"a","version":1},{"key":"a","version":2},{"key":"b","version":1}]}]}`, &v)
-	if got := seenIn(v); got.rows != 7 || got.versions["a"] != 2 || got.versions["b"] != 1 {
+	decodeJSON(t, `{"tasks":[{"task_id":"T","journal_rows":7,"artifacts":[{"key":"a","version":1,"spine_entry_hash":"sha256:1"},{"key":"a","version":2},{"key":"b","version":1}]}]}`, &v)
+	if got := seenIn(v); got.rows != 7 || got.versions["a"] != 2 || got.versions["b"] != 1 || len(got.spines) != 1 || got.spines["a 1"] != "sha256:1" {
 		t.Errorf("seenIn: %+v", got)
 	}
 
