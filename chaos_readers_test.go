@@ -39,8 +39,8 @@ func falseAlarms(doc any) []string {
 			out = append(out, path+" = "+what)
 		}
 	}
-	var walk func(v any, path string, parent map[string]any)
-	walk = func(v any, path string, parent map[string]any) {
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, c := range v {
@@ -76,11 +76,11 @@ func falseAlarms(doc any) []string {
 						flag(p, fmt.Sprintf("%s (reason: %v)", s, v["reason"]))
 					}
 				}
-				walk(c, p, v)
+				walk(c, p)
 			}
 		case []any:
 			for i, c := range v {
-				walk(c, fmt.Sprintf("%s[%d]", path, i), parent)
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
 			}
 		case string:
 			if v == "tampered" {
@@ -88,7 +88,7 @@ func falseAlarms(doc any) []string {
 			}
 		}
 	}
-	walk(doc, "", nil)
+	walk(doc, "")
 	sort.Strings(out)
 	return out
 }
