@@ -459,22 +459,32 @@ func TestChaosJudges(t *testing.T) {
 	}
 
 	// git 2.39's output when a writer holds or moved a ref pack-refs prunes
-	// (exit 0), and a failure of another kind.
+	// (exit 0), when a pack it listed vanished, and failures of other kinds.
 	busy := "error: cannot lock ref 'refs/bernstein/journal/T-1': Unable to create '/r/.git/refs/bernstein/journal/T-1.lock': File exists.\n\nAnother git process seems to be running in this repository, e.g.\n" +
 		"error: cannot lock ref 'refs/bernstein/audit/w': is at ea0c990ad41d3b6b13ca7c1f27e19af54aa76700 but expected c428bd32d586df06620d121a7be16f8c9a54d5fb\n"
-	if b, other := gitErrors(busy); !b || other != 0 {
-		t.Errorf("lock contention read as busy=%v, %d other errors", b, other)
+	if g := gitErrors(busy); !g.busy || g.other != 0 || g.vanished != 0 {
+		t.Errorf("lock contention read as %+v", g)
 	}
-	if b, other := gitErrors(busy + "fatal: failed to run pack-refs\n"); !b || other != 0 {
-		t.Errorf("gc stopped by lock contention read as busy=%v, %d other errors", b, other)
+	if g := gitErrors(busy + "fatal: failed to run pack-refs\n"); !g.busy || g.other != 0 {
+		t.Errorf("gc stopped by lock contention read as %+v", g)
+	}
+	if g := gitErrors(busy + "fatal: unable to add recent objects\nfatal: failed to run repack\n"); g.vanished != 1 || g.other != 0 {
+		t.Errorf("gc stopped by a vanished pack read as %+v", g)
+	}
+	if g := gitErrors("fatal: cannot open pack index\n"); g.vanished != 1 || g.other != 0 {
+		t.Errorf("repack stopped by a vanished pack read as %+v", g)
 	}
 	for _, out := range []string{
-		busy + "fatal: packfile .git/objects/pack/pack-1.pack cannot be accessed\n",
+		busy + "fatal: packfile .git/objects/pack/pack-1.pack does not match index\n",
 		"fatal: failed to run pack-refs\n",
+		"fatal: failed to run repack\n",
 		"error: cannot lock ref 'refs/heads/x': reference already exists\n",
 	} {
-		if _, other := gitErrors(out); other == 0 {
-			t.Errorf("%q: no error counted", out)
+		if g := gitErrors(out); g.other == 0 {
+			t.Errorf("%q: no error counted (%+v)", out, g)
 		}
+	}
+	if !gone(map[string]bool{"a.idx": true, "b.idx": true}, map[string]bool{"b.idx": true, "c.idx": true}) || gone(map[string]bool{"b.idx": true}, map[string]bool{"b.idx": true, "c.idx": true}) {
+		t.Error("gone")
 	}
 }
