@@ -571,6 +571,9 @@ func (h *chaos) maintain() {
 		case err == nil && g.clean():
 		case g.busy && g.other == 0 && g.vanished == 0:
 			count(&h.maintBusy, name)
+			if err == nil {
+				break // git 2.39: printed, and went on
+			}
 			h.logf("git %s: a ref was locked or moved by a writer (counted apart): %s", strings.Join(job, " "), firstLine(string(out)))
 		case g.vanished > 0 && g.other == 0 && gone(packs, packIndexes(h.f)):
 			count(&h.maintRace, name)
