@@ -20,8 +20,8 @@ import (
 // batchPosterMain is posterMain's batch mode (BERNSTEIN_TEST_BATCH=n): it
 // posts BERNSTEIN_TEST_POSTS batches of n posts (or forever when 0) with
 // PostBatch, post j of a batch to task j and key j (modulo the lists), and
-// prints "ok <version> <task> <key> <spine entry hash>" for each post of a
-// batch once PostBatch acknowledged it. With BERNSTEIN_TEST_INTRUDER set,
+// prints "ok <version> <task> <key> <spine entry hash> <journal index>"
+// (printAck) for each post of a batch once PostBatch acknowledged it. With BERNSTEIN_TEST_INTRUDER set,
 // every batch also holds a post by an agent without the claim, which must be
 // refused.
 func batchPosterMain(s *bernstein.Store) int {
@@ -49,17 +49,20 @@ func batchPosterMain(s *bernstein.Store) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		var acked []*bernstein.PostResult
 		for i, o := range outs {
 			var refused *bernstein.RefusedError
 			switch {
 			case o.Err == nil:
-				fmt.Printf("ok %d %s %s %s\n", o.Result.Version, o.Result.Task, o.Result.Key, o.Result.SpineEntryHash)
+				acked = append(acked, o.Result)
 			case intruder && i == len(outs)-1 && errors.As(o.Err, &refused):
 			default:
+				printAck(acked...)
 				fmt.Fprintf(os.Stderr, "post %d of a batch: %v\n", i, o.Err)
 				return 1
 			}
 		}
+		printAck(acked...)
 	}
 	return 0
 }

@@ -51,8 +51,8 @@ func TestMain(m *testing.M) {
 }
 
 // posterMain posts BERNSTEIN_TEST_POSTS reports (or forever when 0) and prints
-// "ok <version> <task> <key> <spine entry hash>" after each acknowledged
-// post. BERNSTEIN_TEST_TASK and BERNSTEIN_CLAIM_TOKEN may list several tasks
+// "ok <version> <task> <key> <spine entry hash> <journal index>" after each
+// acknowledged post (printAck, which also logs it for the chaos harness). BERNSTEIN_TEST_TASK and BERNSTEIN_CLAIM_TOKEN may list several tasks
 // and their tokens (comma separated), BERNSTEIN_TEST_KEY several keys, and
 // BERNSTEIN_TEST_GOROUTINES posters run side by side, poster i on task i and
 // key i (modulo the lists).
@@ -68,6 +68,7 @@ func posterMain() int {
 			return nil
 		}
 	}
+	chaosPosterHooks()
 	n, workers := 0, 1
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_GOROUTINES"), &workers)
@@ -96,15 +97,14 @@ func posterMain() int {
 					Task: task, Key: key, Agent: os.Getenv("BERNSTEIN_AGENT"), ClaimToken: tok,
 					Payload: artifact.Payload{Type: artifact.TypeReport, Body: fmt.Sprintf("post %d of poster %d of pid %d", i, w, os.Getpid())},
 				})
-				mu.Lock()
 				if err != nil {
+					mu.Lock()
 					fmt.Fprintln(os.Stderr, err)
 					code = 1
 					mu.Unlock()
 					return
 				}
-				fmt.Fprintf(os.Stdout, "ok %d %s %s %s\n", res.Version, res.Task, res.Key, res.SpineEntryHash)
-				mu.Unlock()
+				printAck(res) // serialized there (and the acknowledgement log's syncs shared)
 			}
 		}(w)
 	}

@@ -32,6 +32,8 @@ var (
 	flagHistTimedPosts = flag.Int("history-timed-posts", 5, "history: sequential API posts timed up to each measured version")
 	flagHistMCPPosts   = flag.Int("history-mcp-posts", 3000, "history: posts through one `bernstein mcp` stdio server per round")
 	flagHistMCPSamples = flag.String("history-mcp-samples", "500,1000,2000,3000", "history: post counts after which the MCP server's VmRSS is read (RSS ratio: last / the one nearest a third of it)")
+	flagHistServePosts = flag.Int("history-serve-posts", 3000, "history: posts through the API of one `bernstein serve` per round (one event-stream client follows the task)")
+	flagHistServeSamp  = flag.String("history-serve-samples", "500,1000,2000,3000", "history: post counts after which serve's VmRSS is read (RSS ratio: last / the one nearest a third of it)")
 )
 
 const (
@@ -114,17 +116,23 @@ func runHistory(b *bench) error {
 	if err != nil {
 		return fmt.Errorf("-history-mcp-samples: %w", err)
 	}
+	serveSamples, err := parseCounts(*flagHistServeSamp)
+	if err != nil {
+		return fmt.Errorf("-history-serve-samples: %w", err)
+	}
 	sort.Ints(sizes)
 	sort.Ints(at)
 	sort.Ints(samples)
-	if len(sizes) < 2 || *flagHistRuns < 1 || *flagHistTimedPosts < 1 || *flagHistMCPPosts < samples[len(samples)-1] || *flagBuildWorkers < 1 {
-		return fmt.Errorf("-history-versions needs two sizes; -history-runs, -history-timed-posts and -build-workers must be positive; -history-mcp-posts must reach the last sample")
+	sort.Ints(serveSamples)
+	if len(sizes) < 2 || *flagHistRuns < 1 || *flagHistTimedPosts < 1 || *flagHistMCPPosts < samples[len(samples)-1] || *flagHistServePosts < serveSamples[len(serveSamples)-1] || *flagBuildWorkers < 1 {
+		return fmt.Errorf("-history-versions needs two sizes; -history-runs, -history-timed-posts and -build-workers must be positive; -history-mcp-posts and -history-serve-posts must reach their last sample")
 	}
 	b.printf("  workload: task %s claimed by %s, one key %s, report bodies of %d B; every post a new version of that key.\n", benchTask, benchAgent, histKey, histBody)
 	b.printf("  Repositories of %s versions built through the library API (%d goroutines on one Store; the posts up to\n", joinInts(sizes), *flagBuildWorkers)
 	b.printf("  versions %s one at a time, %d timed each, the last one's added objects measured). Then %d rounds: each\n", joinInts(at), *flagHistTimedPosts, *flagRounds)
 	b.printf("  read command %d times on each repository (fresh CLI process each, order alternated), and one `bernstein mcp`\n", *flagHistRuns)
-	b.printf("  stdio server on a fresh repository taking %d posts. Medians.\n\n", *flagHistMCPPosts)
+	b.printf("  stdio server on a fresh repository taking %d posts, and one `bernstein serve` on another taking %d posts\n", *flagHistMCPPosts, *flagHistServePosts)
+	b.printf("  through its API while an event-stream client follows the task. Medians.\n\n")
 
 	var repos []*historyRepo
 	for _, n := range sizes {
@@ -169,7 +177,7 @@ func runHistory(b *bench) error {
 		cpus[i] = make([]durations, len(repos))
 		rss[i] = make([][]int64, len(repos))
 	}
-	var mcps []mcpRun
+	var mcps, serves []mcpRun
 	for round := 0; round < *flagRounds; round++ {
 		var line []string
 		for run := 0; run < *flagHistRuns; run++ {
@@ -202,6 +210,12 @@ func runHistory(b *bench) error {
 		}
 		mcps = append(mcps, m)
 		line = append(line, fmt.Sprintf("mcp RSS %s at %d -> %s at %d posts", mib(m.rss[m.base]), samples[m.base], mib(m.rss[len(samples)-1]), samples[len(samples)-1]))
+		sv, err := b.serveRSS(*flagHistServePosts, serveSamples)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		serves = append(serves, sv)
+		line = append(line, fmt.Sprintf("serve RSS %s at %d -> %s at %d posts", mib(sv.rss[sv.base]), serveSamples[sv.base], mib(sv.rss[len(serveSamples)-1]), serveSamples[len(serveSamples)-1]))
 		b.printf("  round %d: %s\n", round+1, strings.Join(line, ", "))
 	}
 
@@ -309,90 +323,23 @@ func runHistory(b *bench) error {
 		"ratio " + dratio(t1.median(), t0.median()) + " (flat: within 1.3x)"})
 	b.summary(fmt.Sprintf("CLI post at %d / at %d versions", last.versions, first.versions), ms(t1.median()), ms(t0.median()), dratio(t1.median(), t0.median()), "<= 1.3x", float64(t1.median()) <= 1.3*float64(t0.median()))
 
-	// 3. The MCP server's memory.
-	m := mcps[0]
-	b.printf("\n  one `bernstein mcp` stdio server, %d posts to %s/%s (VmRSS and VmHWM from /proc/<pid>/status; median of %d rounds)\n", *flagHistMCPPosts, benchTask, histKey, len(mcps))
-	b.printf("    %-12s %10s", "after posts", "0")
-	for _, s := range samples {
-		b.printf(" %10d", s)
-	}
-	b.printf("\n")
-	med := func(get func(mcpRun) int64) int64 {
-		var v []int64
-		for _, r := range mcps {
-			v = append(v, get(r))
-		}
-		return medianInt(v)
-	}
-	for _, row := range []struct {
-		label string
-		get   func(mcpRun, int) int64
-		first func(mcpRun) int64
+	// 3. The servers' memory.
+	for _, srv := range []struct {
+		name, what string
+		runs       []mcpRun
+		samples    []int
+		posts      int
 	}{
-		{"VmRSS", func(r mcpRun, i int) int64 { return r.rss[i] }, func(r mcpRun) int64 { return r.rss0 }},
-		{"VmHWM", func(r mcpRun, i int) int64 { return r.hwm[i] }, func(r mcpRun) int64 { return r.hwm0 }},
+		{"MCP server", fmt.Sprintf("one `bernstein mcp` stdio server, %d posts to %s/%s", *flagHistMCPPosts, benchTask, histKey), mcps, samples, *flagHistMCPPosts},
+		{"serve", fmt.Sprintf("one `bernstein serve`, %d posts to %s/%s through POST /api/v1/tasks/{id}/artifacts, one event-stream\n  client following the task", *flagHistServePosts, benchTask, histKey), serves, serveSamples, *flagHistServePosts},
 	} {
-		b.printf("    %-12s %10s", row.label, mib(med(row.first)))
-		for i := range samples {
-			b.printf(" %10s", mib(med(func(r mcpRun) int64 { return row.get(r, i) })))
-		}
-		b.printf("\n")
+		ok, text, base, last, early, late := b.printServerMemory(srv.what, srv.runs, srv.samples, srv.posts)
+		n := srv.samples
+		goals = append(goals, verdict{fmt.Sprintf("%s RSS after %d / after %d posts", srv.name, n[len(n)-1], n[srv.runs[0].base]), ok, text})
+		b.summary(fmt.Sprintf("%s VmRSS after %d / %d posts", srv.name, n[len(n)-1], n[srv.runs[0].base]), mib(last), mib(base), ratio(float64(last), float64(base)), fmt.Sprintf("<= %.1fx", histRSSGoal), ok)
+		goals = append(goals, verdict{srv.name + " post latency, last posts / first posts", float64(late.median()) <= 1.3*float64(early.median()),
+			"ratio " + dratio(late.median(), early.median()) + " (flat: within 1.3x)"})
 	}
-	rssBase, rssLast := med(func(r mcpRun) int64 { return r.rss[r.base] }), med(func(r mcpRun) int64 { return r.rss[len(samples)-1] })
-	var early, late durations
-	for _, r := range mcps {
-		k := min(len(r.lat)/6, 500)
-		early = append(early, r.lat[:k]...)
-		late = append(late, r.lat[len(r.lat)-k:]...)
-	}
-	b.printf("    post latency (tools/call round trip): first %d posts p50 %s, last %d p50 %s (%s); %.0f posts/s overall\n",
-		len(early)/len(mcps), ms(early.median()), len(late)/len(mcps), ms(late.median()), dratio(late.median(), early.median()),
-		float64(*flagHistMCPPosts)/time.Duration(med(func(r mcpRun) int64 { return int64(r.elapsed) })).Seconds())
-	b.printf("    VmRSS after %d / after %d posts: %s (goal: at most %.1fx); VmHWM: %s\n", samples[len(samples)-1], samples[m.base],
-		ratio(float64(rssLast), float64(rssBase)), histRSSGoal,
-		ratio(float64(med(func(r mcpRun) int64 { return r.hwm[len(samples)-1] })), float64(med(func(r mcpRun) int64 { return r.hwm[r.base] }))))
-	// Where the peak rose, and what the post did then (the first round).
-	var mergeLat, plainLat durations
-	isMerge := map[int]bool{}
-	for _, p := range m.merges {
-		isMerge[p] = true
-	}
-	for i, l := range m.lat {
-		if isMerge[i+1] {
-			mergeLat = append(mergeLat, l)
-		} else {
-			plainLat = append(plainLat, l)
-		}
-	}
-	b.printf("    round 1: %d of %d posts merged packs (more than 16 pack files); their latency p50 %s, max %s; the others' p50 %s\n",
-		len(m.merges), len(m.lat), ms(mergeLat.median()), ms(maxDuration(mergeLat)), ms(plainLat.median()))
-	var riseMerge, riseOther int64
-	var nMerge, nOther int
-	for _, r := range m.rises {
-		if r.merged {
-			riseMerge, nMerge = riseMerge+r.to-r.from, nMerge+1
-		} else {
-			riseOther, nOther = riseOther+r.to-r.from, nOther+1
-		}
-	}
-	b.printf("    round 1: VmHWM rose from %s (after initialize) to %s: by %s at %d posts that merged packs or came at most %d\n",
-		mib(m.hwm0), mib(m.hwm[len(m.hwm)-1]), mib(riseMerge), nMerge, mergeWake)
-	b.printf("    after one, by %s at %d others\n", mib(riseOther), nOther)
-	big := append([]hwmRise(nil), m.rises...)
-	sort.Slice(big, func(i, j int) bool { return big[i].to-big[i].from > big[j].to-big[j].from })
-	b.printf("    round 1: the largest rises:\n")
-	for _, r := range big[:min(3, len(big))] {
-		what := "no merge near it"
-		if r.merged {
-			what = "at or after a merge; all packs " + mib(r.packBytes/1024) + " before it"
-		}
-		b.printf("      post %d: %s -> %s (%s)\n", r.post, mib(r.from), mib(r.to), what)
-	}
-	goals = append(goals, verdict{fmt.Sprintf("MCP server RSS after %d / after %d posts", samples[len(samples)-1], samples[m.base]), float64(rssLast) <= histRSSGoal*float64(rssBase),
-		fmt.Sprintf("%.2fx (flat: at most %.1fx)", float64(rssLast)/float64(rssBase), histRSSGoal)})
-	b.summary(fmt.Sprintf("MCP server VmRSS after %d / %d posts", samples[len(samples)-1], samples[m.base]), mib(rssLast), mib(rssBase), ratio(float64(rssLast), float64(rssBase)), fmt.Sprintf("<= %.1fx", histRSSGoal), float64(rssLast) <= histRSSGoal*float64(rssBase))
-	goals = append(goals, verdict{"MCP post latency, last posts / first posts", float64(late.median()) <= 1.3*float64(early.median()),
-		"ratio " + dratio(late.median(), early.median()) + " (flat: within 1.3x)"})
 
 	b.printf("\n  goals (information only; a missed goal does not fail the run)\n")
 	for _, g := range goals {
@@ -404,7 +351,8 @@ func runHistory(b *bench) error {
 	}
 	b.printf("\n  notes: every read exited 0 and its JSON was checked (list and show: every version present and verified, the\n")
 	b.printf("  latest = n; verify: verified, no failures, n journal rows and artifacts; progress: n journal rows); every\n")
-	b.printf("  post's version and journal index were checked; chain lengths and git fsck --strict checked afterwards.\n")
+	b.printf("  post's version and journal index were checked, and for serve its event on the stream; chain lengths and\n")
+	b.printf("  git fsck --strict checked afterwards.\n")
 	b.printf("  The page cache is warm for every read; the machine is shared, so only ratios within this run mean anything.\n")
 
 	// With -profile-dir: where a read's time goes, in-process (a fresh
@@ -441,6 +389,94 @@ func runHistory(b *bench) error {
 		}
 	}
 	return nil
+}
+
+// printServerMemory prints the memory table of a long-running server's
+// runs (one per round), and, for the first round, the posts that merged
+// packs and where the peak rose. It returns whether VmRSS stayed flat, the
+// goal's text, VmRSS at the base sample and at the last, and the post
+// latencies of the first and last posts.
+func (b *bench) printServerMemory(what string, runs []mcpRun, samples []int, posts int) (bool, string, int64, int64, durations, durations) {
+	m := runs[0]
+	b.printf("\n  %s (VmRSS and VmHWM from /proc/<pid>/status; median of %d rounds)\n", what, len(runs))
+	b.printf("    %-12s %10s", "after posts", "0")
+	for _, s := range samples {
+		b.printf(" %10d", s)
+	}
+	b.printf("\n")
+	med := func(get func(mcpRun) int64) int64 {
+		var v []int64
+		for _, r := range runs {
+			v = append(v, get(r))
+		}
+		return medianInt(v)
+	}
+	for _, row := range []struct {
+		label string
+		get   func(mcpRun, int) int64
+		first func(mcpRun) int64
+	}{
+		{"VmRSS", func(r mcpRun, i int) int64 { return r.rss[i] }, func(r mcpRun) int64 { return r.rss0 }},
+		{"VmHWM", func(r mcpRun, i int) int64 { return r.hwm[i] }, func(r mcpRun) int64 { return r.hwm0 }},
+	} {
+		b.printf("    %-12s %10s", row.label, mib(med(row.first)))
+		for i := range samples {
+			b.printf(" %10s", mib(med(func(r mcpRun) int64 { return row.get(r, i) })))
+		}
+		b.printf("\n")
+	}
+	rssBase, rssLast := med(func(r mcpRun) int64 { return r.rss[r.base] }), med(func(r mcpRun) int64 { return r.rss[len(samples)-1] })
+	var early, late durations
+	for _, r := range runs {
+		k := min(len(r.lat)/6, 500)
+		early = append(early, r.lat[:k]...)
+		late = append(late, r.lat[len(r.lat)-k:]...)
+	}
+	b.printf("    post latency (request to answer): first %d posts p50 %s, last %d p50 %s (%s); %.0f posts/s overall\n",
+		len(early)/len(runs), ms(early.median()), len(late)/len(runs), ms(late.median()), dratio(late.median(), early.median()),
+		float64(posts)/time.Duration(med(func(r mcpRun) int64 { return int64(r.elapsed) })).Seconds())
+	b.printf("    VmRSS after %d / after %d posts: %s (goal: at most %.1fx); VmHWM: %s\n", samples[len(samples)-1], samples[m.base],
+		ratio(float64(rssLast), float64(rssBase)), histRSSGoal,
+		ratio(float64(med(func(r mcpRun) int64 { return r.hwm[len(samples)-1] })), float64(med(func(r mcpRun) int64 { return r.hwm[r.base] }))))
+	// Where the peak rose, and what the post did then (the first round).
+	var mergeLat, plainLat durations
+	isMerge := map[int]bool{}
+	for _, p := range m.merges {
+		isMerge[p] = true
+	}
+	for i, l := range m.lat {
+		if isMerge[i+1] {
+			mergeLat = append(mergeLat, l)
+		} else {
+			plainLat = append(plainLat, l)
+		}
+	}
+	b.printf("    round 1: %d of %d posts merged packs (more than 16 pack files); their latency p50 %s, max %s; the others' p50 %s\n",
+		len(m.merges), len(m.lat), ms(mergeLat.median()), ms(maxDuration(mergeLat)), ms(plainLat.median()))
+	var riseMerge, riseOther int64
+	var nMerge, nOther int
+	for _, r := range m.rises {
+		if r.merged {
+			riseMerge, nMerge = riseMerge+r.to-r.from, nMerge+1
+		} else {
+			riseOther, nOther = riseOther+r.to-r.from, nOther+1
+		}
+	}
+	b.printf("    round 1: VmHWM rose from %s (before the first post) to %s: by %s at %d posts that merged packs or came at most %d\n",
+		mib(m.hwm0), mib(m.hwm[len(m.hwm)-1]), mib(riseMerge), nMerge, mergeWake)
+	b.printf("    after one, by %s at %d others\n", mib(riseOther), nOther)
+	big := append([]hwmRise(nil), m.rises...)
+	sort.Slice(big, func(i, j int) bool { return big[i].to-big[i].from > big[j].to-big[j].from })
+	b.printf("    round 1: the largest rises:\n")
+	for _, r := range big[:min(3, len(big))] {
+		what := "no merge near it"
+		if r.merged {
+			what = "at or after a merge; all packs " + mib(r.packBytes/1024) + " before it"
+		}
+		b.printf("      post %d: %s -> %s (%s)\n", r.post, mib(r.from), mib(r.to), what)
+	}
+	ok := float64(rssLast) <= histRSSGoal*float64(rssBase)
+	return ok, fmt.Sprintf("%.2fx (flat: at most %.1fx)", float64(rssLast)/float64(rssBase), histRSSGoal), rssBase, rssLast, early, late
 }
 
 // buildHistory makes a repository whose task has n versions of histKey: in
