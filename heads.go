@@ -272,6 +272,16 @@ func (s *Store) rollback(kind, ref string, head gitstore.Oid, pos int64) (*verif
 	if !ok {
 		return nil, nil
 	}
+	if pos < 0 && !head.IsZero() {
+		// Not known to the caller: the head record says where it sits.
+		cc, err := chain.Read(s.objects, head)
+		if err != nil {
+			return nil, err
+		}
+		if at, ok := recordPos(kind, cc.Record); ok {
+			pos = at
+		}
+	}
 	in, err := s.reaches(kind, head, pos, m)
 	if err != nil || in {
 		return nil, err

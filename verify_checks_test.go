@@ -125,22 +125,26 @@ func TestVerifyChecks(t *testing.T) {
 			// The audit mirror names the entry as the writer wrote it.
 			{mxD, "notes", 1, 0, mxWriter, int64(r.postedAt(v)), "audit_mirror", "no spine entry"},
 		}
-		check := func(t *testing.T, r *mxRepo, others string, args ...string) {
+		check := func(t *testing.T, r *mxRepo, others string, extra []mxWant, args ...string) {
 			t.Helper()
 			d, code := r.verify(args...)
 			if code != 1 || d.Verified {
 				t.Fatalf("exit %d verified %v\n%s", code, d.Verified, d.raw)
 			}
-			expectFailures(t, d, wants...)
+			expectFailures(t, d, append(extra, wants...)...)
 			checkVersions(t, d, tp.expectFresh(others, "tampered"))
 		}
-		t.Run("own-host", func(t *testing.T) { check(t, r, "verified") })
+		// The writer's host also knows the heads it wrote, which the
+		// edited commits replaced (docs/trust.md, Rollbacks).
+		t.Run("own-host", func(t *testing.T) {
+			check(t, r, "verified", []mxWant{wTask(mxD, 0, "rollback").saying("rewritten"), wSeq(mxWriter, v.Seq, "rollback").saying("rewritten")})
+		})
 		c := r.clone()
 		pin := r.allowedSigners()
-		t.Run("pinned-clone", func(t *testing.T) { check(t, c, "verified", "--allowed-signers", pin) })
+		t.Run("pinned-clone", func(t *testing.T) { check(t, c, "verified", nil, "--allowed-signers", pin) })
 		// Unpinned, the others are unverifiable; the edited one is
 		// tampered, not unverifiable: the published key does not sign it.
-		t.Run("unpinned-clone", func(t *testing.T) { check(t, c, "unverifiable") })
+		t.Run("unpinned-clone", func(t *testing.T) { check(t, c, "unverifiable", nil) })
 	})
 
 	// 3. An insider holding the writer's keys (signing and HMAC) rewrites
@@ -179,9 +183,14 @@ func TestVerifyChecks(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d\n%s", code, d.raw)
 		}
+		// The heads this host's writer wrote tell the rewritten spine,
+		// journal row and audit mirror too.
+		audits := int64(len(r.auditEntries()))
 		expectFailures(t, d,
 			wSeq(mxWriter, v.Seq, "spine_chain").saying(fmt.Sprintf("spine of %s is broken at seq %d: entry's prev does not link to the entry before it", mxWriter, v.Seq)),
-			wVer(mxD, "notes", 1, 0, "spine_chain").saying("prev does not link"))
+			wVer(mxD, "notes", 1, 0, "spine_chain").saying("prev does not link"),
+			wTask(mxD, 0, "rollback").saying("rewritten"), wSeq(mxWriter, v.Seq, "rollback").saying("rewritten"),
+			wSeq(mxWriter, audits-1, "rollback").saying("rewritten"))
 		checkVersions(t, d, tp.expectFresh("verified", "tampered"))
 	})
 
