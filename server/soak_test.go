@@ -71,9 +71,21 @@ func (l *lockedLines) String() string {
 
 func startSoakChild(t *testing.T, repo, home string) *soakChild {
 	t.Helper()
+	return startServeChild(t, repo, home, soakFDs)
+}
+
+// startServeChild runs `bernstein serve` on a free loopback port in a child
+// process (with its descriptor limit lowered to fds, unless 0) and waits
+// for the URL it prints; the test's cleanup stops it.
+func startServeChild(t *testing.T, repo, home string, fds int) *soakChild {
+	t.Helper()
 	// The shell lowers the limit (soft and hard: Go raises the soft one to
 	// the hard one at start) and becomes the server.
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, soakFDs),
+	ulimit := ""
+	if fds > 0 {
+		ulimit = fmt.Sprintf("ulimit -n %d && ", fds)
+	}
+	cmd := exec.Command("sh", "-c", ulimit+`exec "$0" "$@"`,
 		cliBin, "--repo", repo, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+home, "BERNSTEIN_READ_TOKEN=")
 	pipe, err := cmd.StderrPipe()
