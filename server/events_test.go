@@ -132,6 +132,10 @@ type sse struct {
 	res    *http.Response
 	events chan sseEvent
 	done   chan struct{}
+	// bad lists the events whose data does not match the description
+	// (openapi.json), reported when the stream is closed.
+	mu  sync.Mutex
+	bad []string
 }
 
 type sseEvent struct {
@@ -155,6 +159,7 @@ func connect(t *testing.T, url string, lastID string) *sse {
 		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 	c := &sse{t: t, res: res, events: make(chan sseEvent, 4096), done: make(chan struct{})}
+	valid := loadSpec(t).checkStream(t, res)
 	go func() {
 		defer close(c.done)
 		defer close(c.events)
@@ -166,6 +171,11 @@ func connect(t *testing.T, url string, lastID string) *sse {
 			switch {
 			case line == "":
 				if e.Type != "" {
+					if err := valid(e.Type, e.Raw); err != nil {
+						c.mu.Lock()
+						c.bad = append(c.bad, err.Error())
+						c.mu.Unlock()
+					}
 					c.events <- e
 				}
 				e = sseEvent{}
@@ -189,6 +199,12 @@ func connect(t *testing.T, url string, lastID string) *sse {
 func (c *sse) close() {
 	c.res.Body.Close()
 	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bad {
+		c.t.Errorf("event stream: %s", b)
+	}
+	c.bad = nil
 }
 
 // next waits for the next event of a type in types (others are skipped).
