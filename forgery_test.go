@@ -10,194 +10,25 @@ import (
 	"testing"
 
 	"github.com/bernstein/bernstein"
-	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/forgery"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
-// A forger has write access to the repository and no key of the writer's:
-// it appends rows to a task's chains with plain git, either unsigned or
-// signed by a key of its own.
-type forger struct {
-	f      *fixture
-	signer *keys.Identity // nil: unsigned
-	writer string         // the writer the commits name as committer
-}
-
-// appendRow chains a row onto ref as plain git would: the next index, the
-// previous row's hash, the row's files in the commit's tree.
-func (g *forger) appendRow(ref, task, kind, actor string, data any, files map[string][]byte) record.Row {
-	t := g.f.t
-	t.Helper()
-	head, _ := g.f.gitErr("rev-parse", "--verify", "--quiet", ref)
-	head = strings.TrimSpace(head)
-	index, prev := int64(0), record.Hash("")
-	var parents []gitstore.Oid
-	if head != "" {
-		c, _, err := gitstore.ParseCommit([]byte(g.f.git("cat-file", "commit", head)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := record.RecordFromMessage(c.Message)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := record.ParseRow(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index, prev = last.Index+1, last.Hash()
-		parents = []gitstore.Oid{mustOid(t, head)}
-	}
-	row, err := record.NewRow(kind, task, index, prev, actor, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs := map[string]gitstore.Oid{}
-	for path, b := range files {
-		blobs[path] = g.write("blob", b)
-	}
-	tree, trees, err := gitstore.TreeOf(blobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range trees {
-		g.write("tree", o.Data)
-	}
-	if len(blobs) == 0 {
-		tree = g.write("tree", nil)
-	}
-	c := gitstore.Commit{Tree: tree, Parents: parents, Author: gitstore.Ident(actor, actor+"@bernstein", 1700000000),
-		Committer: gitstore.Ident(g.writer, g.writer+"@bernstein", 1700000000), Message: record.Message(kind+" forged", row.Bytes())}
-	if g.signer != nil {
-		sig, err := g.signer.SignCommit(gitstore.EncodeCommit(c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Signature = sig
-	}
-	id := g.write("commit", gitstore.EncodeCommit(c))
-	args := []string{"update-ref", ref, id.String()}
-	if head != "" {
-		args = append(args, head)
-	}
-	g.f.git(args...)
-	return row
-}
-
-func (g *forger) write(kind string, data []byte) gitstore.Oid {
-	out, err := execGitStdin(g.f.dir, data, "hash-object", "-w", "-t", kind, "--stdin").Output()
-	if err != nil {
-		g.f.t.Fatalf("hash-object: %v", err)
-	}
-	return mustOid(g.f.t, strings.TrimSpace(string(out)))
-}
-
-// forgedRows appends the rows of one forgery to task's chains.
-type forgery struct {
-	name  string
-	chain string // "ledger" or "journal"
-	rows  func(g *forger, task string) int
-}
-
-const malloryToken = "bct_mallory_token"
-
-var forgeries = []forgery{
-	{"claim", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"}, nil)
-		g.appendRow(refs.Ledger(task), task, record.KindTaskClaimed, "mallory", ledger.Claimed{Agent: "mallory", ClaimID: "claim-forged", TokenSHA256: bernstein.TokenHash(malloryToken)}, nil)
-		return 2
-	}},
-	{"release", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"}, nil)
-		return 1
-	}},
-	{"complete", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskCompleted, "mallory", ledger.Transition{}, nil)
-		return 1
-	}},
-	{"start-again", "ledger", func(g *forger, task string) int {
-		g.appendRow(refs.Ledger(task), task, record.KindTaskSuspended, "mallory", ledger.Transition{}, nil)
-		g.appendRow(refs.Ledger(task), task, record.KindTaskResumed, "mallory", ledger.Transition{}, nil)
-		return 2
-	}},
-	{"checkpoint", "journal", func(g *forger, task string) int {
-		head := strings.TrimSpace(g.f.git("rev-parse", "HEAD~1"))
-		g.appendRow(refs.Journal(task), task, record.KindCheckpoint, "mallory", record.Checkpoint{Commit: head}, nil)
-		return 1
-	}},
-	{"diff", "journal", func(g *forger, task string) int {
-		patch := []byte("diff --git a/x b/x\n+forged\n")
-		out := record.Output{Path: "outputs/000009-diff.patch", Blob: gitstore.HashObject(gitstore.TypeBlob, patch).String(), Hash: record.Sum(patch), Size: int64(len(patch))}
-		g.appendRow(refs.Journal(task), task, record.KindDiffCaptured, "mallory", record.DiffCaptured{Base: strings.TrimSpace(g.f.git("rev-parse", "HEAD~1")),
-			Head: strings.TrimSpace(g.f.git("rev-parse", "HEAD")), Patch: out, Files: 1, Added: 1}, map[string][]byte{out.Path: patch})
-		return 1
-	}},
-	{"gate", "journal", func(g *forger, task string) int {
-		log := []byte("all good\n")
-		out := record.Output{Path: "outputs/000009-gate-build.log", Blob: gitstore.HashObject(gitstore.TypeBlob, log).String(), Hash: record.Sum(log), Size: int64(len(log))}
-		g.appendRow(refs.Journal(task), task, record.KindGateAttempt, "mallory", record.GateAttempt{Gate: "build", Command: "true", ExitCode: 0, Passed: true, Output: out}, map[string][]byte{out.Path: log})
-		return 1
-	}},
-	{"evidence", "journal", func(g *forger, task string) int {
-		log := []byte("passed\n")
-		out := record.Output{Path: "outputs/000009-evidence-tests.log", Blob: gitstore.HashObject(gitstore.TypeBlob, log).String(), Hash: record.Sum(log), Size: int64(len(log))}
-		g.appendRow(refs.Journal(task), task, record.KindEvidenceResult, "mallory", record.EvidenceResult{Producer: "tests", Kind: "command", Command: "true", Required: true, ExitCode: 0, Passed: true, Output: out}, map[string][]byte{out.Path: log})
-		return 1
-	}},
-	{"artifact", "journal", func(g *forger, task string) int {
-		p, _ := report("forged findings").Canonical()
-		blob := gitstore.HashObject(gitstore.TypeBlob, p)
-		g.appendRow(refs.Journal(task), task, record.KindArtifactPosted, "agent", record.ArtifactPosted{Key: "summary", ArtifactType: artifact.TypeReport,
-			Version: 2, ContentHash: record.Sum(p), Blob: blob.String(), Size: int64(len(p)), SpineEntryHash: record.Sum([]byte("made up"))},
-			map[string][]byte{record.ArtifactPath("summary", 2): p})
-		return 1
-	}},
-}
-
 // TestForgedRowsGrantNothing forges each kind of row with plain git (claims,
-// transitions, work rows, artifacts), unsigned, signed by another key in the
+// transitions, work rows, artifacts: the table of internal/forgery, which
+// the HTTP API's forgery tests share), unsigned, signed by another key in the
 // honest writer's name, and signed by a writer of the forger's own whose key
 // is published but not pinned. On the honest host nothing is granted: no
 // post is accepted on a forged claim (and the refusal says why and is
 // audited), no transition or work row is written on top, the progress
 // vector does not move, and its proof names the rows at fault.
 func TestForgedRowsGrantNothing(t *testing.T) {
-	type variant struct {
-		name  string
-		state string // the proof state the forged rows get
-		make  func(t *testing.T, f *fixture) *forger
-	}
-	variants := []variant{
-		{"unsigned", "tampered", func(t *testing.T, f *fixture) *forger { return &forger{f: f, writer: "test-writer"} }},
-		{"signed-in-the-writers-name", "tampered", func(t *testing.T, f *fixture) *forger {
-			other, _, err := keys.Create(t.TempDir(), "test-writer")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &forger{f: f, signer: other, writer: "test-writer"}
-		}},
-		{"signed-by-an-unpinned-writer", "unverifiable", func(t *testing.T, f *fixture) *forger {
-			// The forger runs bernstein init with a key of its own: its
-			// key is published in its refs/bernstein/writers ref like any
-			// writer's.
-			home := filepath.Join(t.TempDir(), "mallory")
-			if _, err := bernstein.Init(bernstein.Options{Repo: f.dir, Home: home}, "mallory"); err != nil {
-				t.Fatal(err)
-			}
-			id, err := keys.Load(home)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &forger{f: f, signer: id, writer: "mallory"}
-		}},
-	}
-	for _, v := range variants {
-		for _, fg := range forgeries {
-			t.Run(v.name+"/"+fg.name, func(t *testing.T) {
+	for _, v := range forgery.Variants("test-writer") {
+		for _, fg := range forgery.Forgeries {
+			t.Run(v.Name+"/"+fg.Name, func(t *testing.T) {
 				t.Parallel()
 				f := newFixture(t)
 				f.withCommits()
@@ -225,8 +56,8 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 				if before.Progress.Proof.State != "verified" {
 					t.Fatalf("before the forgery: %+v", before.Progress.Proof)
 				}
-				g := v.make(t, f)
-				n := fg.rows(g, task)
+				g := v.Make(t, f.dir)
+				n := fg.Rows(g, task)
 
 				// A fresh process on the honest host.
 				s2 := f.open()
@@ -238,35 +69,35 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 					after.ClaimAgent != before.ClaimAgent || after.LedgerRows != before.LedgerRows || after.JournalRows != before.JournalRows {
 					t.Fatalf("the forgery moved the task: before %+v\nafter %+v", before, after)
 				}
-				if after.Progress.Proof.State != v.state || len(after.Progress.Proof.RowsAtFault) != n {
-					t.Fatalf("proof after the forgery: %+v, want state %s and %d rows at fault", after.Progress.Proof, v.state, n)
+				if after.Progress.Proof.State != v.State || len(after.Progress.Proof.RowsAtFault) != n {
+					t.Fatalf("proof after the forgery: %+v, want state %s and %d rows at fault", after.Progress.Proof, v.State, n)
 				}
 				for i, rf := range after.Progress.Proof.RowsAtFault {
-					if rf.Chain != fg.chain {
-						t.Fatalf("row at fault %d is in the %s, want the %s", i, rf.Chain, fg.chain)
+					if rf.Chain != fg.Chain {
+						t.Fatalf("row at fault %d is in the %s, want the %s", i, rf.Chain, fg.Chain)
 					}
 				}
 				h, err := s2.TaskHandle(task)
-				if err != nil || h.ProgressHash != before.Progress.VectorHash || h.Progress.Proof.State != v.state {
+				if err != nil || h.ProgressHash != before.Progress.VectorHash || h.Progress.Proof.State != v.State {
 					t.Fatalf("task handle: %+v %v", h, err)
 				}
 
 				// No post lands: not mallory's on a forged claim, and not the
 				// real agent's while the ledger holds unproven rows.
 				auditBefore := len(f.chainRecords(refs.Audit("test-writer")))
-				for _, who := range []struct{ agent, token string }{{"mallory", malloryToken}, {"agent", tok}} {
+				for _, who := range []struct{ agent, token string }{{"mallory", forgery.MalloryToken}, {"agent", tok}} {
 					_, err := s2.Post(bernstein.PostRequest{Task: task, Key: "summary", Agent: who.agent, ClaimToken: who.token, Payload: report("after the forgery")})
 					var refused *bernstein.RefusedError
 					switch {
-					case fg.chain == "ledger" && (!errors.As(err, &refused) || refused.Reason != record.ReasonClaimUnproven):
+					case fg.Chain == "ledger" && (!errors.As(err, &refused) || refused.Reason != record.ReasonClaimUnproven):
 						t.Fatalf("post by %s on a forged ledger: %v", who.agent, err)
-					case fg.chain == "journal" && who.agent == "agent" && !errors.Is(err, bernstein.ErrUnproven):
+					case fg.Chain == "journal" && who.agent == "agent" && !errors.Is(err, bernstein.ErrUnproven):
 						t.Fatalf("post by the claim holder on a forged journal: %v", err)
 					case err == nil:
 						t.Fatalf("post by %s accepted", who.agent)
 					}
 				}
-				if fg.chain == "ledger" {
+				if fg.Chain == "ledger" {
 					audit := f.chainRecords(refs.Audit("test-writer"))
 					if len(audit) != auditBefore+2 {
 						t.Fatalf("the refusals were not audited: %d entries, was %d", len(audit), auditBefore)
@@ -280,22 +111,22 @@ func TestForgedRowsGrantNothing(t *testing.T) {
 				if _, err := s2.Checkpoint(task, "HEAD~1", ""); !errors.Is(err, bernstein.ErrUnproven) {
 					t.Fatalf("checkpoint on top of a forgery: %v", err)
 				}
-				if fg.chain == "ledger" {
+				if fg.Chain == "ledger" {
 					if _, err := s2.Transition(task, record.KindTaskSuspended, "", ""); !errors.Is(err, bernstein.ErrUnproven) {
 						t.Fatalf("transition on top of a forged ledger: %v", err)
 					}
 				}
 				// The CLI says the same.
-				if _, errOut, code := f.cli("", "artifact", "post", task, "k", "--type", "report", "--body", "x", "--agent", "mallory", "--claim-token", malloryToken); code == 0 {
+				if _, errOut, code := f.cli("", "artifact", "post", task, "k", "--type", "report", "--body", "x", "--agent", "mallory", "--claim-token", forgery.MalloryToken); code == 0 {
 					t.Fatalf("the CLI accepted mallory's post: %s", errOut)
-				} else if fg.chain == "ledger" && (code != 3 || !strings.Contains(errOut, record.ReasonClaimUnproven)) {
+				} else if fg.Chain == "ledger" && (code != 3 || !strings.Contains(errOut, record.ReasonClaimUnproven)) {
 					t.Fatalf("the CLI's refusal of mallory's post: exit %d %s", code, errOut)
 				}
 				out, _, _ := f.cli("", "task", "progress", task, "--output-json")
 				if !strings.Contains(out, before.Progress.VectorHash) {
 					t.Fatalf("task progress after the forgery:\n%s", out)
 				}
-				if _, _, code := f.cli("", "audit", "verify"); code == 0 && v.state == "tampered" {
+				if _, _, code := f.cli("", "audit", "verify"); code == 0 && v.State == "tampered" {
 					t.Fatalf("audit verify passed a forgery")
 				}
 			})
