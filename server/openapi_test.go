@@ -361,7 +361,7 @@ func apiTestDone(t *testing.T) {
 // apiTests are the tests whose responses TestOpenAPICoverage counts.
 var apiTests = []string{
 	"TestAPIPost", "TestAPIPostRefusals", "TestAPIPostAsMCP", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
-	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface",
+	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries",
 }
 
 // TestOpenAPICoverage: the API tests received every status the description
