@@ -4,6 +4,7 @@ import (
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // Task handle statuses, as agent protocols name a task's state.
@@ -84,4 +85,30 @@ type Claimant struct {
 // the proven fold of that task's ledger confirms it.
 func (s *Store) ClaimByToken(token string) (*Claimant, error) {
 	return s.claimByToken(token)
+}
+
+// UnprovenClaim finds, in task's ledger, a claim row no trusted writer
+// signed (a forgery, or a row of a writer not pinned here) whose token is
+// token, and returns the agent it names. Such a claim is no claim
+// (ClaimByToken does not know it), but a post made with its token is a
+// refusal worth recording: the HTTP API posts it, as the CLI would, so that
+// the store refuses it (claim_unproven) and audits it. It reads the whole
+// ledger: call it only for a task whose ledger holds rows at fault.
+func (s *Store) UnprovenClaim(task, token string) (*Claimant, bool) {
+	f, err := s.TaskFeed(task, Heads{})
+	if err != nil {
+		return nil, false
+	}
+	h := TokenHash(token)
+	for i := len(f.Rows) - 1; i >= 0; i-- {
+		r := f.Rows[i]
+		if r.Chain != "ledger" || r.Proof == verify.Verified || r.Row.Kind != record.KindTaskClaimed {
+			continue
+		}
+		var c ledger.Claimed
+		if r.Row.DecodeData(&c) == nil && c.TokenSHA256 == h && ValidateAgent(c.Agent) == nil {
+			return &Claimant{Task: task, Agent: c.Agent}, true
+		}
+	}
+	return nil, false
 }

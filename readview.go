@@ -17,16 +17,19 @@ import (
 
 // A ReadView answers reads from one consistent snapshot of the refs they
 // depend on: a task's journal and ledger, every lineage spine and the
-// published keys. Its keys name exactly the ref values an answer was
-// computed from, so a server can keep an answer for as long as those refs
-// stay where they are (a reader's trust, the other input, is fixed when its
-// Store opens). What a view answers is what Store.Task, Store.Artifacts,
-// Store.TaskFeed and Store.Productions answer for the same refs.
+// published keys. Its keys name exactly what an answer was computed from:
+// those ref values and the reader's trust set (its pins, --allowed-signers
+// and its own writer: the proof version the Store keys its folds by), so a
+// server can keep an answer for as long as those refs stay where they are
+// and no key is pinned or unpinned. What a view answers is what Store.Task,
+// Store.Artifacts, Store.TaskFeed and Store.Productions answer for the same
+// refs.
 type ReadView struct {
 	s     *Store
 	snap  *refs.Snapshot
 	task  string // "" for a view of every task
-	spine string // the key of the spines and the keys
+	spine string // the key of the spines, the published keys and the trust set
+	proof string // the proof version: the published keys and the trust set
 }
 
 // ReadView takes one consistent snapshot for reads of task, or (task "")
@@ -49,12 +52,15 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := keysVersion(snap)
+	// The trust set is read (again, if the pin file changed) as the view
+	// is taken, so a pin made before the request is in its keys.
+	env, err := s.proofEnv(snap)
 	if err != nil {
 		return nil, err
 	}
+	v.proof = env.proofVersion.String()
 	h := sha256.New()
-	fmt.Fprintf(h, "keys %s\n", keys)
+	fmt.Fprintf(h, "proof %s\n", v.proof)
 	for _, n := range names {
 		fmt.Fprintf(h, "%s %s\n", n, spines[n])
 	}
@@ -73,13 +79,13 @@ func (v *ReadView) covers(task string) error {
 	return nil
 }
 
-// SpineKey names the spines and published keys the view holds: what
-// Productions depends on.
+// SpineKey names the spines, the published keys and the trust set of the
+// view: what Productions depends on.
 func (v *ReadView) SpineKey() string { return v.spine }
 
-// TaskKey names the refs task's answers depend on in this view: its
-// journal and ledger heads, the spines and the published keys. Two views
-// with the same TaskKey give the same answers for task.
+// TaskKey names what task's answers depend on in this view: its journal
+// and ledger heads, the spines, the published keys and the trust set. Two
+// views with the same TaskKey give the same answers for task.
 func (v *ReadView) TaskKey(task string) (string, error) {
 	if err := v.covers(task); err != nil {
 		return "", err
@@ -95,9 +101,9 @@ func (v *ReadView) TaskKey(task string) (string, error) {
 	return "journal " + j.String() + " ledger " + l.String() + " spines " + v.spine, nil
 }
 
-// JournalKey names the refs task's journal rows depend on in this view:
-// its journal and ledger heads and the published keys (a row's proof reads
-// no spine).
+// JournalKey names what task's journal rows depend on in this view: its
+// journal and ledger heads, the published keys and the trust set (a row's
+// proof reads no spine).
 func (v *ReadView) JournalKey(task string) (string, error) {
 	if err := v.covers(task); err != nil {
 		return "", err
@@ -110,11 +116,7 @@ func (v *ReadView) JournalKey(task string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k, err := keysVersion(v.snap)
-	if err != nil {
-		return "", err
-	}
-	return "journal " + j.String() + " ledger " + l.String() + " keys " + k.String(), nil
+	return "journal " + j.String() + " ledger " + l.String() + " proof " + v.proof, nil
 }
 
 // TaskIDs lists the tasks that have a ledger in the view, sorted (as

@@ -370,10 +370,18 @@ func (w *stampWriter) Write(p []byte) (int, error) {
 // repository served in this process, subs SSE clients listening to the
 // task, and times each post's return to its event's arrival at every client.
 // Posts go one at a time, the next when every client has the last.
-func (b *bench) serveLatency(cli bool, subs, posts int) (latRun, error) {
+//
+// With follow, the clients read a second server over the same repository
+// (a second Store in this process): it follows the first one's event log
+// (server/bus.go), so each event goes through the leader's scan, its log
+// and the follower's read of it.
+func (b *bench) serveLatency(cli, follow bool, subs, posts int) (latRun, error) {
 	run := latRun{mode: "in-process", subs: subs, posts: posts}
 	if cli {
 		run.mode = "CLI"
+	}
+	if follow {
+		run.mode = "follower"
 	}
 	dir, err := b.mkrepoDir("serve-lat-")
 	if err != nil {
@@ -398,9 +406,26 @@ func (b *bench) serveLatency(cli bool, subs, posts int) (latRun, error) {
 			srv.stop()
 		}
 	}()
+	url := srv.url
+	if follow {
+		s2, err := bernstein.Open(bernstein.Options{Repo: dir, Home: b.home})
+		if err != nil {
+			return run, err
+		}
+		defer s2.Close()
+		fsrv, err := startInProcess(s2)
+		if err != nil {
+			return run, err
+		}
+		defer fsrv.stop()
+		if fsrv.bus.Leader() || !srv.bus.Leader() {
+			return run, fmt.Errorf("the second server leads the event bus: it should follow the first")
+		}
+		url = fsrv.url
+	}
 	hc := sseHTTPClient()
 	t0 := time.Now()
-	clients, err := openMany(hc, srv.url+server.EventsPath+"?task="+benchTask, subs, 32)
+	clients, err := openMany(hc, url+server.EventsPath+"?task="+benchTask, subs, 32)
 	if err != nil {
 		return run, fmt.Errorf("%d subscribers: %w", subs, err)
 	}
@@ -795,7 +820,7 @@ func runServe(b *bench) error {
 				if cli {
 					posts = *flagServeCLIPosts
 				}
-				r, err := b.serveLatency(cli, n, posts)
+				r, err := b.serveLatency(cli, false, n, posts)
 				if err != nil {
 					return fmt.Errorf("post to event: %w", err)
 				}
@@ -880,6 +905,46 @@ func runServe(b *bench) error {
 		b.summary(fmt.Sprintf("post to event p99, %s, %d / %d subscribers", lat[keyOfRun(cli, n)][0].mode, n, subs[0]), ms(p99), ms(bp99), dratio(p99, bp99), "p99 < "+ms(serveLatencyGoal), p99 < serveLatencyGoal)
 	}
 
+	// 1b. Through a follower.
+	fol := map[int][]latRun{}
+	for round := 0; round < *flagRounds; round++ {
+		var line []string
+		for si := range subs {
+			n := subs[si]
+			if round%2 == 1 {
+				n = subs[len(subs)-1-si]
+			}
+			r, err := b.serveLatency(false, true, n, *flagServePosts)
+			if err != nil {
+				return fmt.Errorf("post to event through a follower: %w", err)
+			}
+			fol[n] = append(fol[n], r)
+			line = append(line, fmt.Sprintf("%d p99 %s", n, msShort(percentile(r.delivered, 99))))
+		}
+		b.printf("  round %d (through a follower, ms): %s\n", round+1, strings.Join(line, ", "))
+	}
+	b.printf("\n  1b. post to event through a follower: the same in-process posts, the clients on a second server over the same\n")
+	b.printf("  repository (another Store in this process), which follows the first one's event log: the leader's scan, its\n")
+	b.printf("  write of the batch, the follower's read of it and its own read of the rows, then the fan-out.\n")
+	b.printf("    %5s %10s %10s %9s %9s %12s\n", "subs", "event p50", "event p99", "last p99", "max", "vs leader p99")
+	for _, n := range subs {
+		rs := fol[n]
+		p99 := medDur(rs, func(r latRun) time.Duration { return percentile(r.delivered, 99) })
+		b.printf("    %5d %10s %10s %9s %9s %12s\n", n, msShort(medDur(rs, func(r latRun) time.Duration { return percentile(r.delivered, 50) })),
+			msShort(p99), msShort(medDur(rs, func(r latRun) time.Duration { return percentile(r.lastSub, 99) })),
+			msShort(medDur(rs, func(r latRun) time.Duration { return maxDuration(r.delivered) })), dratio(p99, p99s[keyOfRun(false, n)]))
+	}
+	b.printf("    (ms; vs leader p99: against the clients of the leader itself, in-process posts, same subscribers, same run)\n")
+	nf := subs[len(subs)-1]
+	fp99 := medDur(fol[nf], func(r latRun) time.Duration { return percentile(r.delivered, 99) })
+	b.summary(fmt.Sprintf("post to event p99 through a follower / the leader, %d subscribers", nf), ms(fp99), ms(p99s[keyOfRun(false, nf)]),
+		dratio(fp99, p99s[keyOfRun(false, nf)]), "p99 < "+ms(serveLatencyGoal), fp99 < serveLatencyGoal)
+
+	// 1c. Garbage tokens at the API's POST.
+	if err := b.serveGarbage(); err != nil {
+		return fmt.Errorf("garbage tokens: %w", err)
+	}
+
 	// 2. Memory of idle subscribers.
 	var idles []idleRun
 	for round := 0; round < *flagRounds; round++ {
@@ -929,6 +994,68 @@ func runServe(b *bench) error {
 	b.printf("\n  notes: every post's version and journal index checked, and every event's (task, key, version, journal index),\n")
 	b.printf("  each the next artifact event of its stream, ids increasing; chain lengths and git fsck --strict afterwards. The\n")
 	b.printf("  machine is shared, and the clients share its CPUs with the server: only ratios within this run mean anything.\n")
+	return nil
+}
+
+// serveGarbage times requests with a garbage bearer token, answered 401, at
+// the API's POST (which, before its 401, looks in the memoized fold of the
+// task posted to for ledger rows at fault, where a forged claim's token
+// would be) against the same at /mcp (the token index alone).
+func (b *bench) serveGarbage() error {
+	const n = 2000
+	dir, err := b.mkrepoDir("serve-garbage-")
+	if err != nil {
+		return err
+	}
+	s, _, err := b.setupStore(dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	srv, err := startInProcess(s)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	type target struct {
+		name, path, body string
+	}
+	targets := []target{
+		{"POST /mcp", server.MCPPath, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`},
+		{"POST /api/v1/tasks/T/artifacts", server.APIPrefix + "/tasks/" + benchTask + "/artifacts", `{"key":"k","artifact_type":"report","body":"x"}`},
+	}
+	per := map[string][]time.Duration{}
+	for round := 0; round < *flagRounds; round++ {
+		for ti := range targets {
+			tg := targets[(ti+round)%len(targets)]
+			t0 := time.Now()
+			for i := 0; i < n; i++ {
+				req, _ := http.NewRequest(http.MethodPost, srv.url+tg.path, strings.NewReader(tg.body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Authorization", fmt.Sprintf("Bearer bct_garbage-%d-%d", round, i))
+				res, err := hc.Do(req)
+				if err != nil {
+					return err
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusUnauthorized {
+					return fmt.Errorf("%s with a garbage token: %d, want 401", tg.name, res.StatusCode)
+				}
+			}
+			per[tg.name] = append(per[tg.name], time.Since(t0)/n)
+		}
+	}
+	med := func(name string) time.Duration { return durations(per[name]).median() }
+	mcp, api := med(targets[0].name), med(targets[1].name)
+	b.printf("\n  1c. garbage bearer tokens, %d requests one after another on one connection (in-process server, a healthy\n", n)
+	b.printf("  task), each answered 401: per request, median of rounds. The API's POST first looks in the memoized fold of the\n")
+	b.printf("  task for ledger rows at fault (where a forged claim's token would be: it is then refused and audited).\n")
+	b.printf("    %-34s %10s\n", targets[0].name+" (the token index)", fmt.Sprintf("%.1f µs", float64(mcp)/float64(time.Microsecond)))
+	b.printf("    %-34s %10s  %s /mcp\n", targets[1].name, fmt.Sprintf("%.1f µs", float64(api)/float64(time.Microsecond)), dratio(api, mcp))
+	b.summary("garbage-token 401: API POST / MCP", ms(api), ms(mcp), dratio(api, mcp), "", true)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -166,8 +167,10 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 		} {
 			h["Authorization"], h["Content-Type"] = auth, "application/json"
 			res, body := limDo(t, "POST", artifacts, h, post)
-			if res.StatusCode != http.StatusForbidden {
-				t.Errorf("read token %v: cross-origin API post %v: %d %s", withReadToken, h, res.StatusCode, body)
+			var e server.APIError
+			if res.StatusCode != http.StatusForbidden || res.Header.Get("Content-Type") != "application/json" ||
+				json.Unmarshal([]byte(body), &e) != nil || e.Error.Field != "origin" || !strings.Contains(e.Error.Message, "cross-origin") {
+				t.Errorf("read token %v: cross-origin API post %v: %d %s, want a JSON error naming origin", withReadToken, h, res.StatusCode, body)
 			}
 			if st := limMCP(t, base, tokens["T-1"], "Sec-Fetch-Site", h["Sec-Fetch-Site"], "Origin", h["Origin"]); st != http.StatusForbidden {
 				t.Errorf("read token %v: cross-origin MCP post %v: %d", withReadToken, h, st)

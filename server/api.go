@@ -88,6 +88,7 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 }
 
 // fail answers err: an unknown task or artifact is a 404, bad input a 400,
+// a chain the store will not write on because it holds unproven rows a 409,
 // anything else a 500.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var in *artifact.InputError
@@ -95,6 +96,10 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, bernstein.ErrUnknownTask):
 		writeError(w, http.StatusNotFound, "task_id", err.Error())
+	case errors.Is(err, bernstein.ErrUnproven):
+		// The request is sound; the task's state refuses it until the
+		// chain is repaired (the message names the chain and the index).
+		writeError(w, http.StatusConflict, "task_id", err.Error())
 	case errors.As(err, &unknown):
 		field := "key"
 		if unknown.Pinned {

@@ -25,7 +25,10 @@ import (
 // arguments without task_id (the task is the path's).
 //
 //   - 401: no bearer token, or one that is no live claim's (there is no
-//     caller to record a refusal for; nothing is written).
+//     caller to record a refusal for; nothing is written). A token of a
+//     claim row no trusted writer signed, in the ledger of the task posted
+//     to, is not a 401: its post is refused by the store as claim_unproven
+//     (403), recorded with the agent that row names.
 //   - 413: the request is over MaxPostBytes (read no further), or the
 //     report body or the canonical payload is over 1 MiB.
 //   - 400: the body is not one JSON object.
@@ -37,6 +40,9 @@ import (
 //     writer signed (claim_unproven); 404 when the task does not exist.
 //     These are refusals of the store: each is recorded in the audit
 //     mirror, as over MCP and the CLI.
+//   - 409: the task's journal holds rows no trusted writer signed: the
+//     store writes nothing on top of them (ErrUnproven; the message names
+//     the chain and the index).
 //   - 201: the receipt (bernstein.PostResult), with Location naming the
 //     version.
 
@@ -93,9 +99,12 @@ func (a *api) post(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := a.s.store.ClaimByToken(token)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="bernstein", error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, "claim_token", "the bearer claim token matches no live claim (released, completed or never issued)")
-		return
+		var ok bool
+		if caller, ok = a.unprovenClaim(task, token); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bernstein", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "claim_token", "the bearer claim token matches no live claim (released, completed or never issued)")
+			return
+		}
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPostBytes))
 	var tooBig *http.MaxBytesError
@@ -145,6 +154,28 @@ func (a *api) post(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", fmt.Sprintf("%s/tasks/%s/artifacts/%s?version=%d", APIPrefix, PathTask(task), url.PathEscape(key), res.Version))
 	writeJSON(w, http.StatusCreated, res)
+}
+
+// unprovenClaim is the claimant of a claim row of task's ledger that no
+// trusted writer signed and whose token is token (a forged claim): its
+// post goes to the store, which refuses it (claim_unproven) and records the
+// refusal, as for the CLI. Only a task whose ledger holds rows at fault is
+// read for it (from the memo), so a garbage token costs what it did.
+func (a *api) unprovenClaim(task, token string) (*bernstein.Claimant, bool) {
+	v, err := a.s.store.ReadView(task)
+	if err != nil {
+		return nil, false
+	}
+	info, err := a.taskInfo(v, task)
+	if err != nil || info.Progress == nil {
+		return nil, false
+	}
+	for _, f := range info.Progress.Proof.RowsAtFault {
+		if f.Chain == "ledger" {
+			return a.s.store.UnprovenClaim(task, token)
+		}
+	}
+	return nil, false
 }
 
 // PathTask writes a task id as a path segment: ':' as %3A, so that no

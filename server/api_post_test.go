@@ -1,13 +1,11 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/forgetest"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -245,45 +243,9 @@ func TestAPIPostRefusals(t *testing.T) {
 
 	// A ledger holding a row no trusted writer signed honours no claim:
 	// the real holder is refused with claim_unproven.
-	forgeLedgerRow(t, r, "T:1.a", record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"})
+	g := &forgetest.Forger{T: t, Dir: r.dir, Writer: "test-writer"}
+	g.AppendRow(refs.Ledger("T:1.a"), "T:1.a", record.KindTaskReleased, "mallory", ledger.Transition{Reason: "forged"}, nil)
 	c.wantRefused(r, "T:1.a", r.token, ok, 403, "task_id", "agent-1", record.ReasonClaimUnproven)
-}
-
-// forgeLedgerRow appends an unsigned row to task's ledger with plain git.
-func forgeLedgerRow(t *testing.T, r *repo, task, kind, actor string, data any) {
-	t.Helper()
-	ref := refs.Ledger(task)
-	head := r.git("rev-parse", ref)
-	raw, err := exec.Command("git", "-C", r.dir, "cat-file", "commit", head).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _, err := gitstore.ParseCommit(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := record.RecordFromMessage(c.Message)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := record.ParseRow(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := record.NewRow(kind, task, last.Index+1, last.Hash(), actor, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree := r.git("hash-object", "-w", "-t", "tree", "/dev/null")
-	cmd := exec.Command("git", "-C", r.dir, "commit-tree", "--no-gpg-sign", tree, "-p", head, "-F", "-")
-	cmd.Env = append(cmd.Environ(), "GIT_AUTHOR_NAME="+actor, "GIT_AUTHOR_EMAIL="+actor+"@bernstein", "GIT_COMMITTER_NAME=test-writer",
-		"GIT_COMMITTER_EMAIL=test-writer@bernstein")
-	cmd.Stdin = bytes.NewReader(record.Message(kind+" forged", row.Bytes()))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("commit-tree: %v", err)
-	}
-	r.git("update-ref", ref, strings.TrimSpace(string(out)), head)
 }
 
 // TestAPIPostAsMCP: the API refuses bad input as the MCP tool does: the

@@ -70,6 +70,13 @@ func (c *apiClient) do(method, path string, body []byte, hdr map[string]string) 
 		req.URL.Opaque = "//" + req.URL.Host + path[:i]
 	}
 	for k, v := range hdr {
+		if k == "Host" {
+			// In origin form: a request line in absolute form names the
+			// host itself, and the server takes that over the header.
+			req.Host = v
+			req.URL.Opaque = strings.TrimPrefix(req.URL.Opaque, "//"+req.URL.Host)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	res, err := c.http.Do(req)

@@ -1,11 +1,12 @@
 package server
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -29,9 +32,24 @@ import (
 // (one consistent view per task, every row proven), numbered, kept in memory
 // and in a log under <git dir>/bernstein/events, so that a client resuming
 // with Last-Event-ID gets every event it missed, once and in order, also
-// across a restart. The log is derived data: it says which row an event
-// was, never what the row says; replayed events are read again from the
-// chains, and an entry whose row a chain no longer holds is dropped.
+// across a restart.
+//
+// Any number of servers may serve one repository, and an event has one id
+// whichever of them a client reads it from: exactly one bus, the leader,
+// numbers events. It holds an exclusive lock (flock) on
+// <git dir>/bernstein/events/lock for as long as it runs and is the only
+// writer of the log. Every other bus is a follower: it does not scan the
+// refs, it reads the batches the leader appends to the log and derives each
+// event again from the chains, under the leader's id. A follower tries the
+// lock on every poll; when the leader goes (it stopped, or crashed: the
+// kernel drops its lock), one follower takes it, reads the log to its end,
+// drops what a crash left of an unfinished batch, and numbers on from there.
+//
+// The log is derived data: it says which row an event was, never what the
+// row says; events are read again from the chains (and proven), and an
+// entry whose row a chain no longer holds at that index is dropped. The
+// leader writes a batch to the log before any client sees its events, so
+// an id a client holds is in the log (unless the log could not be written).
 
 // Event types (docs/http.md).
 const (
@@ -52,7 +70,8 @@ type Event struct {
 }
 
 // logEntry is one line of the event log: which row (or which vector) an
-// event was, and after each batch the heads it reached.
+// event was, or, closing each batch, the heads it reached and the id of its
+// last event.
 type logEntry struct {
 	ID     int64                      `json:"id,omitempty"`
 	Type   string                     `json:"type,omitempty"`
@@ -63,11 +82,27 @@ type logEntry struct {
 	Vector string                     `json:"vector,omitempty"`
 	Heads  map[string]bernstein.Heads `json:"heads,omitempty"`
 	Last   int64                      `json:"last,omitempty"`
+	// Vectors are the progress hashes sent for the tasks of the batch
+	// (what the next leader compares new vectors with).
+	Vectors map[string]string `json:"vectors,omitempty"`
+	End     bool              `json:"end,omitempty"`
+}
+
+// batch is the entries of one scan, as the log holds them.
+type batch struct {
+	entries []logEntry
+	heads   map[string]bernstein.Heads
+	vectors map[string]string
+	last    int64
 }
 
 // ringSize is how many recent events the bus keeps in memory; older ones
 // are read back from the log.
-const ringSize = 4096
+var ringSize = 4096
+
+// followerPoll is how often a follower reads the log and tries the lock
+// besides when the log's directory changes.
+var followerPoll = 500 * time.Millisecond
 
 // Bus is the event bus of one store.
 type Bus struct {
@@ -75,32 +110,59 @@ type Bus struct {
 	logger *slog.Logger
 	dir    string
 
-	scanMu sync.Mutex // one scan at a time
+	// scanMu serializes scans, a follower's reads of the log and the
+	// taking of the lead.
+	scanMu sync.Mutex
+	lock   *os.File    // the lock file; flocked while leading
+	leader atomic.Bool // this bus numbers events and writes the log
+	logW   *os.File    // the leader's log, appended to
+	logR   *os.File    // a follower's log, read from offset
+	offset int64       // the log's bytes read, to the end of its last whole batch
+	maxID  int64       // the largest id the log names, whole batch or not
+	whole  bool        // the log holds at least one whole batch
+	// The leader's batch in progress: its events and their log entries.
+	pending []Event
+	logged  []logEntry
 
 	mu      sync.Mutex
 	ring    []Event // the latest events, oldest first
 	next    int64   // the id the next event takes
+	last    int64   // the id of the latest event published
 	heads   map[string]bernstein.Heads
 	vectors map[string]string // last progress hash sent, per task
 	wake    chan struct{}     // closed and replaced on every publish
-	log     *os.File
-	logged  []logEntry // entries of the current batch, written at its end
-	// fresh is set until the first scan of a bus that has no log: that scan
-	// takes the repository as it is as the starting point (a page renders
-	// what is there; the stream carries what happens next), so a first start
-	// over a long history publishes nothing.
+	// fresh is set until the first scan of a leader whose log holds no
+	// batch: that scan takes the repository as it is as the starting point
+	// (a page renders what is there; the stream carries what happens next),
+	// so a first start over a long history publishes nothing.
 	fresh bool
 }
 
-// NewBus opens the bus of store, reading its log back. It does not watch
-// yet: see Run.
+// NewBus opens the bus of store, reading its log back: it leads if no
+// other bus of the repository does, else it follows. It does not watch yet:
+// see Run.
 func NewBus(store *bernstein.Store, logger *slog.Logger) (*Bus, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"),
-		next: 1, heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
-	if err := b.load(); err != nil {
+		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(b.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	b.lock = lock
+	b.scanMu.Lock()
+	defer b.scanMu.Unlock()
+	if err := b.readLogLocked(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if _, err := b.tryLeadLocked(); err != nil {
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -108,43 +170,254 @@ func NewBus(store *bernstein.Store, logger *slog.Logger) (*Bus, error) {
 
 func (b *Bus) logPath() string { return filepath.Join(b.dir, "log") }
 
-// load reads the log: the next id and the heads after the last complete
-// batch. A log that does not parse is set aside and the bus starts afresh
-// (clients resuming from it get stream.reset).
-func (b *Bus) load() error {
+// Leader reports whether this bus numbers the repository's events (else it
+// follows the bus that does).
+func (b *Bus) Leader() bool { return b.leader.Load() }
+
+// readBatches reads the whole batches of f from offset: only lines ended by
+// a newline count, and a batch ends with its end line (heads and last). It
+// returns the batches, the offset after the last one, and the largest id
+// any line names (an unfinished batch's included).
+func readBatches(f *os.File, offset int64) ([]batch, int64, int64, error) {
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, 0, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, offset, 0, err
+	}
+	var out []batch
+	var cur []logEntry
+	var maxID int64
+	pos, end := 0, 0
+	for {
+		nl := bytes.IndexByte(data[pos:], '\n')
+		if nl < 0 {
+			break
+		}
+		line := data[pos : pos+nl]
+		pos += nl + 1
+		var e logEntry
+		if json.Unmarshal(line, &e) != nil {
+			continue // a line cut short by a crash
+		}
+		maxID = max(maxID, e.ID, e.Last)
+		switch {
+		case e.End || e.Heads != nil:
+			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last})
+			cur, end = nil, pos
+		case e.ID != 0:
+			cur = append(cur, e)
+		}
+	}
+	return out, offset + int64(end), maxID, nil
+}
+
+// readLogLocked reads the log's whole batches after b.offset into the
+// bus's state, without deriving events: what a bus knows when it opens.
+func (b *Bus) readLogLocked() error {
 	f, err := os.Open(b.logPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		b.fresh = true
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		var e logEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue // a line cut short by a crash
-		}
-		if e.Heads != nil {
-			for t, h := range e.Heads {
-				b.heads[t] = h
-			}
-			if e.Last >= b.next {
-				b.next = e.Last + 1
-			}
-			continue
-		}
-		if e.ID >= b.next {
-			b.next = e.ID + 1
-		}
+	batches, off, maxID, err := readBatches(f, b.offset)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	for _, bt := range batches {
+		b.applyLocked(bt)
+	}
+	b.mu.Unlock()
+	b.offset, b.maxID = off, max(b.maxID, maxID)
+	return nil
+}
+
+// applyLocked takes a batch's heads, vectors and last id as the bus's own;
+// b.mu is held.
+func (b *Bus) applyLocked(bt batch) {
+	for _, e := range bt.entries {
 		if e.Type == EventProgress {
 			b.vectors[e.Task] = e.Vector
 		}
+		b.last = max(b.last, e.ID)
 	}
-	return sc.Err()
+	for t, h := range bt.heads {
+		b.heads[t] = h
+	}
+	for t, v := range bt.vectors {
+		b.vectors[t] = v
+	}
+	b.last = max(b.last, bt.last)
+	b.next = max(b.next, b.last+1)
+	b.whole = true
+}
+
+// tryLeadLocked takes the lead if no other bus holds it: it reads the log
+// to its end (the batches the last leader wrote), cuts what a crash left of
+// an unfinished batch, and opens the log to append. b.scanMu is held.
+func (b *Bus) tryLeadLocked() (bool, error) {
+	if b.leader.Load() {
+		return true, nil
+	}
+	if b.lock == nil {
+		return false, errors.New("the event bus is closed")
+	}
+	if err := syscall.Flock(int(b.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, fmt.Errorf("event log lock: %w", err)
+	}
+	// Another bus may have written since this one last read.
+	var err error
+	if b.logR != nil {
+		err = b.followLocked()
+		b.logR.Close()
+		b.logR = nil
+	} else {
+		err = b.readLogLocked()
+	}
+	if err != nil {
+		syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
+		return false, err
+	}
+	f, err := os.OpenFile(b.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
+		return false, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > b.offset {
+		// An unfinished batch of a leader that crashed: its events were
+		// never published (a batch is logged before it is), so no client
+		// holds their ids; they are not reused either.
+		if err := f.Truncate(b.offset); err != nil {
+			f.Close()
+			syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
+			return false, err
+		}
+	}
+	b.logW = f
+	b.mu.Lock()
+	b.next = max(b.next, b.maxID+1, b.last+1)
+	if !b.whole {
+		// A log that starts now numbers from the clock (milliseconds):
+		// an id a client kept from an earlier log that was removed, or from
+		// another repository served at the same address, is then older
+		// than this log or newer than its last event, and the client is
+		// told to reload (stream.reset) instead of being answered with
+		// the events of another numbering.
+		b.fresh = true
+		b.last = max(b.last, time.Now().UnixMilli())
+		b.next = max(b.next, b.last+1)
+	}
+	b.mu.Unlock()
+	b.leader.Store(true)
+	return true, nil
+}
+
+// followLocked reads the whole batches the leader appended since the last
+// read, derives their events from the chains and publishes them under the
+// leader's ids. b.scanMu is held.
+func (b *Bus) followLocked() error {
+	if b.logR == nil {
+		f, err := os.Open(b.logPath())
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the leader has written nothing yet
+		}
+		if err != nil {
+			return err
+		}
+		b.logR = f
+	}
+	batches, off, maxID, err := readBatches(b.logR, b.offset)
+	if err != nil {
+		return err
+	}
+	b.offset, b.maxID = off, max(b.maxID, maxID)
+	for _, bt := range batches {
+		b.mu.Lock()
+		since := map[string]bernstein.Heads{}
+		for _, e := range bt.entries {
+			since[e.Task] = b.heads[e.Task]
+		}
+		b.mu.Unlock()
+		evs := b.derive(bt.entries, func(task string) bernstein.Heads { return since[task] })
+		b.mu.Lock()
+		b.applyLocked(bt)
+		b.publishLocked(evs)
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// derive builds the events of log entries again from the chains: each
+// entry's task is read once, from the heads since gives it (the zero Heads:
+// from the first row). An entry whose row the chain no longer holds at its
+// index is dropped; a progress entry carries the vector as it is now.
+func (b *Bus) derive(entries []logEntry, since func(task string) bernstein.Heads) []Event {
+	type read struct {
+		feed *bernstein.Feed
+		rows map[string]bernstein.FeedRow // by chain and index
+	}
+	feeds := map[string]*read{}
+	var out []Event
+	for _, e := range entries {
+		rd, ok := feeds[e.Task]
+		if !ok {
+			rd = &read{}
+			feeds[e.Task] = rd
+			if f, err := b.store.TaskFeed(e.Task, since(e.Task)); err == nil {
+				rd.feed, rd.rows = f, map[string]bernstein.FeedRow{}
+				for _, r := range f.Rows {
+					rd.rows[fmt.Sprint(r.Chain, " ", r.Index)] = r
+				}
+			} else {
+				b.logger.Warn("event log", "task", e.Task, "err", err)
+			}
+		}
+		if rd.feed == nil {
+			continue
+		}
+		switch e.Type {
+		case EventProgress:
+			data, _ := json.Marshal(rd.feed.Progress)
+			out = append(out, Event{ID: e.ID, Type: e.Type, Task: e.Task, Data: data})
+		case EventReset:
+			out = append(out, resetEvent(e.ID, e.Task))
+		default:
+			row, ok := rd.rows[fmt.Sprint(e.Chain, " ", e.Index)]
+			if !ok || row.Commit.String() != e.Commit {
+				continue
+			}
+			typ, data := rowEvent(e.Task, row)
+			out = append(out, Event{ID: e.ID, Type: typ, Task: e.Task, Data: data})
+		}
+	}
+	return out
+}
+
+func resetEvent(id int64, task string) Event {
+	data, _ := json.Marshal(map[string]string{"task_id": task, "reason": "a chain of the task was rewritten"})
+	return Event{ID: id, Type: EventReset, Task: task, Data: data}
+}
+
+// publishLocked appends events to the ring and wakes the subscribers;
+// b.mu is held.
+func (b *Bus) publishLocked(evs []Event) {
+	b.ring = append(b.ring, evs...)
+	if len(b.ring) > ringSize {
+		b.ring = append([]Event(nil), b.ring[len(b.ring)-ringSize:]...)
+	}
+	for _, e := range evs {
+		b.last = max(b.last, e.ID)
+	}
+	close(b.wake)
+	b.wake = make(chan struct{})
 }
 
 // LastID is the id of the latest event: a page rendered now is current up
@@ -152,39 +425,64 @@ func (b *Bus) load() error {
 func (b *Bus) LastID() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.next - 1
+	return b.last
 }
 
 // Subscription is one client's view of the bus.
 type Subscription struct {
-	b    *Bus
-	task string // "" for every task
-	last int64  // the id of the last event delivered
+	b     *Bus
+	task  string // "" for every task
+	last  int64  // the id of the last event delivered
+	reset string // why the client must reload before anything else
 }
 
 // Subscribe starts a subscription after event lastID; a negative lastID
-// means from now on (0 means every event, from the first).
+// means from now on (0 means every event the log holds). A lastID beyond
+// the latest event (the client's events came from a log this server does
+// not have) gets one stream.reset event first.
 func (b *Bus) Subscribe(task string, lastID int64) *Subscription {
+	if lastID > b.LastID() && !b.leader.Load() {
+		// A follower may be behind the leader the client read from.
+		b.scanMu.Lock()
+		if err := b.followLocked(); err != nil {
+			b.logger.Warn("event log", "err", err)
+		}
+		b.scanMu.Unlock()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if lastID < 0 || lastID >= b.next {
-		lastID = b.next - 1
+	sub := &Subscription{b: b, task: task, last: lastID}
+	switch {
+	case lastID < 0:
+		sub.last = b.last
+	case lastID > b.last:
+		sub.last = b.last
+		sub.reset = fmt.Sprintf("event %d is beyond this server's latest event %d: its log is not the one that event came from", lastID, b.last)
 	}
-	return &Subscription{b: b, task: task, last: lastID}
+	return sub
 }
 
 // Next returns the events after the last one delivered (waiting until
 // there are some or ctx ends); a subscription that asked for events the bus
 // no longer has gets one stream.reset event first.
 func (s *Subscription) Next(ctx context.Context) ([]Event, error) {
+	if s.reset != "" {
+		ev := s.b.gap(s.last, s.reset)
+		s.reset = ""
+		return []Event{ev}, nil
+	}
 	for {
 		evs, last, wake, err := s.b.since(s.last, s.task)
 		if err != nil {
 			return nil, err
 		}
+		moved := last > s.last
 		s.last = last
 		if len(evs) > 0 {
 			return evs, nil
+		}
+		if moved {
+			continue // read up to the ring from the log: now the ring
 		}
 		select {
 		case <-ctx.Done():
@@ -200,7 +498,7 @@ func (s *Subscription) Next(ctx context.Context) ([]Event, error) {
 func (b *Bus) since(id int64, task string) ([]Event, int64, chan struct{}, error) {
 	b.mu.Lock()
 	wake := b.wake
-	first := b.next
+	first := b.last + 1
 	if len(b.ring) > 0 {
 		first = b.ring[0].ID
 	}
@@ -211,12 +509,12 @@ func (b *Bus) since(id int64, task string) ([]Event, int64, chan struct{}, error
 				out = append(out, e)
 			}
 		}
-		last := b.next - 1
+		last := b.last
 		b.mu.Unlock()
 		return out, max(last, id), wake, nil
 	}
 	b.mu.Unlock()
-	// Older than memory: read back from the log and re-derive each event.
+	// Older than memory: read back from the log and derive each event.
 	evs, err := b.replay(id, first, task)
 	if err != nil {
 		return nil, id, nil, err
@@ -224,8 +522,9 @@ func (b *Bus) since(id int64, task string) ([]Event, int64, chan struct{}, error
 	return evs, first - 1, wake, nil
 }
 
-// replay reads the log entries after id and before upto and derives their
-// events again from the chains; gap events stand for what is gone.
+// replay reads the log's entries after id and before upto and derives their
+// events again from the chains (each task's chains read once); a gap event
+// stands for what is gone.
 func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 	f, err := os.Open(b.logPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -235,35 +534,29 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var out []Event
+	batches, _, _, err := readBatches(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	var entries []logEntry
 	found := false
-	for sc.Scan() {
-		var e logEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.ID == 0 {
-			continue
+	for _, bt := range batches {
+		for _, e := range bt.entries {
+			switch {
+			case e.ID <= id:
+				found = found || e.ID == id
+			case e.ID < upto && (task == "" || e.Task == task):
+				entries = append(entries, e)
+			}
 		}
-		if e.ID <= id {
-			found = found || e.ID == id
-			continue
-		}
-		if e.ID >= upto {
-			break
-		}
-		if task != "" && e.Task != task {
-			continue
-		}
-		if ev, ok := b.rederive(e); ok {
-			out = append(out, ev)
-		}
+		found = found || (bt.last == id && id > 0)
 	}
 	if !found && id > 0 {
 		// The id the client resumes from is not in the log (a log started
-		// afresh, or compacted): it cannot know what it missed.
+		// afresh, or another repository's): it cannot know what it missed.
 		return []Event{b.gap(upto-1, fmt.Sprintf("event %d is no longer in the server's log", id))}, nil
 	}
-	return out, sc.Err()
+	return b.derive(entries, func(string) bernstein.Heads { return bernstein.Heads{} }), nil
 }
 
 // gap is the stream.reset event a client gets when its events are gone.
@@ -272,46 +565,34 @@ func (b *Bus) gap(id int64, reason string) Event {
 	return Event{ID: id, Type: EventStreamGap, Data: data}
 }
 
-// rederive builds a logged event's data again from the chains. An entry
-// whose row the chain no longer holds at that index is dropped; a progress
-// entry is sent as the vector now.
-func (b *Bus) rederive(e logEntry) (Event, bool) {
-	if e.Type == EventProgress {
-		w, err := b.store.Progress(e.Task)
-		if err != nil {
-			return Event{}, false
-		}
-		data, _ := json.Marshal(w)
-		return Event{ID: e.ID, Type: e.Type, Task: e.Task, Data: data}, true
-	}
-	if e.Type == EventReset {
-		data, _ := json.Marshal(map[string]string{"task_id": e.Task, "reason": "a chain of the task was rewritten"})
-		return Event{ID: e.ID, Type: e.Type, Task: e.Task, Data: data}, true
-	}
-	row, err := b.store.FeedRowAt(e.Task, e.Chain, e.Index)
-	if err != nil || row.Commit.String() != e.Commit {
-		return Event{}, false
-	}
-	typ, data := rowEvent(e.Task, row)
-	return Event{ID: e.ID, Type: typ, Task: e.Task, Data: data}, true
-}
-
-// Run watches the refs and publishes their changes until ctx ends.
+// Run watches the refs (a leader) or the log (a follower) and publishes
+// what changes until ctx ends.
 func (b *Bus) Run(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		b.logger.Warn("watching refs failed, polling only", "err", err)
 		w = nil
 	}
+	watching := false
 	if w != nil {
 		defer w.Close()
-		b.watch(w)
+		w.Add(b.dir)
 	}
+	watchRefs := func() {
+		if w != nil && !watching && b.leader.Load() {
+			b.watch(w)
+			watching = true
+		}
+	}
+	watchRefs()
 	if err := b.Scan(); err != nil {
 		b.logger.Warn("scan", "err", err)
 	}
+	watchRefs()
 	poll := time.NewTicker(2 * time.Second)
 	defer poll.Stop()
+	follow := time.NewTicker(followerPoll)
+	defer follow.Stop()
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	if w != nil {
@@ -322,6 +603,9 @@ func (b *Bus) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev := <-events:
+			if filepath.Dir(ev.Name) == b.dir && b.leader.Load() {
+				continue // the leader's own log
+			}
 			if ev.Has(fsnotify.Create) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
 					w.Add(ev.Name)
@@ -332,10 +616,15 @@ func (b *Bus) Run(ctx context.Context) error {
 		case err := <-errs:
 			b.logger.Warn("watching refs", "err", err)
 		case <-poll.C:
+		case <-follow.C:
+			if b.leader.Load() {
+				continue
+			}
 		}
 		if err := b.Scan(); err != nil {
 			b.logger.Warn("scan", "err", err)
 		}
+		watchRefs()
 	}
 }
 
@@ -371,12 +660,21 @@ func (b *Bus) watch(w *fsnotify.Watcher) {
 	})
 }
 
-// Scan reads every task whose journal or ledger moved since the last scan
-// and publishes its events. Tasks are scanned in name order, each task's
-// events in chain order.
+// Scan brings the bus up to date. A leader reads every task whose journal
+// or ledger moved since its last scan and publishes its events (tasks in
+// name order, each task's events in chain order). A follower reads what the
+// leader logged, and takes the lead if the leader is gone.
 func (b *Bus) Scan() error {
 	b.scanMu.Lock()
 	defer b.scanMu.Unlock()
+	if !b.leader.Load() {
+		if err := b.followLocked(); err != nil {
+			return err
+		}
+		if ok, err := b.tryLeadLocked(); !ok || err != nil {
+			return err
+		}
+	}
 	view, err := b.store.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
 	if err != nil {
 		return err
@@ -390,18 +688,19 @@ func (b *Bus) Scan() error {
 		return err
 	}
 	var tasks []string
+	b.mu.Lock()
 	for name, head := range ledgers {
 		task, err := refs.UnescapeTask(strings.TrimPrefix(name, refs.LedgerPrefix))
 		if err != nil {
 			continue
 		}
-		b.mu.Lock()
 		h, known := b.heads[task]
-		b.mu.Unlock()
 		if !known || h.Ledger != head || h.Journal != journals[refs.Journal(task)] {
 			tasks = append(tasks, task)
 		}
 	}
+	fresh := b.fresh
+	b.mu.Unlock()
 	sort.Strings(tasks)
 	changed := map[string]bernstein.Heads{}
 	for _, task := range tasks {
@@ -413,7 +712,7 @@ func (b *Bus) Scan() error {
 			b.logger.Warn("feed", "task", task, "err", err)
 			continue
 		}
-		if b.fresh {
+		if fresh {
 			b.mu.Lock()
 			b.vectors[task] = feed.Progress.VectorHash
 			b.mu.Unlock()
@@ -422,93 +721,113 @@ func (b *Bus) Scan() error {
 		}
 		changed[task] = feed.Heads
 	}
-	if len(changed) > 0 || b.fresh {
+	if len(changed) > 0 || fresh {
 		b.endBatch(changed)
 	}
+	b.mu.Lock()
 	b.fresh = false
+	b.mu.Unlock()
 	return nil
 }
 
-// publishFeed numbers and publishes the events of one task's feed.
+// publishFeed numbers the events of one task's feed into the batch in
+// progress.
 func (b *Bus) publishFeed(f *bernstein.Feed) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if f.Reset {
-		data, _ := json.Marshal(map[string]string{"task_id": f.Task, "reason": "a chain of the task was rewritten"})
-		b.publishLocked(Event{Type: EventReset, Task: f.Task, Data: data}, logEntry{})
+		b.queueLocked(resetEvent(0, f.Task), logEntry{})
 	}
 	for _, r := range f.Rows {
 		typ, data := rowEvent(f.Task, r)
-		b.publishLocked(Event{Type: typ, Task: f.Task, Data: data},
+		b.queueLocked(Event{Type: typ, Task: f.Task, Data: data},
 			logEntry{Chain: r.Chain, Index: r.Index, Commit: r.Commit.String()})
 	}
 	if f.Progress.VectorHash != b.vectors[f.Task] {
 		b.vectors[f.Task] = f.Progress.VectorHash
 		data, _ := json.Marshal(f.Progress)
-		b.publishLocked(Event{Type: EventProgress, Task: f.Task, Data: data}, logEntry{Vector: f.Progress.VectorHash})
+		b.queueLocked(Event{Type: EventProgress, Task: f.Task, Data: data}, logEntry{Vector: f.Progress.VectorHash})
 	}
 }
 
-// publishLocked gives e the next id, keeps it in the ring and queues its
-// log entry; b.mu is held.
-func (b *Bus) publishLocked(e Event, le logEntry) {
+// queueLocked gives e the next id and queues it and its log entry in the
+// batch in progress; b.mu is held.
+func (b *Bus) queueLocked(e Event, le logEntry) {
 	e.ID = b.next
 	b.next++
-	b.ring = append(b.ring, e)
-	if len(b.ring) > ringSize {
-		b.ring = append([]Event(nil), b.ring[len(b.ring)-ringSize:]...)
-	}
+	b.pending = append(b.pending, e)
 	le.ID, le.Type, le.Task = e.ID, e.Type, e.Task
 	b.logged = append(b.logged, le)
 }
 
-// endBatch records the heads reached, writes the batch to the log and
-// wakes the subscribers.
+// endBatch writes the batch in progress to the log, closed by the heads it
+// reached, then publishes its events: no client sees an event the log does
+// not hold.
 func (b *Bus) endBatch(heads map[string]bernstein.Heads) {
 	b.mu.Lock()
-	for t, h := range heads {
-		b.heads[t] = h
+	last := b.next - 1
+	vectors := map[string]string{}
+	for t := range heads {
+		vectors[t] = b.vectors[t]
 	}
-	entries := append(b.logged, logEntry{Heads: heads, Last: b.next - 1})
-	b.logged = nil
-	close(b.wake)
-	b.wake = make(chan struct{})
+	entries := append(b.logged, logEntry{Heads: heads, Vectors: vectors, Last: last, End: true})
+	evs := b.pending
+	b.logged, b.pending = nil, nil
 	b.mu.Unlock()
 	if err := b.append(entries); err != nil {
 		b.logger.Warn("event log", "err", err)
 	}
+	b.mu.Lock()
+	for t, h := range heads {
+		b.heads[t] = h
+	}
+	b.last = max(b.last, last)
+	b.whole = true
+	b.publishLocked(evs)
+	b.mu.Unlock()
 }
 
-// append writes entries to the log (best effort: it is derived data).
+// append writes entries to the log in one write (best effort: it is
+// derived data), so that a follower reads a batch whole or not at all.
 func (b *Bus) append(entries []logEntry) error {
-	if b.log == nil {
-		if err := os.MkdirAll(b.dir, 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(b.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		b.log = f
-	}
-	w := bufio.NewWriter(b.log)
+	var buf bytes.Buffer
 	for _, e := range entries {
 		line, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		w.Write(line)
-		w.WriteByte('\n')
+		buf.Write(line)
+		buf.WriteByte('\n')
 	}
-	return w.Flush()
+	if b.logW == nil {
+		return errors.New("the event log is closed")
+	}
+	n, err := b.logW.Write(buf.Bytes())
+	if err == nil {
+		b.offset += int64(n)
+	}
+	return err
 }
 
-// Close closes the log.
+// Close closes the log and lets the lead go.
 func (b *Bus) Close() error {
-	if b.log != nil {
-		return b.log.Close()
+	b.scanMu.Lock()
+	defer b.scanMu.Unlock()
+	var err error
+	for _, f := range []**os.File{&b.logW, &b.logR} {
+		if *f != nil {
+			if e := (*f).Close(); e != nil && err == nil {
+				err = e
+			}
+			*f = nil
+		}
 	}
-	return nil
+	b.leader.Store(false)
+	if b.lock != nil {
+		b.lock.Close() // releases the flock
+		b.lock = nil
+	}
+	return err
 }
 
 // rowEvent is the event type and data of one feed row.

@@ -132,6 +132,10 @@ type sse struct {
 	res    *http.Response
 	events chan sseEvent
 	done   chan struct{}
+	// bad lists the events whose data does not match the description
+	// (openapi.json), reported when the stream is closed.
+	mu  sync.Mutex
+	bad []string
 }
 
 type sseEvent struct {
@@ -155,6 +159,7 @@ func connect(t *testing.T, url string, lastID string) *sse {
 		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 	c := &sse{t: t, res: res, events: make(chan sseEvent, 4096), done: make(chan struct{})}
+	valid := loadSpec(t).checkStream(t, res)
 	go func() {
 		defer close(c.done)
 		defer close(c.events)
@@ -166,6 +171,11 @@ func connect(t *testing.T, url string, lastID string) *sse {
 			switch {
 			case line == "":
 				if e.Type != "" {
+					if err := valid(e.Type, e.Raw); err != nil {
+						c.mu.Lock()
+						c.bad = append(c.bad, err.Error())
+						c.mu.Unlock()
+					}
 					c.events <- e
 				}
 				e = sseEvent{}
@@ -189,6 +199,12 @@ func connect(t *testing.T, url string, lastID string) *sse {
 func (c *sse) close() {
 	c.res.Body.Close()
 	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bad {
+		c.t.Errorf("event stream: %s", b)
+	}
+	c.bad = nil
 }
 
 // next waits for the next event of a type in types (others are skipped).
@@ -321,8 +337,9 @@ func id(t *testing.T, s string) int64 {
 }
 
 // TestEventsManyClientsManyPosters: 100 clients while 4 processes post 50
-// times each. Every client receives every event exactly once, each task's
-// versions in order.
+// times each. Every client receives every event exactly once, in journal
+// order (journal_index and the ids only grow, each key's versions follow
+// one another), and nothing after the last one.
 func TestEventsManyClientsManyPosters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("contention")
@@ -356,18 +373,43 @@ func TestEventsManyClientsManyPosters(t *testing.T) {
 	wg.Wait()
 	for i, c := range cs {
 		last := map[string]float64{}
-		ids := map[string]bool{}
+		lastIndex, lastID := float64(-1), int64(0)
 		for n := 0; n < posters*each; n++ {
-			e := c.next(server.EventArtifact)
-			if ids[e.ID] {
-				t.Fatalf("client %d got event %s twice", i, e.ID)
+			// Posts move no progress and no ledger: every event of the
+			// stream is one of the posts.
+			e := c.next(server.EventArtifact, server.EventWork, server.EventTransition, server.EventProgress, server.EventReset, server.EventStreamGap)
+			if e.Type != server.EventArtifact {
+				t.Fatalf("client %d: event %d is %s %s", i, n, e.Type, e.Raw)
 			}
-			ids[e.ID] = true
+			if n := id(t, e.ID); n <= lastID {
+				t.Fatalf("client %d got event %d after %d", i, n, lastID)
+			} else {
+				lastID = n
+			}
+			ji, _ := e.Data["journal_index"].(float64)
+			if ji <= lastIndex {
+				t.Fatalf("client %d: journal index %v after %v", i, ji, lastIndex)
+			}
+			lastIndex = ji
 			key, v := e.Data["key"].(string), e.Data["version"].(float64)
 			if v != last[key]+1 {
 				t.Fatalf("client %d: %s v%v after v%v", i, key, v, last[key])
 			}
 			last[key] = v
+		}
+		if lastIndex != posters*each-1 {
+			t.Fatalf("client %d: the last journal index is %v, want %d", i, lastIndex, posters*each-1)
+		}
+	}
+	// Nothing after the last one: the bus scans again at least once (its
+	// poll) while the clients wait.
+	for i, c := range cs {
+		wait := 20 * time.Millisecond
+		if i == 0 {
+			wait = 2500 * time.Millisecond
+		}
+		if extra := c.quiet(wait); len(extra) > 0 {
+			t.Fatalf("client %d got %d events after the last post's: %s %s", i, len(extra), extra[0].Type, extra[0].Raw)
 		}
 		c.close()
 	}
@@ -403,11 +445,17 @@ func TestFirstStartPublishesNoHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	// A new log numbers from the clock (milliseconds), so that an id from
+	// an earlier log is never taken for one of this log's.
+	base := srv.Bus().LastID()
+	if now := time.Now().UnixMilli(); base < now-60_000 || base > now {
+		t.Fatalf("a new log starts at event %d, want about %d", base, now)
+	}
 	if err := srv.Bus().Scan(); err != nil {
 		t.Fatal(err)
 	}
-	if id := srv.Bus().LastID(); id != 0 {
-		t.Fatalf("the first scan published %d events for history", id)
+	if id := srv.Bus().LastID(); id != base {
+		t.Fatalf("the first scan published %d events for history", id-base)
 	}
 	r.post("k", "after the server")
 	if err := srv.Bus().Scan(); err != nil {
@@ -419,13 +467,16 @@ func TestFirstStartPublishesNoHistory(t *testing.T) {
 	if err == nil && len(evs) != 0 {
 		t.Fatalf("a subscription from now got old events: %+v", evs)
 	}
-	if id := srv.Bus().LastID(); id != 1 {
-		t.Fatalf("after one post the bus is at event %d, want 1", id)
+	if id := srv.Bus().LastID(); id != base+1 {
+		t.Fatalf("after one post the bus is at event %d, want %d", id, base+1)
 	}
-	// A page rendered before any event (at id 0) gets that first one.
-	evs, err = srv.Bus().Subscribe("F-1", 0).Next(ctx)
-	if err != nil || len(evs) != 1 || evs[0].ID != 1 || evs[0].Type != server.EventArtifact {
-		t.Fatalf("a subscription after event 0: %+v %v", evs, err)
+	// A page rendered before any event (at the log's start) gets that first
+	// one, and so does a client asking for every event (0).
+	for _, from := range []int64{base, 0} {
+		evs, err = srv.Bus().Subscribe("F-1", from).Next(ctx)
+		if err != nil || len(evs) != 1 || evs[0].ID != base+1 || evs[0].Type != server.EventArtifact {
+			t.Fatalf("a subscription after event %d: %+v %v", from, evs, err)
+		}
 	}
 }
 

@@ -8,3 +8,11 @@ func SetHeartbeat(d time.Duration) func() {
 	heartbeat = d
 	return func() { heartbeat = old }
 }
+
+// SetRingSize sets how many events a bus keeps in memory, for a test, and
+// returns the undo.
+func SetRingSize(n int) func() {
+	old := ringSize
+	ringSize = n
+	return func() { ringSize = old }
+}

@@ -141,6 +141,16 @@ type trackedConn struct {
 	once   sync.Once
 }
 
+// CloseWrite half-closes the connection, as net/http does before it hangs
+// up on a request it refused unread (a 431): the client reads the answer to
+// its end instead of a reset.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,31 +145,38 @@ func short(b []byte) []byte {
 
 // check validates one API response against the description; a path or
 // method the description does not have must be an Error document (the 404
-// and 405 of the API).
+// and 405 of the API). A 307 (the mux's, for a path with dot segments) is
+// checked against the operation of the path it redirects to.
 func (sp *apiSpec) check(t *testing.T, method, path string, res *http.Response, body []byte) {
 	t.Helper()
 	if method == http.MethodHead {
 		return
 	}
-	if res.StatusCode == http.StatusTemporaryRedirect {
-		return // the mux's, before the API: see TestAPIDotSegments
-	}
-	var inst any
-	if err := json.Unmarshal(body, &inst); err != nil {
-		t.Errorf("%s %s: %d, body is not JSON: %v\n%s", method, path, res.StatusCode, err, body)
-		return
-	}
-	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("%s %s: Content-Type %q", method, path, ct)
-	}
+	media, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	tmpl, ok := sp.template(path)
+	if res.StatusCode == http.StatusTemporaryRedirect {
+		loc, err := url.Parse(res.Header.Get("Location"))
+		if err != nil || loc.Path == "" {
+			t.Errorf("%s %s: 307 to %q", method, path, res.Header.Get("Location"))
+			return
+		}
+		tmpl, ok = sp.template(loc.EscapedPath())
+	}
 	var op map[string]any
 	if ok {
 		op, _ = sp.doc["paths"].(map[string]any)[tmpl].(map[string]any)[strings.ToLower(method)].(map[string]any)
 	}
+	if op == nil && res.StatusCode == http.StatusTemporaryRedirect {
+		return // to a path the API does not have: its answer there is checked when followed
+	}
 	if op == nil {
 		if res.StatusCode != http.StatusNotFound && res.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("%s %s is not in the description, and answered %d", method, path, res.StatusCode)
+		}
+		var inst any
+		if media != "application/json" || json.Unmarshal(body, &inst) != nil {
+			t.Errorf("%s %s: %d is not JSON (%s)\n%s", method, path, res.StatusCode, media, short(body))
+			return
 		}
 		if err := sp.schema(t, "/components/schemas/Error").Validate(inst); err != nil {
 			t.Errorf("%s %s: %d is not an Error document: %v\n%s", method, path, res.StatusCode, err, short(body))
@@ -198,8 +207,61 @@ func (sp *apiSpec) check(t *testing.T, method, path string, res *http.Response, 
 			t.Errorf("%s %s: %d without its documented header %s", method, path, res.StatusCode, name)
 		}
 	}
+	content, _ := r["content"].(map[string]any)
+	if len(body) == 0 && media == "" && (content == nil || res.StatusCode == http.StatusTemporaryRedirect) {
+		return // no body (a 307 to a POST has none)
+	}
+	if _, ok := content[media]; !ok {
+		t.Errorf("%s %s: %d answered %q, which %s does not document\n%s", method, path, res.StatusCode, media, where, short(body))
+		return
+	}
+	if media != "application/json" {
+		return // text: documented as a string
+	}
+	var inst any
+	if err := json.Unmarshal(body, &inst); err != nil {
+		t.Errorf("%s %s: %d, body is not JSON: %v\n%s", method, path, res.StatusCode, err, body)
+		return
+	}
 	if err := sp.schema(t, where+"/content/application~1json/schema").Validate(inst); err != nil {
 		t.Errorf("%s %s: %d does not match %s: %v\n%s", method, path, res.StatusCode, where, err, short(body))
+	}
+}
+
+// checkStream checks the head of an event stream against the description
+// of GET /events, and returns the check of each event's data against the
+// schema its type is documented with.
+func (sp *apiSpec) checkStream(t *testing.T, res *http.Response) func(typ, data string) error {
+	t.Helper()
+	where := jsonPointer("paths", "/events", "get", "responses", "200")
+	r := sp.resolve(sp.doc["paths"].(map[string]any)["/events"].(map[string]any)["get"].(map[string]any)["responses"].(map[string]any)["200"].(map[string]any))
+	for name := range r["headers"].(map[string]any) {
+		if res.Header.Get(name) == "" {
+			t.Errorf("GET /events: 200 without its documented header %s", name)
+		}
+	}
+	media, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	stream, ok := r["content"].(map[string]any)[media].(map[string]any)
+	if !ok {
+		t.Fatalf("GET /events: %q is not documented", media)
+	}
+	sp.mu.Lock()
+	sp.seen["GET /events 200"] = true
+	sp.mu.Unlock()
+	types := stream["x-event-data"].(map[string]any)
+	return func(typ, data string) error {
+		ref, ok := types[typ].(map[string]any)
+		if !ok {
+			return fmt.Errorf("event type %s is not documented (%s)", typ, where)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%s: data is not JSON: %v", typ, err)
+		}
+		if err := sp.schema(t, strings.TrimPrefix(ref["$ref"].(string), "#")).Validate(inst); err != nil {
+			return fmt.Errorf("%s does not match %s: %v\n%s", typ, ref["$ref"], err, short([]byte(data)))
+		}
+		return nil
 	}
 }
 
@@ -264,7 +326,7 @@ func TestOpenAPIDescription(t *testing.T) {
 	}
 	sort.Strings(documented)
 	want := []string{
-		"GET /artifacts", "GET /openapi.json", "GET /tasks", "GET /tasks/{id}", "GET /tasks/{id}/artifacts",
+		"GET /artifacts", "GET /events", "GET /openapi.json", "GET /tasks", "GET /tasks/{id}", "GET /tasks/{id}/artifacts",
 		"GET /tasks/{id}/artifacts/{key}", "GET /tasks/{id}/journal", "GET /tasks/{id}/progress", "POST /tasks/{id}/artifacts",
 	}
 	if strings.Join(documented, "\n") != strings.Join(want, "\n") {
@@ -299,7 +361,7 @@ func apiTestDone(t *testing.T) {
 // apiTests are the tests whose responses TestOpenAPICoverage counts.
 var apiTests = []string{
 	"TestAPIPost", "TestAPIPostRefusals", "TestAPIPostAsMCP", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
-	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo",
+	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries",
 }
 
 // TestOpenAPICoverage: the API tests received every status the description

@@ -12,6 +12,7 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // The pages (docs/http.md, "Pages"): rendered on the server, usable without
@@ -154,9 +155,53 @@ func eventsURL(task string, last int64) string {
 	return EventsPath + "?task=" + url.QueryEscape(task) + "&last_event_id=" + strconv.FormatInt(last, 10)
 }
 
+// The pages read through the API's memo (api.go): a task's answers are
+// computed once for every open page, fragment and API client while its refs
+// and the trust set stay, and are the same answers the API gives.
+
+// readTasks is every task, as GET /api/v1/tasks reads them.
+func (s *Server) readTasks() ([]*bernstein.TaskInfo, error) {
+	a := s.api()
+	v, err := s.store.ReadView("")
+	if err != nil {
+		return nil, err
+	}
+	ids, err := v.TaskIDs()
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]*bernstein.TaskInfo, 0, len(ids))
+	for _, id := range ids {
+		info, err := a.taskInfo(v, id)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		tasks = append(tasks, info)
+	}
+	return tasks, nil
+}
+
+// readInfo is one task's TaskInfo, memoized.
+func (s *Server) readInfo(id string) (*bernstein.TaskInfo, error) {
+	v, err := s.store.ReadView(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.api().taskInfo(v, id)
+}
+
+// readReport is one task's verification, memoized.
+func (s *Server) readReport(id string) (*verify.TaskReport, error) {
+	v, err := s.store.ReadView(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.api().report(v, id)
+}
+
 // pageTasks is GET /: every task.
 func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) {
-	tasks, err := s.store.Tasks()
+	tasks, err := s.readTasks()
 	if err != nil {
 		s.opts.Logger.Error("page", "err", err)
 		s.problem(w, http.StatusInternalServerError, false, "Reading the tasks failed: "+err.Error())
@@ -225,7 +270,7 @@ func (s *Server) fragmentStrip(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	info, err := s.store.Task(id)
+	info, err := s.readInfo(id)
 	if err != nil {
 		s.storeProblem(w, true, id, err)
 		return
@@ -244,7 +289,7 @@ func (s *Server) fragmentGroup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rep, err := s.store.Artifacts(id)
+	rep, err := s.readReport(id)
 	if err != nil {
 		s.storeProblem(w, true, id, err)
 		return
@@ -282,13 +327,17 @@ func (s *Server) fragmentVersion(w http.ResponseWriter, r *http.Request) {
 	s.write(w, http.StatusOK, "task", "version", *v)
 }
 
-// readTask reads what the task page shows.
+// readTask reads what the task page shows, from one snapshot of its refs.
 func (s *Server) readTask(id string) (*taskPage, error) {
-	info, err := s.store.Task(id)
+	v, err := s.store.ReadView(id)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.store.Artifacts(id)
+	info, err := s.api().taskInfo(v, id)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.api().report(v, id)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +349,7 @@ func (s *Server) readTask(id string) (*taskPage, error) {
 
 // readVersion reads one version with its content (nil if there is none).
 func (s *Server) readVersion(id, key string, n int64) (*versionView, error) {
-	rep, err := s.store.Artifacts(id)
+	rep, err := s.readReport(id)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/mcpserver"
@@ -44,14 +45,54 @@ func mcpHandler(store *bernstein.Store, o Options) http.Handler {
 	})
 }
 
-// protect wraps mux with what every route gets: browsers may not drive
-// state-changing requests across origins, and with a read token every
-// request but MCP's must show it.
+// protect wraps mux with what every route gets (MCP's included), in this
+// order: a request that reached a loopback address must name a loopback
+// host (checkHost); browsers may not drive state-changing requests across
+// origins; and with a read token every request but MCP's must show it.
+// Each refusal is one APIError.
 func protect(store *bernstein.Store, o Options, mux http.Handler) http.Handler {
 	if o.ReadToken != "" {
 		mux = &readGate{token: []byte(o.ReadToken), store: store, next: mux}
 	}
-	return http.NewCrossOriginProtection().Handler(mux)
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkHost(r); err != nil {
+			writeError(w, http.StatusForbidden, "host", err.Error())
+			return
+		}
+		if err := cop.Check(r); err != nil {
+			writeError(w, http.StatusForbidden, "origin", fmt.Sprintf("a %s from another origin is refused (%v): a page of another site may not write here", r.Method, err))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// checkHost refuses a request that reached a loopback address with a Host
+// that is not a loopback name (localhost, 127.0.0.0/8, ::1, any port): on
+// loopback, reads need no token, and a page of another site whose name was
+// made to resolve to 127.0.0.1 (DNS rebinding) must not read them. It is
+// the rule MCP's SDK applies to its endpoint (StreamableHTTPOptions,
+// DisableLocalhostProtection), here applied once to every route, /mcp
+// included. A server listening beyond loopback (--allow-remote) answers
+// any Host: its read token guards it.
+func checkHost(r *http.Request) error {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return nil
+	}
+	lh, _, err := net.SplitHostPort(local.String())
+	if err != nil || !isLoopback(lh) {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]")
+	}
+	if isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("Host %q is not a name of this server: on a loopback address it answers only localhost, 127.0.0.1 and [::1] (so that a page of another site cannot read it by DNS rebinding)", r.Host)
 }
 
 // Handler returns a mux that serves only the MCP endpoint over store

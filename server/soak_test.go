@@ -28,14 +28,17 @@ import (
 //   - 200 slowloris connections (headers a byte at a time, or a body that
 //     never ends), reconnecting whenever the server drops them;
 //   - 3,000 MCP sessions opened with attackers' claim tokens and abandoned;
-//   - requests with garbage tokens at full speed;
+//   - requests with garbage tokens at full speed, to /mcp and to the API's
+//     POST, each of which must be answered 401;
 //
 // while a real client reads the API and a page, calls MCP tools (posting
-// artifacts) and follows the event stream. The real client must get every
-// answer and every event of its posts; the server's VmRSS must stay within
-// soakRSSBound of what it was before; the server must never run out of
-// descriptors. BERNSTEIN_SOAK_SECONDS sets how long the attack lasts
-// (default 10 s; the sessions flood runs to its end anyway).
+// artifacts) and follows the event stream. Every request of the real client
+// must get its expected answer (200, an MCP result that is not an error),
+// and after each post it waits for that post's event before its next step:
+// events keep arriving during the attack, each once. The server's VmRSS
+// must stay within soakRSSBound of what it was before; the server must
+// never run out of descriptors. BERNSTEIN_SOAK_SECONDS sets how long the
+// attack lasts (default 10 s; the sessions flood runs to its end anyway).
 const (
 	soakFDs       = 256
 	soakSlowloris = 200
@@ -71,9 +74,21 @@ func (l *lockedLines) String() string {
 
 func startSoakChild(t *testing.T, repo, home string) *soakChild {
 	t.Helper()
+	return startServeChild(t, repo, home, soakFDs)
+}
+
+// startServeChild runs `bernstein serve` on a free loopback port in a child
+// process (with its descriptor limit lowered to fds, unless 0) and waits
+// for the URL it prints; the test's cleanup stops it.
+func startServeChild(t *testing.T, repo, home string, fds int) *soakChild {
+	t.Helper()
 	// The shell lowers the limit (soft and hard: Go raises the soft one to
 	// the hard one at start) and becomes the server.
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, soakFDs),
+	ulimit := ""
+	if fds > 0 {
+		ulimit = fmt.Sprintf("ulimit -n %d && ", fds)
+	}
+	cmd := exec.Command("sh", "-c", ulimit+`exec "$0" "$@"`,
 		cliBin, "--repo", repo, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+home, "BERNSTEIN_READ_TOKEN=")
 	pipe, err := cmd.StderrPipe()
@@ -194,6 +209,7 @@ func TestSoak(t *testing.T) {
 	defer sres.Body.Close()
 	var evMu sync.Mutex
 	seen := map[string]int{} // key@version -> times
+	arrived := sync.NewCond(&evMu)
 	var streamEnded atomic.Value
 	go func() {
 		defer func() { streamEnded.Store(time.Now()) }()
@@ -213,6 +229,7 @@ func TestSoak(t *testing.T) {
 				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d)
 				evMu.Lock()
 				seen[fmt.Sprintf("%s@%d", d.Key, d.Version)]++
+				arrived.Broadcast()
 				evMu.Unlock()
 			}
 		}
@@ -226,7 +243,24 @@ func TestSoak(t *testing.T) {
 	}
 	defer cs.Close()
 	var posted []string
-	var reads, calls atomic.Int64
+	var reads, calls, duringAttack atomic.Int64
+	var attacking atomic.Bool
+	// waitEvent waits for the event of a post (a hang guard, not a time
+	// limit: the attack must not stop events).
+	waitEvent := func(p string) bool {
+		timer := time.AfterFunc(30*time.Second, func() { evMu.Lock(); arrived.Broadcast(); evMu.Unlock() })
+		defer timer.Stop()
+		deadline := time.Now().Add(30 * time.Second)
+		evMu.Lock()
+		defer evMu.Unlock()
+		for seen[p] == 0 {
+			if time.Now().After(deadline) {
+				return false
+			}
+			arrived.Wait()
+		}
+		return true
+	}
 	realStep := func(i int) {
 		for _, u := range []string{base + "/api/v1/tasks/REAL", base + "/tasks/REAL"} {
 			res, err := realHTTP.Get(u)
@@ -236,13 +270,13 @@ func TestSoak(t *testing.T) {
 			}
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode >= 500 {
-				failf("real client GET %s: %d", u, res.StatusCode)
+			if res.StatusCode != http.StatusOK {
+				failf("real client GET %s: %d, want 200", u, res.StatusCode)
 			}
 			reads.Add(1)
 		}
-		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bernstein_task_handle", Arguments: map[string]any{"task_id": "REAL"}}); err != nil {
-			failf("real client task handle: %v", err)
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bernstein_task_handle", Arguments: map[string]any{"task_id": "REAL"}}); err != nil || res.IsError {
+			failf("real client task handle: %v %+v", err, res)
 		} else {
 			calls.Add(1)
 		}
@@ -259,7 +293,13 @@ func TestSoak(t *testing.T) {
 		}
 		b, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(b, &out)
-		posted = append(posted, fmt.Sprintf("%s@%d", out.Key, out.Version))
+		p := fmt.Sprintf("%s@%d", out.Key, out.Version)
+		posted = append(posted, p)
+		if !waitEvent(p) {
+			failf("real client: the event of its post %s did not arrive within 30 s", p)
+		} else if attacking.Load() {
+			duringAttack.Add(1)
+		}
 	}
 	realStep(0)
 	time.Sleep(time.Second) // the server settles: its caches warm, its bus running
@@ -267,7 +307,8 @@ func TestSoak(t *testing.T) {
 
 	stop := make(chan struct{})
 	var attackers sync.WaitGroup
-	var slowDropped, slowDials, garbage, garbageOther, sessOpened, sessRefused atomic.Int64
+	var slowDropped, slowDials, garbage, garbageOther, garbageErr, sessOpened, sessRefused atomic.Int64
+	var garbageWhy atomic.Value
 	var sessWhy atomic.Value
 
 	// 200 slowloris connections: half trickle headers, half a body that
@@ -309,7 +350,8 @@ func TestSoak(t *testing.T) {
 			}
 		}(i)
 	}
-	// Garbage tokens at full speed.
+	// Garbage tokens at full speed: half at MCP, half at the API's POST.
+	attacking.Store(true)
 	for g := range soakGarbage {
 		attackers.Add(1)
 		go func(g int) {
@@ -322,12 +364,18 @@ func TestSoak(t *testing.T) {
 				default:
 				}
 				req, _ := http.NewRequest(http.MethodPost, base+server.MCPPath, strings.NewReader(limInitialize))
-				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
+				if g%2 == 1 {
+					req, _ = http.NewRequest(http.MethodPost, base+server.APIPrefix+"/tasks/REAL/artifacts",
+						strings.NewReader(`{"key":"garbage","artifact_type":"report","body":"x"}`))
+				}
+				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", fmt.Sprintf("Bearer bct_garbage-%d-%d", g, n))
 				res, err := hc.Do(req)
 				if err != nil {
-					garbageOther.Add(1)
+					// The connection cap may close an idle kept-alive
+					// connection under a request about to be sent.
+					garbageErr.Add(1)
 					continue
 				}
 				io.Copy(io.Discard, res.Body)
@@ -336,6 +384,7 @@ func TestSoak(t *testing.T) {
 					garbage.Add(1)
 				} else {
 					garbageOther.Add(1)
+					garbageWhy.Store(fmt.Sprintf("%s %s", req.URL.Path, res.Status))
 				}
 			}
 		}(g)
@@ -408,6 +457,7 @@ func TestSoak(t *testing.T) {
 over:
 	took := time.Since(start)
 	rss1 := procStatusKiB(pid, "VmRSS")
+	attacking.Store(false)
 	close(stop)
 	attackers.Wait()
 
@@ -471,9 +521,19 @@ over:
 	if fail.Load() > 0 {
 		t.Errorf("the real client failed %d times", fail.Load())
 	}
-	t.Logf("attack: %v; %d slowloris connections dialled %d times, dropped by the server %d times; %d garbage-token requests (%.0f/s, all 401; %d other answers or errors); %d sessions opened and abandoned (%d refused)",
+	if duringAttack.Load() < 5 {
+		t.Errorf("only %d of the real client's posts had their event while the attack ran", duringAttack.Load())
+	}
+	if garbage.Load() == 0 || garbageOther.Load() > 0 {
+		why, _ := garbageWhy.Load().(string)
+		t.Errorf("garbage-token requests: %d answered 401, %d answered otherwise (the last: %s)", garbage.Load(), garbageOther.Load(), why)
+	}
+	if garbageErr.Load() > garbage.Load()/10 {
+		t.Errorf("garbage-token requests: %d failed without an answer, against %d answered", garbageErr.Load(), garbage.Load())
+	}
+	t.Logf("attack: %v; %d slowloris connections dialled %d times, dropped by the server %d times; %d garbage-token requests answered 401 (%.0f/s; %d other answers, %d without an answer); %d sessions opened and abandoned (%d refused)",
 		took.Round(time.Millisecond), soakSlowloris, slowDials.Load(), slowDropped.Load(), garbage.Load(),
-		float64(garbage.Load())/took.Seconds(), garbageOther.Load(), sessOpened.Load(), sessRefused.Load())
+		float64(garbage.Load())/took.Seconds(), garbageOther.Load(), garbageErr.Load(), sessOpened.Load(), sessRefused.Load())
 	evMu.Lock()
 	received := 0
 	for _, p := range posted {
@@ -485,8 +545,8 @@ over:
 	if why, ok := sessWhy.Load().(string); ok {
 		t.Logf("the last session refused: %s", why)
 	}
-	t.Logf("real client: %d API and page reads, %d MCP calls, %d posts and %d of their events received; failures %d",
-		reads.Load(), calls.Load(), len(posted), received, fail.Load())
+	t.Logf("real client: %d API and page reads, %d MCP calls, %d posts and %d of their events received (%d while the attack ran); failures %d",
+		reads.Load(), calls.Load(), len(posted), received, duringAttack.Load(), fail.Load())
 	t.Logf("server: VmRSS %d MiB before, %d MiB at most, %d MiB at the end (bound +%d MiB); at most %d descriptors open of %d",
 		rss0>>10, rssMax>>10, rss1>>10, soakRSSBound>>20, fdMax, soakFDs)
 }

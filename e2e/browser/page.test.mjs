@@ -392,6 +392,119 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     await assertNoNavigation();
   });
 
+  it('refuses a key with markup, so none can reach a page (a key is [A-Za-z0-9][A-Za-z0-9_.-]{0,127})', async () => {
+    const groups = await page.locator('section.artifact-group').count();
+    for (const key of ['<img src=x onerror="window.__xss=13">', '"><script>window.__xss=14</script>', 'a b', 'k&amp;']) {
+      await assert.rejects(post(key, '--type', 'report', '--body', 'never posted'), /key/, `the key ${key} was accepted`);
+    }
+    assert.equal(await page.locator('section.artifact-group').count(), groups, 'a group appeared');
+    await assertInert(page);
+    await assertNoNavigation();
+  });
+
+  // rgb reads a computed colour; luminance is its relative luminance (WCAG).
+  const rgb = (c) => (c.match(/[\d.]+/g) || []).slice(0, 3).map(Number);
+  const luminance = (c) => {
+    const [r, g, b] = rgb(c).map((v) => { const s = v / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((m, n) => n - m); return (x + 0.05) / (y + 0.05); };
+
+  it('fits a phone-width screen: the page never scrolls sideways, a wide table scrolls in its box, the panel works by touch', async () => {
+    const cols = Array.from({ length: 8 }, (_, i) => `column-${i}-with-a-long-name`);
+    const wide = await post('wide.table', '--type', 'table', '--csv',
+      ws.file('wide.csv', csv([cols, cols.map((_, i) => `a cell of column ${i} that is long`)])));
+    await assertLive(wide, (await ws.git('rev-parse', 'HEAD')).trim());
+    const ctx = await browser.newContext({ viewport: { width: 375, height: 667 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    const p = await ctx.newPage();
+    try {
+      await watch(p);
+      await p.goto(server.url + taskPath(TASK));
+      await p.locator('#live-status[data-state="live"]').waitFor();
+      const m = await p.evaluate(() => {
+        const vw = document.documentElement.clientWidth;
+        // What may be wider than the screen scrolls inside its own box.
+        const inBox = (el) => el.closest('.table-wrap, .markdown pre, .markdown table');
+        const over = [...document.querySelectorAll('body *')].filter((el) => {
+          const r = el.getBoundingClientRect();
+          return !inBox(el) && r.width > 0 && (r.right > vw + 1 || r.left < -1);
+        }).map((el) => `${el.tagName.toLowerCase()}.${el.className} right ${Math.round(el.getBoundingClientRect().right)}`);
+        const box = document.querySelector('section.artifact-group[data-key="wide.table"] .table-wrap');
+        return {
+          vw, page: document.documentElement.scrollWidth, body: document.body.scrollWidth, over,
+          box: box && { right: box.getBoundingClientRect().right, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth },
+        };
+      });
+      assert.ok(m.vw <= 375, `the layout viewport is ${m.vw} px wide`);
+      assert.ok(m.page <= m.vw && m.body <= m.vw, `the page scrolls sideways: ${m.page} / ${m.body} px wide in ${m.vw}`);
+      assert.deepEqual(m.over, [], 'elements beyond the screen\'s edges');
+      assert.ok(m.box && m.box.right <= m.vw + 1, `the wide table's box: ${JSON.stringify(m.box)}`);
+      assert.ok(m.box.scrollWidth > m.box.clientWidth, 'the wide table does not scroll in its box');
+      await p.evaluate(() => window.scrollTo(400, 0));
+      assert.equal(await p.evaluate(() => window.scrollX), 0, 'the page scrolled sideways');
+      // The table scrolls sideways in its box, by touch as by script.
+      const box = p.locator('section.artifact-group[data-key="wide.table"] .table-wrap');
+      await box.evaluate((b) => { b.scrollLeft = 200; });
+      assert.ok(await box.evaluate((b) => b.scrollLeft) > 0, 'the table box does not scroll');
+      // The history opens by a tap; the strip, the badge, the hash and its
+      // Copy button are on the screen.
+      const hist = p.locator(`${group(KEY_REPORT)} details.history`);
+      await hist.locator('summary').tap();
+      assert.equal(await hist.evaluate((d) => d.open), true, 'a tap did not open the history');
+      await hist.locator('.history-list').waitFor();
+      for (const sel of ['#progress-strip', `${group(KEY_REPORT)} .latest .badge`, `${group(KEY_REPORT)} .latest .spine-hash`, `${group(KEY_REPORT)} .latest button.copy`, `${group(KEY_LINK)} a.artifact-link`]) {
+        const el = p.locator(sel).first();
+        await el.scrollIntoViewIfNeeded();
+        const bb = await el.boundingBox();
+        assert.ok(bb && bb.x >= 0 && bb.x + bb.width <= m.vw + 1 && bb.width > 0, `${sel} is not within the screen: ${JSON.stringify(bb)}`);
+      }
+      await p.locator(`${group(KEY_REPORT)} .latest button.copy`).first().tap();
+      await p.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-phone.png'), fullPage: true });
+      await assertInert(p);
+    } finally {
+      await ctx.close();
+    }
+    await assertNoNavigation();
+  });
+
+  it("follows the system's light or dark preference", async (t) => {
+    const colours = async (scheme) => {
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: scheme });
+      const p = await ctx.newPage();
+      try {
+        await watch(p);
+        await p.goto(server.url + taskPath(TASK));
+        await p.locator('#live-status[data-state="live"]').waitFor();
+        const c = await p.evaluate(() => {
+          const st = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];
+          return {
+            dark: matchMedia('(prefers-color-scheme: dark)').matches,
+            bg: st('body', 'backgroundColor'), fg: st('body', 'color'),
+            badgeBg: st('.badge[data-state="verified"]', 'backgroundColor'), badgeFg: st('.badge[data-state="verified"]', 'color'),
+          };
+        });
+        if (scheme === 'dark') await p.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-dark.png'), fullPage: true });
+        await assertInert(p);
+        return c;
+      } finally {
+        await ctx.close();
+      }
+    };
+    const light = await colours('light');
+    const dark = await colours('dark');
+    t.diagnostic(`light ${JSON.stringify(light)}; dark ${JSON.stringify(dark)}`);
+    assert.equal(light.dark, false);
+    assert.equal(dark.dark, true);
+    assert.notEqual(light.bg, dark.bg, 'the background does not follow the preference');
+    assert.ok(luminance(light.bg) > 0.8, `light background ${light.bg}`);
+    assert.ok(luminance(dark.bg) < 0.05, `dark background ${dark.bg}`);
+    for (const [name, c] of [['light', light], ['dark', dark]]) {
+      assert.ok(contrast(c.fg, c.bg) >= 7, `${name}: text ${c.fg} on ${c.bg}, contrast ${contrast(c.fg, c.bg).toFixed(1)}`);
+      assert.ok(contrast(c.badgeFg, c.badgeBg) >= 4.5, `${name}: badge ${c.badgeFg} on ${c.badgeBg}, contrast ${contrast(c.badgeFg, c.badgeBg).toFixed(1)}`);
+    }
+    await assertNoNavigation();
+  });
+
   let secret;
   it('shows the content of the version a copy will tamper with, while it is intact', async () => {
     secret = await post(KEY_SECRET, '--type', 'report', '--body', `${SECRET} must never reach a page once tampered.`);

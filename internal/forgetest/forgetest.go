@@ -25,6 +25,10 @@ import (
 // MalloryToken is the claim token a forged claim names (by its hash).
 const MalloryToken = "bct_mallory_token"
 
+// ForgedBody is the body of the forged artifact version: no surface may
+// show it.
+const ForgedBody = "forged findings"
+
 // Forger appends rows to a repository's chains with plain git.
 type Forger struct {
 	T      testing.TB
@@ -228,7 +232,7 @@ var Forgeries = []Forgery{
 		return 1
 	}},
 	{Name: "artifact", Chain: "journal", Rows: func(g *Forger, task string) int {
-		p, _ := Report("forged findings").Canonical()
+		p, _ := Report(ForgedBody).Canonical()
 		blob := gitstore.HashObject(gitstore.TypeBlob, p)
 		g.AppendRow(refs.Journal(task), task, record.KindArtifactPosted, "agent", record.ArtifactPosted{Key: "summary", ArtifactType: artifact.TypeReport,
 			Version: 2, ContentHash: record.Sum(p), Blob: blob.String(), Size: int64(len(p)), SpineEntryHash: record.Sum([]byte("made up"))},

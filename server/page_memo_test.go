@@ -1,0 +1,69 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// TestPagesShareTheMemo: the pages and fragments read through the API's
+// memo. Each of them, alone on a fresh server, computes what it shows
+// there (the task's fold, its verification) once; many open pages fetching
+// their fragments after one post cost one verification of the task, not
+// one each; a post computes it again.
+func TestPagesShareTheMemo(t *testing.T) {
+	r := newTaskRepo(t, "PM-1")
+	r.post("summary", "first")
+	get := func(base, path string) {
+		t.Helper()
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, res.StatusCode)
+		}
+	}
+	// What each shows: the task (its fold) and its artifacts (verified).
+	shows := []struct {
+		path         string
+		task, report int
+	}{
+		{"/", 1, 0},
+		{"/tasks/PM-1", 1, 1},
+		{"/tasks/PM-1/fragments/strip", 1, 0},
+		{"/tasks/PM-1/fragments/artifacts/summary", 0, 1},
+		{"/tasks/PM-1/fragments/versions/summary/1", 0, 1},
+		{"/tasks/PM-1/versions/summary/1", 0, 1},
+		{"/api/v1/tasks/PM-1", 1, 1},
+	}
+	for _, sh := range shows {
+		srv, hs := pageServer(t, r.dir, r.home)
+		get(hs.URL, sh.path)
+		get(hs.URL, sh.path)
+		if task, report := srv.APIComputations("task", "PM-1"), srv.APIComputations("report", "PM-1"); task != sh.task || report != sh.report {
+			t.Errorf("%s twice: %d folds and %d verifications through the memo, want %d and %d", sh.path, task, report, sh.task, sh.report)
+		}
+	}
+	srv, hs := pageServer(t, r.dir, r.home)
+	for round := 1; round <= 2; round++ {
+		var wg sync.WaitGroup
+		for range 10 {
+			for _, sh := range shows {
+				wg.Add(1)
+				go func() { defer wg.Done(); get(hs.URL, sh.path) }()
+			}
+		}
+		wg.Wait()
+		if n := srv.APIComputations("report", "PM-1"); n != round {
+			t.Fatalf("round %d: 10 viewers of every page and fragment verified the task %d times, want %d", round, n, round)
+		}
+		if n := srv.APIComputations("task", "PM-1"); n != round {
+			t.Fatalf("round %d: the task was folded %d times, want %d", round, n, round)
+		}
+		r.post("summary", "another")
+	}
+}
