@@ -13,16 +13,7 @@ import (
 // `git maintenance run` whose lock is recent. A gc.pid of a process that is
 // gone, of another host, or an old maintenance lock does not hold it back.
 func TestCompactionWaitsForGitMaintenance(t *testing.T) {
-	root := t.TempDir()
-	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
-	if _, err := Init(opts, "test-writer"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newTestStore(t)
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

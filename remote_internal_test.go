@@ -27,16 +27,7 @@ const PushTempRoot = pushTempRoot
 // TestFetchRelate: the walk that compares two heads of a chain.
 func TestFetchRelate(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	root := t.TempDir()
-	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
-	if _, err := Init(opts, "test-writer"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, opts := newTestStore(t)
 	const audit = "refs/bernstein/audit/test-writer"
 	var heads []gitstore.Oid
 	task := 0
@@ -94,16 +85,7 @@ func TestFetchRelate(t *testing.T) {
 // keep was gone) deleted the files the next transaction had just renamed in.
 func TestApplyLockedPacksAreDistinct(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	root := t.TempDir()
-	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
-	if _, err := Init(opts, "test-writer"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newTestStore(t)
 	head, err := s.refs.Read("refs/bernstein/writers/test-writer")
 	if err != nil {
 		t.Fatal(err)

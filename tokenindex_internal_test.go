@@ -3,7 +3,6 @@ package bernstein
 import (
 	"crypto/subtle"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,16 +16,7 @@ import (
 // tokens by task.
 func openIndexRepo(t testing.TB, n int) (*Store, *Store, map[string]string) {
 	t.Helper()
-	root := t.TempDir()
-	opts := Options{Repo: filepath.Join(root, "repo"), Home: filepath.Join(root, "home")}
-	if _, err := Init(opts, "test-writer"); err != nil {
-		t.Fatal(err)
-	}
-	a, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a, opts := newTestStore(t)
 	b, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
