@@ -45,13 +45,17 @@ import (
 type headMark struct {
 	Pos  int64 // index (journal, ledger) or seq (spine, audit) of the head record
 	Link string
+	// Commit is the head commit as written: a chain still at it holds the
+	// head without a read. Another commit at Pos with the same record (the
+	// row signed again) holds it too.
+	Commit gitstore.Oid
 }
 
 const headMagic = "bernstein head v1"
 
 // encodeHead renders a head as one line with a checksum.
 func encodeHead(m headMark) []byte {
-	line := fmt.Sprintf("%s %020d %s", headMagic, m.Pos, m.Link)
+	line := fmt.Sprintf("%s %020d %s %s", headMagic, m.Pos, m.Commit, m.Link)
 	return fmt.Appendf(nil, "%s %08x\n", line, crc32.ChecksumIEEE([]byte(line)))
 }
 
@@ -68,14 +72,18 @@ func decodeHead(b []byte) (headMark, bool) {
 		return headMark{}, false
 	}
 	f := strings.Fields(strings.TrimPrefix(string(text), headMagic+" "))
-	if len(f) != 2 {
+	if len(f) != 3 {
 		return headMark{}, false
 	}
 	pos, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil || pos < 0 {
 		return headMark{}, false
 	}
-	return headMark{Pos: pos, Link: f[1]}, true
+	id, err := gitstore.ParseOid(f[1])
+	if err != nil || id.IsZero() {
+		return headMark{}, false
+	}
+	return headMark{Pos: pos, Commit: id, Link: f[2]}, true
 }
 
 // headPath is where the head of ref is kept: under this repository's
@@ -136,7 +144,7 @@ func (t *tx) batchHeads() map[string]headMark {
 		}
 		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
 			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) {
-			out[ref] = headMark{Pos: c.next - 1, Link: c.last}
+			out[ref] = headMark{Pos: c.next - 1, Link: c.last, Commit: c.head}
 		}
 	}
 	return out
@@ -188,6 +196,9 @@ func linkOf(kind string, rec []byte) (string, bool) {
 // m.Pos, m.Pos positions below the head on its first-parent line, links as
 // m says.
 func (s *Store) reaches(kind string, head gitstore.Oid, pos int64, m headMark) (bool, error) {
+	if head == m.Commit {
+		return true, nil
+	}
 	if head.IsZero() || pos >= 0 && pos < m.Pos {
 		return false, nil
 	}
@@ -269,7 +280,7 @@ func faultPhrase(what, task string, f verify.RowFault) string {
 // chain rolled back.
 func (s *Store) rollback(kind, ref string, head gitstore.Oid, pos int64) (*verify.RowFault, error) {
 	m, ok := s.readHead(ref)
-	if !ok {
+	if !ok || head == m.Commit {
 		return nil, nil
 	}
 	if pos < 0 && !head.IsZero() {

@@ -2,17 +2,20 @@ package bernstein
 
 import (
 	"testing"
+
+	"github.com/bernstein/bernstein/gitstore"
 )
 
 // A head file is trusted only when it reads back exactly as written: one
 // cut short by a crash, or with any byte changed, is no head at all (so it
 // can only weaken what this host tells, never raise an alarm).
 func TestHeadFileReadsOnlyWhole(t *testing.T) {
-	m := headMark{Pos: 5, Link: "sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1"}
+	commit, _ := gitstore.ParseOid("2b947f70562014e170d92bbe668e1631c5d721c3")
+	m := headMark{Pos: 5, Commit: commit, Link: "sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1"}
 	b := encodeHead(m)
-	// Written by hand: the magic, the position in 20 digits, the link, a
-	// CRC-32 in 8 hex digits, a newline.
-	const want = "bernstein head v1 00000000000000000005 sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1 "
+	// Written by hand: the magic, the position in 20 digits, the commit,
+	// the link, a CRC-32 in 8 hex digits, a newline.
+	const want = "bernstein head v1 00000000000000000005 2b947f70562014e170d92bbe668e1631c5d721c3 sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1 "
 	if string(b[:len(want)]) != want || len(b) != len(want)+9 || b[len(b)-1] != '\n' {
 		t.Fatalf("encoded head %q", b)
 	}
