@@ -313,3 +313,40 @@ func TestAuditSinceTrustNarrowed(t *testing.T) {
 		t.Fatalf("--since after an unpin: exit %d %s", code, errOut)
 	}
 }
+
+// TestAuditSinceUnpinnedWriter: what a writer this host does not pin added
+// since the checkpoint is unverifiable, not tampered: exit 0 with verified
+// false and a note, and --strict exit 1.
+func TestAuditSinceUnpinnedWriter(t *testing.T) {
+	f := newFixture(t)
+	if d, errOut, code := f.audit(t, "--checkpoint", "c1"); code != 0 || d.Checkpoint != "c1" {
+		t.Fatalf("checkpoint: exit %d %+v %s", code, d, errOut)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	b := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cliBin, append([]string{"--repo", f.dir}, args...)...)
+		cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+other)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("host-b %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	b("init", "--writer", "host-b")
+	b("task", "create", "B-1", "--title", "host b's")
+	tok := b("task", "claim", "B-1", "--agent", "agent-b")
+	b("artifact", "post", "B-1", "k", "--type", "report", "--body", "from host b", "--agent", "agent-b", "--claim-token", tok)
+
+	d, errOut, code := f.audit(t, "--since", "c1")
+	if code != 0 || d.Verified || len(d.Failures) != 0 || d.Counts.Unverifiable != 1 || d.Counts.SignaturesUnpinned == 0 {
+		t.Fatalf("--since with an unpinned writer's rows: exit %d %+v %s", code, d, errOut)
+	}
+	out, _, code := f.cli("", "audit", "verify", "--since", "c1")
+	if code != 0 || !strings.Contains(out, "unverifiable") || !strings.Contains(out, "keys pin") {
+		t.Fatalf("--since (text): exit %d\n%s", code, out)
+	}
+	if _, _, code := f.cli("", "audit", "verify", "--since", "c1", "--strict"); code != 1 {
+		t.Fatalf("--since --strict with an unpinned writer's rows: exit %d", code)
+	}
+}

@@ -193,6 +193,9 @@ func (g *Guard) here() string {
 
 // pinAdvice says what to do about writer w, whose key nobody pinned.
 func (g *Guard) pinAdvice(w string) string {
+	if g.Since != "" {
+		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list') and pin it here ('bernstein keys pin %s'): its rows are unverifiable until then", w)
+	}
 	if g.Local {
 		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin %s'), then push again", w)
 	}
