@@ -772,6 +772,60 @@ type mcpRun struct {
 	rises      []hwmRise // the posts after which VmHWM had risen
 }
 
+// memTrack reads a server's memory and the repository's packs after each
+// post: VmRSS and VmHWM at the sample points, each rise of VmHWM, and the
+// posts that merged packs.
+type memTrack struct {
+	m       *mcpRun
+	pid     int
+	dir     string
+	samples []int
+	next    int
+	hwm     int64
+	packs   map[string]int64
+}
+
+func newMemTrack(m *mcpRun, pid int, dir string, samples []int) (*memTrack, error) {
+	packs, err := packFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &memTrack{m: m, pid: pid, dir: dir, samples: samples, hwm: m.hwm0, packs: packs}, nil
+}
+
+// afterPost records what post (1-based) left.
+func (t *memTrack) afterPost(post int) error {
+	m := t.m
+	rss, h, err := procMemory(t.pid)
+	if err != nil {
+		return err
+	}
+	after, err := packFiles(t.dir)
+	if err != nil {
+		return err
+	}
+	merged := len(after) < len(t.packs)
+	if merged {
+		m.merges = append(m.merges, post)
+	}
+	if len(m.merges) > 0 && post-m.merges[len(m.merges)-1] <= mergeWake {
+		merged = true
+	}
+	if h > t.hwm {
+		var total int64
+		for _, n := range t.packs {
+			total += n
+		}
+		m.rises = append(m.rises, hwmRise{post: post, from: t.hwm, to: h, merged: merged, packBytes: total})
+	}
+	t.hwm, t.packs = h, after
+	if t.next < len(t.samples) && post == t.samples[t.next] {
+		m.rss, m.hwm = append(m.rss, rss), append(m.hwm, h)
+		t.next++
+	}
+	return nil
+}
+
 // mergeWake is how many posts after one that merged packs a rise of the
 // peak RSS is still put down to the merge (the Go runtime grows into the
 // pages the merge freed before it returns them).
@@ -905,12 +959,10 @@ func (b *bench) mcpRSS(posts int, samples []int) (mcpRun, error) {
 		return m, err
 	}
 	m.lat = make(durations, 0, posts)
-	hwm := m.hwm0
-	packs, err := packFiles(dir)
+	track, err := newMemTrack(&m, pid, dir, samples)
 	if err != nil {
 		return m, err
 	}
-	next := 0
 	start := time.Now()
 	for i := 0; i < posts; i++ {
 		id := int64(i + 2)
@@ -936,32 +988,8 @@ func (b *bench) mcpRSS(posts int, samples []int) (mcpRun, error) {
 		if sc.Key != histKey || sc.Version != int64(i+1) || sc.JournalIndex != int64(i) {
 			return m, fmt.Errorf("post %d: got %s v%d at journal index %d, want %s v%d at %d", i, sc.Key, sc.Version, sc.JournalIndex, histKey, i+1, i)
 		}
-		rss, h, err := procMemory(pid)
-		if err != nil {
+		if err := track.afterPost(i + 1); err != nil {
 			return m, err
-		}
-		after, err := packFiles(dir)
-		if err != nil {
-			return m, err
-		}
-		merged := len(after) < len(packs)
-		if merged {
-			m.merges = append(m.merges, i+1)
-		}
-		if len(m.merges) > 0 && i+1-m.merges[len(m.merges)-1] <= mergeWake {
-			merged = true
-		}
-		if h > hwm {
-			var total int64
-			for _, n := range packs {
-				total += n
-			}
-			m.rises = append(m.rises, hwmRise{post: i + 1, from: hwm, to: h, merged: merged, packBytes: total})
-		}
-		hwm, packs = h, after
-		if next < len(samples) && i+1 == samples[next] {
-			m.rss, m.hwm = append(m.rss, rss), append(m.hwm, h)
-			next++
 		}
 	}
 	m.elapsed = time.Since(start)

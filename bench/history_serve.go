@@ -90,12 +90,10 @@ func (b *bench) serveRSS(posts int, samples []int) (mcpRun, error) {
 		return r.Version, r.JournalIndex, nil
 	}
 	m.lat = make(durations, 0, posts)
-	hwm := m.hwm0
-	packs, err := packFiles(dir)
+	track, err := newMemTrack(&m, pid, dir, samples)
 	if err != nil {
 		return m, err
 	}
-	next := 0
 	start := time.Now()
 	for i := 0; i < posts; i++ {
 		t0 := time.Now()
@@ -110,32 +108,8 @@ func (b *bench) serveRSS(posts int, samples []int) (mcpRun, error) {
 		if _, err := stream.await(histKey, v, idx, eventTimeout); err != nil {
 			return m, fmt.Errorf("post %d: %w", i, err)
 		}
-		rss, h, err := procMemory(pid)
-		if err != nil {
+		if err := track.afterPost(i + 1); err != nil {
 			return m, err
-		}
-		after, err := packFiles(dir)
-		if err != nil {
-			return m, err
-		}
-		merged := len(after) < len(packs)
-		if merged {
-			m.merges = append(m.merges, i+1)
-		}
-		if len(m.merges) > 0 && i+1-m.merges[len(m.merges)-1] <= mergeWake {
-			merged = true
-		}
-		if h > hwm {
-			var total int64
-			for _, n := range packs {
-				total += n
-			}
-			m.rises = append(m.rises, hwmRise{post: i + 1, from: hwm, to: h, merged: merged, packBytes: total})
-		}
-		hwm, packs = h, after
-		if next < len(samples) && i+1 == samples[next] {
-			m.rss, m.hwm = append(m.rss, rss), append(m.hwm, h)
-			next++
 		}
 	}
 	m.elapsed = time.Since(start)
