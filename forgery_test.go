@@ -15,7 +15,6 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/internal/forgetest"
 	"github.com/bernstein/bernstein/keys"
-	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -383,17 +382,7 @@ func TestPoisonedCacheAddsNothing(t *testing.T) {
 	f.withCommits()
 	s := f.open()
 	const task = "Q-1"
-	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Gates: []ledger.Gate{{Name: "build", Command: "true"}},
-		Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := s.Claim(task, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
-		t.Fatal(err)
-	}
+	tok := f.startedTask(s, task)
 	for i := 0; i < 40; i++ {
 		f.post(s, task, "k0", "agent", tok, report(fmt.Sprintf("post %d", i)))
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
 )
 
 // cliBin is the bernstein binary built once for the tests that run the CLI.
@@ -150,6 +152,25 @@ func (f *fixture) claimed(s *bernstein.Store, task, agent string) string {
 	tok, err := s.Claim(task, agent)
 	if err != nil {
 		f.t.Fatalf("claim %s: %v", task, err)
+	}
+	return tok
+}
+
+// startedTask creates task declaring the gate build and the required
+// evidence producer tests (both the command true), claims it for agent and
+// starts it, returning the token.
+func (f *fixture) startedTask(s *bernstein.Store, task string) string {
+	f.t.Helper()
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Gates: []ledger.Gate{{Name: "build", Command: "true"}},
+		Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
+		f.t.Fatal(err)
+	}
+	tok, err := s.Claim(task, "agent")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
+		f.t.Fatal(err)
 	}
 	return tok
 }

@@ -144,17 +144,7 @@ func TestUnanchoredCloneCountsUnverifiable(t *testing.T) {
 	a.withCommits()
 	s := a.open()
 	const task = "U-1"
-	if _, err := s.CreateTask(bernstein.TaskSpec{ID: task, Gates: []ledger.Gate{{Name: "build", Command: "true"}},
-		Evidence: []ledger.Producer{{Name: "tests", Command: "true", Required: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := s.Claim(task, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
-		t.Fatal(err)
-	}
+	tok := a.startedTask(s, task)
 	for _, step := range []func() error{
 		func() error { _, err := s.Checkpoint(task, "HEAD~1", ""); return err },
 		func() error { _, err := s.Checkpoint(task, "HEAD", ""); return err },
