@@ -57,8 +57,8 @@ func TestFiftyReportsEarnNothing(t *testing.T) {
 	}
 }
 
-// TestWorkRows: gates, evidence and checkpoints move the vector as DESIGN.md
-// §5 says, and a checkpoint of an unknown revision writes nothing.
+// TestWorkRows: gates, evidence and checkpoints move the vector as docs/cli.md
+// (Progress vector) says, and a checkpoint of an unknown revision writes nothing.
 func TestWorkRows(t *testing.T) {
 	f := newFixture(t)
 	f.withCommits()

@@ -40,7 +40,7 @@ var (
 	LinkKinds = []string{LinkPreview, LinkDashboard, LinkDocument}
 )
 
-// Limits of DESIGN.md §8.
+// Limits on input (docs/format.md, Limits).
 const (
 	MaxPayloadBytes = 1 << 20
 	MaxColumns      = 64

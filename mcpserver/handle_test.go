@@ -12,7 +12,7 @@ import (
 	"github.com/bernstein/bernstein/record"
 )
 
-// canonicalVectorFields are the fields vector_hash covers (DESIGN.md §5).
+// canonicalVectorFields are the fields vector_hash covers (docs/cli.md, Progress vector).
 var canonicalVectorFields = []string{"schema_version", "task_id", "checkpoints", "diffs_captured", "gate_attempts",
 	"gates_passed", "evidence_declared", "evidence_passed", "ledger_phase", "ledger_attempts", "terminal"}
 

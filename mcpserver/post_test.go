@@ -46,7 +46,7 @@ func TestPostEachTypeAndRepost(t *testing.T) {
 			!strings.HasPrefix(res.SpineEntryHash, "sha256:") || res.Size != int64(len(canonical)) {
 			t.Errorf("post %d: %+v", i, res)
 		}
-		// The version is in git where DESIGN.md §2 puts it.
+		// The version is in git where docs/format.md puts it.
 		if got := r.git("show", "refs/bernstein/journal/T-1:artifacts/"+p.key+"/v1.json"); got != string(canonical) {
 			t.Errorf("v1.json of %s = %q, want %q", p.key, got, canonical)
 		}

@@ -9,11 +9,11 @@ import (
 )
 
 // The advertised schemas are written by hand so that a client sees exactly
-// what the server enforces (DESIGN.md §8): which fields each artifact type
+// what the server enforces (docs/format.md, Limits): which fields each artifact type
 // takes, the enums, and the limits. They use only keywords that draft-07 and
 // 2020-12 validators read alike (no $schema, no prefixItems).
 
-// Patterns of DESIGN.md §8, in the ECMA-262 subset every validator reads.
+// Patterns of docs/format.md (Limits), in the ECMA-262 subset every validator reads.
 const (
 	taskIDPattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	keyPattern    = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`

@@ -1,5 +1,5 @@
 // Package progress owns the progress vector: a pure projection of a task's
-// journal and ledger rows (DESIGN.md §5). There is no input that sets it;
+// journal and ledger rows (docs/cli.md, Progress vector). There is no input that sets it;
 // artifacts, unknown row kinds and wall clock never move it, and repeating
 // work never earns again: a checkpoint counts once per commit, a diff once
 // per distinct non-empty patch, a declared gate once (its first pass), a

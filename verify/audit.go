@@ -178,7 +178,7 @@ func (a *auditIndex) has(event, resource string) bool {
 }
 
 // Repository walks every chain under refs/bernstein and checks everything
-// DESIGN.md §4 and §6 ask of `audit verify`.
+// `audit verify` promises (docs/cli.md, docs/trust.md).
 func Repository(env *Env, o Options) (*Report, error) {
 	rep := &Report{Tasks: []TaskResult{}, Failures: []Failure{}}
 	stage := func(name string, done, total int) {

@@ -24,7 +24,7 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// Version states (DESIGN.md §4).
+// Version states (docs/trust.md).
 const (
 	Verified     = "verified"
 	Tampered     = "tampered"

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The patterns of DESIGN.md §8 and the writer and agent names, as regular
+// The patterns of docs/format.md (Limits) and the writer and agent names, as regular
 // expressions: Match must agree with them on every input.
 var cases = []struct {
 	re    *regexp.Regexp
