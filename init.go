@@ -3,10 +3,10 @@ package bernstein
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/keys"
 )
 
@@ -76,7 +76,7 @@ func Init(o Options, writer string) (*InitResult, error) {
 }
 
 // ensureRepo runs `git init` in dir when it is missing or empty; the new
-// repository uses the sha1 object format.
+// repository uses the sha1 object format (git.Init).
 func ensureRepo(dir string) (bool, error) {
 	ents, err := os.ReadDir(dir)
 	switch {
@@ -89,14 +89,8 @@ func ensureRepo(dir string) (bool, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, err
 	}
-	cmd := exec.Command("git", "init", "-q", dir)
-	// A new repository is a sha1 one whatever the user's default
-	// (init.defaultObjectFormat, GIT_DEFAULT_HASH): bernstein writes SHA-1
-	// objects only. The variable takes precedence over the config, and a git
-	// too old to know it makes sha1 repositories anyway.
-	cmd.Env = append(os.Environ(), "GIT_DEFAULT_HASH=sha1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return false, fmt.Errorf("git init %s: %s", dir, strings.TrimSpace(string(out)))
+	if err := git.Init(dir); err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -111,12 +105,11 @@ const fsyncComponents = "pack,derived-metadata,reference"
 // configureFsync sets core.fsync in the repository's own config unless it
 // is set already (anywhere git reads it). It reports whether it set it.
 func (s *Store) configureFsync() (bool, error) {
-	if err := exec.Command("git", "--git-dir", s.gitDir, "config", "core.fsync").Run(); err == nil {
+	if git.IsConfigSet(s.gitDir, "core.fsync") {
 		return false, nil
 	}
-	out, err := exec.Command("git", "--git-dir", s.gitDir, "config", "--local", "core.fsync", fsyncComponents).CombinedOutput()
-	if err != nil {
-		return false, fmt.Errorf("git config core.fsync: %s", strings.TrimSpace(string(out)))
+	if err := git.SetConfig(s.gitDir, "core.fsync", fsyncComponents, false); err != nil {
+		return false, fmt.Errorf("git config core.fsync: %w", err)
 	}
 	return true, nil
 }
@@ -133,8 +126,8 @@ func (s *Store) checkHomeOutside() error {
 	}
 	roots := []string{s.gitDir}
 	if !s.bare {
-		if top, err := exec.Command("git", "-C", s.dir, "rev-parse", "--show-toplevel").Output(); err == nil {
-			roots = append(roots, strings.TrimSpace(string(top)))
+		if top, err := git.TopLevel(s.dir); err == nil {
+			roots = append(roots, top)
 		}
 	}
 	for _, root := range roots {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -196,42 +197,14 @@ func plural(n int) string {
 // ---------------------------------------------------------------------------
 // git
 
-// runGit runs git on the repository whose (common) git directory is gitDir.
-// Its messages are in English (LC_ALL=C): some of them are read here.
-func runGit(gitDir string, stdin []byte, args ...string) (stdout, stderr []byte, err error) {
-	cmd := exec.Command("git", append([]string{"--git-dir", gitDir}, args...)...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANGUAGE=")
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	return out.Bytes(), errb.Bytes(), err
-}
-
-// gitMessage is git's complaint, one line per line, without its prefixes.
-func gitMessage(stderr []byte) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(stderr)), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "hint:") {
-			continue
-		}
-		l = strings.TrimPrefix(strings.TrimPrefix(l, "fatal: "), "error: ")
-		lines = append(lines, l)
-	}
-	return strings.Join(lines, "; ")
-}
-
 // Remotes lists the repository's git remotes, as 'git remote' does.
 func (s *Store) Remotes() ([]string, error) { return remotes(s.gitDir) }
 
 // remotes lists the repository's remotes.
 func remotes(gitDir string) ([]string, error) {
-	out, errb, err := runGit(gitDir, nil, "remote")
+	out, errb, err := git.Cmd{Policy: git.User, GitDir: gitDir, Args: []string{"remote"}}.Run()
 	if err != nil {
-		return nil, fmt.Errorf("git remote: %s", gitMessage(errb))
+		return nil, fmt.Errorf("git remote: %s", git.Message(errb))
 	}
 	return strings.Fields(string(out)), nil
 }
@@ -243,13 +216,8 @@ func checkRemote(gitDir, remote string) error {
 	if remote == "" {
 		return fmt.Errorf("%w: the remote name is empty", ErrUnknownRemote)
 	}
-	if data, err := os.ReadFile(filepath.Join(gitDir, "config")); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			l = strings.TrimSpace(l)
-			if rest, ok := strings.CutPrefix(l, "[remote"); ok && strings.TrimSpace(rest) == `"`+remote+`"]` {
-				return nil
-			}
-		}
+	if git.FileHasSection(gitDir, "remote", remote) {
+		return nil
 	}
 	names, err := remotes(gitDir)
 	if err != nil {
@@ -265,25 +233,6 @@ func checkRemote(gitDir, remote string) error {
 		have = "it has " + strings.Join(names, ", ")
 	}
 	return fmt.Errorf("%w %q: this repository has no such remote (%s); add it with 'git remote add %s URL'", ErrUnknownRemote, remote, have, remote)
-}
-
-// configValues reads every value of a multi-valued config key.
-func configValues(gitDir, key string) ([]string, error) {
-	out, errb, err := runGit(gitDir, nil, "config", "--get-all", key)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 1 {
-		return nil, nil // not set
-	}
-	if err != nil {
-		return nil, fmt.Errorf("git config %s: %s", key, gitMessage(errb))
-	}
-	var vs []string
-	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		if l != "" {
-			vs = append(vs, l)
-		}
-	}
-	return vs, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -305,7 +254,7 @@ func CheckRemote(o Options, remote string) error {
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		return fmt.Errorf("%w: %s does not exist", ErrNotRepository, dir)
 	}
-	_, gitDir, _, err := locate(dir)
+	_, gitDir, _, err := git.Locate(dir)
 	if err != nil {
 		return err
 	}
@@ -327,11 +276,11 @@ func CheckRemote(o Options, remote string) error {
 // fast-forward. Running it again changes nothing. It refuses a remote the
 // repository does not have.
 func RemoteSetup(o Options, remote string) (*RemoteSetupResult, error) {
-	_, gitDir, _, err := locate(repoDir(o))
+	_, gitDir, _, err := git.Locate(repoDir(o))
 	if err != nil {
 		return nil, err
 	}
-	if err := checkObjectFormat(gitDir); err != nil {
+	if err := git.CheckObjectFormat(gitDir); err != nil {
 		return nil, err
 	}
 	if err := checkRemote(gitDir, remote); err != nil {
@@ -339,15 +288,15 @@ func RemoteSetup(o Options, remote string) (*RemoteSetupResult, error) {
 	}
 	res := &RemoteSetupResult{Remote: remote, Added: []string{}, Present: []string{}, Warnings: []string{}}
 	fetchKey, pushKey := "remote."+remote+".fetch", "remote."+remote+".push"
-	fetches, err := configValues(gitDir, fetchKey)
+	fetches, err := git.ConfigValues(git.User, gitDir, fetchKey)
 	if err != nil {
 		return nil, err
 	}
-	pushes, err := configValues(gitDir, pushKey)
+	pushes, err := git.ConfigValues(git.User, gitDir, pushKey)
 	if err != nil {
 		return nil, err
 	}
-	if vs, _ := configValues(gitDir, "remote."+remote+".mirror"); len(vs) > 0 && vs[len(vs)-1] == "true" {
+	if vs, _ := git.ConfigValues(git.User, gitDir, "remote."+remote+".mirror"); len(vs) > 0 && vs[len(vs)-1] == "true" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("remote.%s.mirror is true: a plain 'git push %s' force-pushes and deletes refs, refs/bernstein/* included; use 'bernstein push %s'", remote, remote, remote))
 	}
 	for _, v := range fetches {
@@ -372,8 +321,8 @@ func RemoteSetup(o Options, remote string) (*RemoteSetupResult, error) {
 				return nil
 			}
 		}
-		if _, errb, err := runGit(gitDir, nil, "config", "--add", key, value); err != nil {
-			return fmt.Errorf("git config --add %s %s: %s", key, value, gitMessage(errb))
+		if err := git.SetConfig(gitDir, key, value, true); err != nil {
+			return fmt.Errorf("git config --add %s %s: %v", key, value, err)
 		}
 		res.Added = append(res.Added, key+" "+value)
 		return nil
@@ -677,15 +626,15 @@ func (s *Store) fetchTracking(remote string, refspecs []string, prune bool) erro
 	// objects, which git does not sync by default): the local refs will
 	// point at them. The remote-tracking refs are not synced: they are
 	// hints, relearned by the next fetch or push.
-	args := []string{"-c", "fetch.unpackLimit=1", "-c", "core.fsync=pack,derived-metadata",
-		"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
+	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
 	if prune {
 		args = append(args, "--prune")
 	}
 	args = append(args, remote)
 	args = append(args, refspecs...)
-	if _, errb, err := runGit(s.gitDir, nil, args...); err != nil {
-		return fmt.Errorf("git fetch %s: %s", remote, gitMessage(errb))
+	fetch := git.Cmd{Policy: git.User, GitDir: s.gitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"}, Args: args}
+	if _, errb, err := fetch.Run(); err != nil {
+		return fmt.Errorf("git fetch %s: %s", remote, git.Message(errb))
 	}
 	return nil
 }
@@ -1150,22 +1099,22 @@ func (e *PrePushError) Error() string {
 // it would drop commits nobody here saw), so every race would end as the
 // hook's refusal rather than as a divergence naming the task.
 func (s *Store) runPrePush(remote string, plan []refs.Update) error {
-	args := []string{"-C", s.dir, "rev-parse", "--path-format=absolute", "--git-path", "hooks/pre-push"}
+	args := []string{"--path-format=absolute", "--git-path", "hooks/pre-push"}
 	if !s.bare {
 		args = append(args, "--show-toplevel")
 	}
-	cmd := exec.Command("git", args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANGUAGE=")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines, err := git.RevParse(s.dir, args...)
 	want := 1 // the hook's path, then the top of the work tree
 	if !s.bare {
 		want = 2
 	}
 	if err != nil || len(lines) != want {
-		return fmt.Errorf("find the pre-push hook: git rev-parse: %s", gitMessage(errb.Bytes()))
+		msg := ""
+		var rp *git.RevParseError
+		if errors.As(err, &rp) {
+			msg = rp.Msg
+		}
+		return fmt.Errorf("find the pre-push hook: git rev-parse: %s", msg)
 	}
 	hook, dir := lines[0], s.gitDir
 	if !s.bare {
@@ -1182,9 +1131,9 @@ func (s *Store) runPrePush(remote string, plan []refs.Update) error {
 		s.warn("the pre-push hook %s was ignored because it is not set as executable (as git ignores it)", hook)
 		return nil
 	}
-	url, errb2, err := runGit(s.gitDir, nil, "remote", "get-url", "--push", remote)
+	url, errb2, err := git.Cmd{Policy: git.User, GitDir: s.gitDir, Args: []string{"remote", "get-url", "--push", remote}}.Run()
 	if err != nil {
-		return fmt.Errorf("git remote get-url --push %s: %s", remote, gitMessage(errb2))
+		return fmt.Errorf("git remote get-url --push %s: %s", remote, git.Message(errb2))
 	}
 	var in bytes.Buffer
 	for _, u := range plan {
@@ -1258,7 +1207,7 @@ func (s *Store) gitPush(remote string, plan []refs.Update, atomic bool) (map[str
 		size += len(u.Ref) + 42
 	}
 	// Locally a push writes only remote-tracking refs (hints): unsynced.
-	args := []string{"-c", "core.fsync=none", "push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
+	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if atomic {
 		args = append(args, "--atomic")
 	}
@@ -1276,7 +1225,7 @@ func (s *Store) gitPush(remote string, plan []refs.Update, atomic bool) (map[str
 		cleanup = done
 		args = append(args, prefix+"*:"+refs.Prefix+"*")
 	}
-	out, errb, err := runGit(s.gitDir, nil, args...)
+	out, errb, err := git.Cmd{Policy: git.User, GitDir: s.gitDir, Config: []string{"core.fsync=none"}, Args: args}.Run()
 	if cleanup != nil {
 		cleanup()
 	}
@@ -1293,7 +1242,7 @@ func (s *Store) gitPush(remote string, plan []refs.Update, atomic bool) (map[str
 		}
 	}
 	if err != nil && len(st) == 0 {
-		return nil, nil, fmt.Errorf("git push %s: %s", remote, gitMessage(errb))
+		return nil, nil, fmt.Errorf("git push %s: %s", remote, git.Message(errb))
 	}
 	return st, msgs, nil
 }
@@ -1353,7 +1302,7 @@ func (s *Store) pushViaRefs(plan []refs.Update) (string, func(), error) {
 			}
 		}
 		if stale.Len() > 0 {
-			runGit(s.gitDir, stale.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin")
+			updateRefs(s.gitDir, stale.Bytes())
 		}
 	}
 	var in bytes.Buffer
@@ -1362,16 +1311,16 @@ func (s *Store) pushViaRefs(plan []refs.Update) (string, func(), error) {
 		fmt.Fprintf(&in, "update %s%s %s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix), u.New)
 	}
 	in.WriteString("prepare\ncommit\n")
-	if _, errb, err := runGit(s.gitDir, in.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
-		return "", nil, fmt.Errorf("git update-ref (temporary push refs): %s", gitMessage(errb))
+	if err := updateRefs(s.gitDir, in.Bytes()); err != nil {
+		return "", nil, fmt.Errorf("git update-ref (temporary push refs): %v", err)
 	}
 	cleanup := func() {
 		var del bytes.Buffer
 		for _, u := range plan {
 			fmt.Fprintf(&del, "delete %s%s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix))
 		}
-		if _, errb, err := runGit(s.gitDir, del.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
-			s.warn("remove the temporary push refs under %s: %s", prefix, gitMessage(errb))
+		if err := updateRefs(s.gitDir, del.Bytes()); err != nil {
+			s.warn("remove the temporary push refs under %s: %v", prefix, err)
 		}
 	}
 	return prefix, cleanup, nil
@@ -1397,9 +1346,16 @@ func (s *Store) setTracking(remote string, landed []refs.Update) error {
 	if in.Len() == 0 {
 		return nil
 	}
-	// Hints, relearned by the next fetch or push: not synced.
-	if _, errb, err := runGit(s.gitDir, in.Bytes(), "-c", "core.fsync=none", "update-ref", "--stdin"); err != nil {
-		return errors.New(gitMessage(errb))
+	return updateRefs(s.gitDir, in.Bytes())
+}
+
+// updateRefs runs `git update-ref --stdin` on the refs outside
+// refs/bernstein/ that push and fetch keep (temporary refs of a large push,
+// remote-tracking refs): hints, relearned by the next fetch or push, so not
+// synced. Its error is git's message.
+func updateRefs(gitDir string, stdin []byte) error {
+	if _, errb, err := (git.Cmd{Policy: git.Isolated, GitDir: gitDir, Config: []string{"core.fsync=none"}, Args: []string{"update-ref", "--stdin"}, Stdin: stdin}).Run(); err != nil {
+		return errors.New(git.Message(errb))
 	}
 	return nil
 }
@@ -1465,12 +1421,8 @@ func Clone(url, dir string, o Options) (*CloneResult, error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("clone: %s exists and is not empty", dir)
 	}
-	cmd := exec.Command("git", "clone", "--quiet", "--origin", "origin", "--", url, dir)
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANGUAGE=")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("git clone %s: %s", url, gitMessage(errb.Bytes()))
+	if _, errb, err := (git.Cmd{Policy: git.User, Args: []string{"clone", "--quiet", "--origin", "origin", "--", url, dir}}).Run(); err != nil {
+		return nil, fmt.Errorf("git clone %s: %s", url, git.Message(errb))
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -4,13 +4,10 @@
 package bernstein
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -42,7 +40,16 @@ type Options struct {
 }
 
 // ErrNotRepository reports a directory that is not in a git repository.
-var ErrNotRepository = errors.New("not a git repository")
+var ErrNotRepository = git.ErrNotRepository
+
+// ErrRepositoryFormat is wrapped by the error Open and Init return for a
+// repository whose format bernstein cannot write safely: one that git does
+// not address by SHA-1 alone.
+var ErrRepositoryFormat = git.ErrRepositoryFormat
+
+// RepositoryFormatError names the repository and what about its format was
+// refused.
+type RepositoryFormatError = git.RepositoryFormatError
 
 // Store is an open bernstein repository.
 type Store struct {
@@ -112,27 +119,6 @@ type journalCache struct {
 	state *journalState
 }
 
-// locate finds dir's own git directory, the common one, and whether the
-// repository is bare.
-func locate(dir string) (string, string, bool, error) {
-	if own, c, bare, ok := discover(dir); ok {
-		return own, c, bare, nil
-	}
-	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--absolute-git-dir")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if err != nil || len(lines) < 3 {
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "not a git repository") || msg == "" {
-			return "", "", false, fmt.Errorf("%w: %s", ErrNotRepository, dir)
-		}
-		return "", "", false, fmt.Errorf("%s: %s", dir, strings.TrimPrefix(msg, "fatal: "))
-	}
-	return filepath.Clean(lines[2]), filepath.Clean(lines[0]), lines[1] == "true", nil
-}
-
 func repoDir(o Options) string {
 	if o.Repo != "" {
 		return o.Repo
@@ -152,13 +138,13 @@ func Open(o Options) (*Store, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("repository %s is not a directory", dir)
 	}
-	ownDir, gitDir, bare, err := locate(dir)
+	ownDir, gitDir, bare, err := git.Locate(dir)
 	if err != nil {
 		return nil, err
 	}
 	// Before anything reads or writes objects: a sha256 repository would be
 	// damaged by SHA-1 packs.
-	if err := checkObjectFormat(gitDir); err != nil {
+	if err := git.CheckObjectFormat(gitDir); err != nil {
 		return nil, err
 	}
 	objects, err := gitstore.Open(filepath.Join(gitDir, "objects"))

@@ -8,14 +8,14 @@
 package hooks
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/bernstein/bernstein/internal/git"
 )
 
 // Hook names (git's).
@@ -73,13 +73,13 @@ func Locate(dir string) (*Repo, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("repository %s is not a directory", dir)
 	}
-	cmd := exec.Command("git", "-C", dir, "rev-parse", "--path-format=absolute", "--is-bare-repository", "--git-common-dir", "--git-path", "hooks")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines, err := git.RevParse(dir, "--path-format=absolute", "--is-bare-repository", "--git-common-dir", "--git-path", "hooks")
 	if err != nil || len(lines) != 3 {
-		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr.String()), "fatal: "))
+		msg := ""
+		var rp *git.RevParseError
+		if errors.As(err, &rp) {
+			msg = rp.Msg
+		}
 		if msg == "" {
 			msg = "not a git repository"
 		}

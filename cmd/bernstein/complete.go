@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/git"
 )
 
 // Shell completion from the repository: task ids (as arguments and as the
@@ -125,14 +125,14 @@ func flagTaskIDs(g *globals) cobra.CompletionFunc {
 func revisions(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
-			git := func(args ...string) ([]byte, error) {
-				return exec.Command("git", append([]string{"--git-dir", s.GitDir()}, args...)...).Output()
+			run := func(args ...string) ([]byte, error) {
+				return git.Cmd{Policy: git.Isolated, GitDir: s.GitDir(), Args: args}.Output()
 			}
 			var words []string
-			if _, err := git("rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
+			if _, err := run("rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
 				words = append(words, "HEAD")
 			}
-			out, err := git("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags")
+			out, err := run("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags")
 			if err != nil {
 				return nil
 			}

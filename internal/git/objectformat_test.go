@@ -1,4 +1,4 @@
-package bernstein
+package git
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestRepositoryFormatFromConfig(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "config"), []byte(c.config), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := checkObjectFormat(dir)
+			err := CheckObjectFormat(dir)
 			if c.refuse == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -78,13 +78,13 @@ func TestRepositoryFormatFromConfig(t *testing.T) {
 	}
 
 	// No config file: git's defaults.
-	if err := checkObjectFormat(t.TempDir()); err != nil {
+	if err := CheckObjectFormat(t.TempDir()); err != nil {
 		t.Errorf("no config: %v", err)
 	}
 	// A config git cannot parse is reported, not taken for sha1.
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "config"), []byte("[core]\n\trepositoryformatversion = 1\n[extensions\n\tobjectformat = sha256\n"), 0o644)
-	if err := checkObjectFormat(dir); err == nil {
+	if err := CheckObjectFormat(dir); err == nil {
 		t.Errorf("an unparsable config was accepted")
 	}
 }

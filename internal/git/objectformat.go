@@ -1,11 +1,10 @@
-package bernstein
+package git
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,7 +12,7 @@ import (
 
 // ErrRepositoryFormat is wrapped by the error Open and Init return for a
 // repository whose format bernstein cannot write safely (see
-// checkObjectFormat).
+// CheckObjectFormat).
 var ErrRepositoryFormat = errors.New("unsupported repository format")
 
 // RepositoryFormatError names the repository and what about its format was
@@ -30,7 +29,7 @@ func (e *RepositoryFormatError) Unwrap() error { return ErrRepositoryFormat }
 // sha1Only ends the message of every object-format refusal.
 const sha1Only = "bernstein supports sha1 repositories only: it writes SHA-1 objects and packs itself, and would damage this one (nothing was written)"
 
-// checkObjectFormat refuses a repository that git does not address by
+// CheckObjectFormat refuses a repository that git does not address by
 // SHA-1 alone. bernstein writes objects, packs and pack indexes itself, all
 // SHA-1 (git's version-2 index): in a sha256 repository they are garbage
 // that git then reports on every `log`, `fsck` and `gc`. So the format is
@@ -41,7 +40,7 @@ const sha1Only = "bernstein supports sha1 repositories only: it writes SHA-1 obj
 // version 1, the extensions. A config that mentions no object format is a
 // SHA-1 repository; that case is decided from the file alone, without
 // starting git. Otherwise git's own parser gives the values.
-func checkObjectFormat(commonDir string) error {
+func CheckObjectFormat(commonDir string) error {
 	path := filepath.Join(commonDir, "config")
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -113,15 +112,12 @@ func plainFormat(config []byte) bool {
 // from one config file with git's parser (the last value of a key wins, as
 // in git).
 func repoFormatConfig(path string) (map[string]string, error) {
-	cmd := exec.Command("git", "config", "--file", path, "--null", "--get-regexp", `^(core\.repositoryformatversion|extensions\..*)$`)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 && stderr.Len() == 0 {
+	out, stderr, err := Cmd{Policy: Isolated, Args: []string{"config", "--file", path, "--null", "--get-regexp", `^(core\.repositoryformatversion|extensions\..*)$`}}.Run()
+	if ExitCode(err) == 1 && len(stderr) == 0 {
 		return map[string]string{}, nil // none of the keys is set
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the repository format from %s: %s", path, strings.TrimSpace(strings.TrimPrefix(stderr.String(), "fatal: ")))
+		return nil, fmt.Errorf("reading the repository format from %s: %s", path, strings.TrimSpace(strings.TrimPrefix(string(stderr), "fatal: ")))
 	}
 	vals := map[string]string{}
 	for _, ent := range bytes.Split(out, []byte{0}) {

@@ -1,12 +1,37 @@
-package bernstein
+package git
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 )
+
+// ErrNotRepository reports a directory that is not in a git repository.
+var ErrNotRepository = errors.New("not a git repository")
+
+// Locate finds dir's own git directory (where its HEAD is), the common one
+// (where the refs and objects are), and whether the repository is bare: as
+// the user's git finds them, without starting git in the plain cases.
+func Locate(dir string) (own, common string, bare bool, err error) {
+	if own, c, bare, ok := discover(dir); ok {
+		return own, c, bare, nil
+	}
+	lines, err := RevParse(dir, "--path-format=absolute", "--git-common-dir", "--is-bare-repository", "--absolute-git-dir")
+	if err == nil && len(lines) < 3 {
+		err = &RevParseError{Dir: dir}
+	}
+	if err != nil {
+		var rp *RevParseError
+		if errors.As(err, &rp) && (rp.Msg == "" || strings.Contains(rp.Msg, "not a git repository")) {
+			return "", "", false, fmt.Errorf("%w: %s", ErrNotRepository, dir)
+		}
+		return "", "", false, err
+	}
+	return filepath.Clean(lines[2]), filepath.Clean(lines[0]), lines[1] == "true", nil
+}
 
 // discover finds the common git directory of the repository enclosing dir
 // the way git does for the plain cases (a .git directory or gitfile in dir or
@@ -80,42 +105,15 @@ func commonDir(gitDir string) (string, bool) {
 	// A repository format git alone understands (reftable refs, SHA-256
 	// objects) goes through git's own discovery, which then refuses or
 	// reports it.
-	if ext := configValue(c, "extensions", "refstorage"); ext != "" && ext != "files" {
+	if ext := FileConfigValue(c, "extensions", "refstorage"); ext != "" && ext != "files" {
 		return "", false
 	}
-	if ext := configValue(c, "extensions", "objectformat"); ext != "" && ext != "sha1" {
+	if ext := FileConfigValue(c, "extensions", "objectformat"); ext != "" && ext != "sha1" {
 		return "", false
 	}
 	return c, true
 }
 
 func configBare(gitDir string) bool {
-	return strings.EqualFold(configValue(gitDir, "core", "bare"), "true")
-}
-
-// configValue reads a plain `key = value` of [section] from the repository's
-// config file (no includes: callers only use it for hints).
-func configValue(gitDir, section, key string) string {
-	f, err := os.Open(filepath.Join(gitDir, "config"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			in = strings.EqualFold(strings.Trim(line, "[] \t"), section)
-			continue
-		}
-		if !in {
-			continue
-		}
-		k, v, found := strings.Cut(line, "=")
-		if found && strings.EqualFold(strings.TrimSpace(k), key) {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return strings.EqualFold(FileConfigValue(gitDir, "core", "bare"), "true")
 }
