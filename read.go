@@ -11,6 +11,7 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys/auditcheckpoint"
 
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -68,6 +69,26 @@ func (s *Store) Productions() ([]verify.Production, error) {
 		return nil, err
 	}
 	return ix.Productions(), nil
+}
+
+// AuditCheckpoint is a signed record of what an audit verify found whole
+// (keys/auditcheckpoint).
+type AuditCheckpoint = auditcheckpoint.Checkpoint
+
+// ErrNoCheckpoint reports an audit checkpoint that does not exist.
+var ErrNoCheckpoint = auditcheckpoint.ErrNoCheckpoint
+
+// ErrBadCheckpoint reports an audit checkpoint that cannot be used: not
+// signed by this host's writer, of another repository, or taken under
+// trust this host no longer gives.
+var ErrBadCheckpoint = auditcheckpoint.ErrBadCheckpoint
+
+// ValidateCheckpointName checks the name of an audit checkpoint.
+func ValidateCheckpointName(name string) error { return auditcheckpoint.ValidateName(name) }
+
+// checkpoints is where this repository's audit checkpoints are kept.
+func (s *Store) checkpoints() auditcheckpoint.Dir {
+	return auditcheckpoint.For(s.home, s.repoID(), s.gitDir)
 }
 
 // AuditOptions limit `audit verify`.
@@ -151,7 +172,7 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 // from its value at the checkpoint to its value now, plus the HMACs and the
 // audit mirrors of what was added. Its cost follows what was added.
 func (s *Store) auditSince(view *refs.Snapshot, name string, macs map[string]verify.MACChecker) (*verify.Report, error) {
-	cp, err := s.loadCheckpoint(name)
+	cp, err := s.checkpoints().Load(s.Identity, name)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +180,7 @@ func (s *Store) auditSince(view *refs.Snapshot, name string, macs map[string]ver
 	if err != nil {
 		return nil, err
 	}
-	if why := trustNarrowed(cp, trust); why != "" {
+	if why := auditcheckpoint.TrustNarrowed(cp, trust); why != "" {
 		return nil, fmt.Errorf("%w: %s: it was taken trusting %s, which this host no longer trusts: what it covered is proven under that key only; run a full 'bernstein audit verify'", ErrBadCheckpoint, name, why)
 	}
 	vals, names, err := view.List(refs.Prefix)
@@ -279,11 +300,11 @@ func (s *Store) takeCheckpoint(view *refs.Snapshot, name string, rep *verify.Rep
 	if err != nil {
 		return err
 	}
-	cp := &AuditCheckpoint{Name: name, Time: s.now().Unix(), Refs: map[string]string{}, Trust: trustRecord(trust)}
+	cp := &AuditCheckpoint{Name: name, Time: s.now().Unix(), Refs: map[string]string{}, Trust: auditcheckpoint.TrustRecord(trust)}
 	for _, n := range names {
 		cp.Refs[n] = vals[n].String()
 	}
-	if err := s.saveCheckpoint(cp); err != nil {
+	if err := s.checkpoints().Save(s.Identity, cp); err != nil {
 		return fmt.Errorf("take audit checkpoint %s: %w", name, err)
 	}
 	rep.Checkpoint = name

@@ -4,7 +4,8 @@
 package bernstein
 
 import (
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/keys/pins"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -70,7 +72,7 @@ type Store struct {
 	trustMu   sync.Mutex
 	trust     *keys.TrustSet
 	trustErr  error
-	trustPins pinStamp // the pin file the trust set was read with
+	trustPins pins.Stamp // the pin file the trust set was read with
 
 	treeMu sync.Mutex
 	trees  map[gitstore.Oid][]gitstore.TreeEntry
@@ -216,13 +218,13 @@ func (s *Store) Identity() (*keys.Identity, error) {
 }
 
 // Trust returns the keys this reader trusts: the --allowed-signers file,
-// this repository's pin file (pins.go) and the local writer's own key. A
+// this repository's pin file (keys/pins) and the local writer's own key. A
 // pin file changed since the last call (by `bernstein keys pin` in another
 // process) is read again.
 func (s *Store) Trust() (*keys.TrustSet, error) {
 	s.trustMu.Lock()
 	defer s.trustMu.Unlock()
-	stamp := s.pinStamp()
+	stamp := s.pinFile().Stamp()
 	if (s.trust != nil || s.trustErr != nil) && stamp == s.trustPins {
 		return s.trust, s.trustErr
 	}
@@ -231,23 +233,21 @@ func (s *Store) Trust() (*keys.TrustSet, error) {
 	return s.trust, s.trustErr
 }
 
-func (s *Store) loadTrust() (*keys.TrustSet, error) {
-	var pinned []keys.AllowedSigner
-	if s.opts.AllowedSigners != "" {
-		as, err := keys.ReadAllowedSigners(s.opts.AllowedSigners)
-		if err != nil {
-			return nil, err
+// repoID names this repository among the files BERNSTEIN_HOME keeps per
+// repository (pins, the heads this host's writer wrote, audit
+// checkpoints): the first 8 bytes, in hex, of the SHA-256 of its git
+// directory's absolute, real path.
+func (s *Store) repoID() string {
+	s.repoIDOnce.Do(func() {
+		dir := s.gitDir
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
 		}
-		pinned = as
-	}
-	pins, err := s.readPins()
-	if err != nil {
-		return nil, err
-	}
-	pinned = append(pinned, pins...)
-	id, err := s.Identity()
-	if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
-		return nil, err
-	}
-	return keys.NewTrustSet(pinned, id), nil
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
+		sum := sha256.Sum256([]byte(dir))
+		s.repoIDVal = hex.EncodeToString(sum[:8])
+	})
+	return s.repoIDVal
 }

@@ -1,4 +1,11 @@
-package bernstein
+// Package auditcheckpoint owns audit checkpoints: what one `audit verify`
+// found whole (the value of every ref under refs/bernstein/ it walked, and
+// the keys it trusted), signed with the verifier's writer key and kept
+// outside the repository ($BERNSTEIN_HOME/audits/<id>/<name>), where the
+// attacker this design faces cannot write. `audit verify --since <name>`
+// then checks only what was added after it, and that nothing it covered was
+// taken away.
+package auditcheckpoint
 
 import (
 	"bytes"
@@ -21,13 +28,6 @@ import (
 	"github.com/bernstein/bernstein/record"
 )
 
-// An audit checkpoint is what one `audit verify` found whole: the value of
-// every ref under refs/bernstein/ it walked, and the keys it trusted. The
-// verifier signs it with its writer's key and keeps it outside the
-// repository ($BERNSTEIN_HOME/audits/<id>/<name>), where the attacker this
-// design faces cannot write; `audit verify --since <name>` then checks only
-// what was added after it, and that nothing it covered was taken away.
-
 // ErrNoCheckpoint reports an audit checkpoint that does not exist.
 var ErrNoCheckpoint = errors.New("no such audit checkpoint")
 
@@ -38,16 +38,16 @@ var ErrBadCheckpoint = errors.New("audit checkpoint cannot be used")
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// ValidateCheckpointName checks the name of an audit checkpoint.
-func ValidateCheckpointName(name string) error {
+// ValidateName checks the name of an audit checkpoint.
+func ValidateName(name string) error {
 	if !checkpointName.MatchString(name) || strings.Contains(name, "..") {
 		return &artifact.InputError{Field: "checkpoint", Msg: fmt.Sprintf("%q: want 1 to 64 of A-Z a-z 0-9 _ . - starting with a letter or digit, no '..'", name)}
 	}
 	return nil
 }
 
-// AuditCheckpoint is a signed record of what an audit verify found whole.
-type AuditCheckpoint struct {
+// Checkpoint is a signed record of what an audit verify found whole.
+type Checkpoint struct {
 	V      int                 `json:"v"`
 	Name   string              `json:"name"`
 	GitDir string              `json:"git_dir"` // the repository's git directory, absolute
@@ -59,25 +59,27 @@ type AuditCheckpoint struct {
 
 const checkpointMagic = "bernstein audit checkpoint v1"
 
-// checkpointPath is where the checkpoint name of this repository is kept.
-func (s *Store) checkpointPath(name string) string {
-	return filepath.Join(s.home, "audits", s.repoID(), name)
+// Dir is where one repository's audit checkpoints are kept.
+type Dir struct {
+	Path   string // $BERNSTEIN_HOME/audits/<id>
+	GitDir string // the repository's git directory, as a checkpoint names it
 }
 
-// absGitDir is the repository's git directory as a checkpoint names it.
-func (s *Store) absGitDir() string {
-	dir := s.gitDir
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+// For is the checkpoint folder, under home, of the repository whose git
+// directory is gitDir and whose id (among the files BERNSTEIN_HOME keeps
+// per repository) is repoID.
+func For(home, repoID, gitDir string) Dir {
+	if abs, err := filepath.Abs(gitDir); err == nil {
+		gitDir = abs
 	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
+	if real, err := filepath.EvalSymlinks(gitDir); err == nil {
+		gitDir = real
 	}
-	return dir
+	return Dir{Path: filepath.Join(home, "audits", repoID), GitDir: gitDir}
 }
 
-// trustRecord lists the keys of trust by writer, as a checkpoint keeps them.
-func trustRecord(trust *keys.TrustSet) map[string][]string {
+// TrustRecord lists the keys of trust by writer, as a checkpoint keeps them.
+func TrustRecord(trust *keys.TrustSet) map[string][]string {
 	out := map[string][]string{}
 	for _, w := range trust.Writers() {
 		var lines []string
@@ -90,14 +92,14 @@ func trustRecord(trust *keys.TrustSet) map[string][]string {
 	return out
 }
 
-// saveCheckpoint signs cp with this host's writer key and writes it
-// durably (temporary file, sync, rename, directory sync).
-func (s *Store) saveCheckpoint(cp *AuditCheckpoint) error {
-	id, err := s.Identity()
-	if err != nil {
-		return fmt.Errorf("an audit checkpoint is signed by this host's writer: %w", err)
+// Save signs cp with this host's writer key (identity loads it) and writes
+// it durably (temporary file, sync, rename, directory sync).
+func (d Dir) Save(identity func() (*keys.Identity, error), cp *Checkpoint) error {
+	id, idErr := identity()
+	if idErr != nil {
+		return fmt.Errorf("an audit checkpoint is signed by this host's writer: %w", idErr)
 	}
-	cp.V, cp.Writer, cp.GitDir = 1, id.Writer, s.absGitDir()
+	cp.V, cp.Writer, cp.GitDir = 1, id.Writer, d.GitDir
 	body, err := record.Canonical(cp)
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func (s *Store) saveCheckpoint(cp *AuditCheckpoint) error {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\n%s\n%s\n", checkpointMagic, base64.StdEncoding.EncodeToString(sig), body)
-	path := s.checkpointPath(cp.Name)
+	path := filepath.Join(d.Path, cp.Name)
 	if err := keys.MkdirDurable(filepath.Dir(path)); err != nil {
 		return err
 	}
@@ -118,13 +120,13 @@ func (s *Store) saveCheckpoint(cp *AuditCheckpoint) error {
 	return keys.SyncDir(filepath.Dir(path))
 }
 
-// loadCheckpoint reads checkpoint name and checks that this host's writer
-// signed it, for this repository.
-func (s *Store) loadCheckpoint(name string) (*AuditCheckpoint, error) {
-	if err := ValidateCheckpointName(name); err != nil {
+// Load reads checkpoint name and checks that this host's writer (identity
+// loads it) signed it, for this repository.
+func (d Dir) Load(identity func() (*keys.Identity, error), name string) (*Checkpoint, error) {
+	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	path := s.checkpointPath(name)
+	path := filepath.Join(d.Path, name)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s (none at %s; 'bernstein audit verify --checkpoint %s' takes one)", ErrNoCheckpoint, name, path, name)
@@ -142,14 +144,14 @@ func (s *Store) loadCheckpoint(name string) (*AuditCheckpoint, error) {
 		return nil, bad("its signature is not base64")
 	}
 	body := bytes.TrimSuffix(lines[2], []byte("\n"))
-	id, err := s.Identity()
-	if err != nil {
-		return nil, fmt.Errorf("an audit checkpoint is checked against this host's writer key: %w", err)
+	id, idErr := identity()
+	if idErr != nil {
+		return nil, fmt.Errorf("an audit checkpoint is checked against this host's writer key: %w", idErr)
 	}
 	if err := keys.VerifyDetached(id.PublicKey(), body, sig); err != nil {
 		return nil, bad("it is not signed by this host's writer " + id.Writer)
 	}
-	var cp AuditCheckpoint
+	var cp Checkpoint
 	if err := json.Unmarshal(body, &cp); err != nil {
 		return nil, bad(err.Error())
 	}
@@ -159,7 +161,7 @@ func (s *Store) loadCheckpoint(name string) (*AuditCheckpoint, error) {
 	if cp.V != 1 || cp.Name != name || cp.Writer != id.Writer {
 		return nil, bad("it names another checkpoint or writer")
 	}
-	if cp.GitDir != s.absGitDir() {
+	if cp.GitDir != d.GitDir {
 		return nil, bad("it was taken of the repository " + cp.GitDir)
 	}
 	for ref, v := range cp.Refs {
@@ -170,10 +172,10 @@ func (s *Store) loadCheckpoint(name string) (*AuditCheckpoint, error) {
 	return &cp, nil
 }
 
-// trustNarrowed names a key cp trusted that trust no longer does: what the
+// TrustNarrowed names a key cp trusted that trust no longer does: what the
 // checkpoint covered was proven under that key, so it proves nothing now.
-func trustNarrowed(cp *AuditCheckpoint, trust *keys.TrustSet) string {
-	now := trustRecord(trust)
+func TrustNarrowed(cp *Checkpoint, trust *keys.TrustSet) string {
+	now := TrustRecord(trust)
 	for w, lines := range cp.Trust {
 		for _, l := range lines {
 			found := false

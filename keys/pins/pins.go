@@ -1,9 +1,18 @@
-package bernstein
+// Package pins owns trust pinning: the pin file that names the writer keys
+// a reader trusts for one repository, what `keys pin` and `keys unpin`
+// change in it, and the trust level of each writer's key as `keys list`
+// shows it.
+//
+// A reader trusts its own writer's key, the keys of an --allowed-signers
+// file, and the keys pinned for this repository in its pin file,
+// $BERNSTEIN_HOME/pins/<id>.allowed_signers (git's allowed_signers format,
+// one line per writer; <id> is derived from the repository's git directory
+// path). A published key is never trusted on its own.
+package pins
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,51 +28,35 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// Trust pinning. A reader trusts its own writer's key, the keys of an
-// --allowed-signers file, and the keys pinned for this repository in its
-// pin file, $BERNSTEIN_HOME/pins/<id>.allowed_signers (git's allowed_signers
-// format, one line per writer: `bernstein keys pin` writes it; <id> is
-// derived from the repository's git directory path). A published key is
-// never trusted on its own.
-
-// PinFile is the path of this repository's pin file.
-func (s *Store) PinFile() string {
-	return filepath.Join(s.home, "pins", s.repoID()+".allowed_signers")
+// File is one repository's pin file.
+type File struct {
+	Path   string
+	GitDir string // the repository it pins keys for, named in its header
 }
 
-// repoID names this repository among the files BERNSTEIN_HOME keeps per
-// repository (pins, the heads this host's writer wrote): the first 8 bytes,
-// in hex, of the SHA-256 of its git directory's absolute, real path.
-func (s *Store) repoID() string {
-	s.repoIDOnce.Do(func() {
-		dir := s.gitDir
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
-		}
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = real
-		}
-		sum := sha256.Sum256([]byte(dir))
-		s.repoIDVal = hex.EncodeToString(sum[:8])
-	})
-	return s.repoIDVal
+// For is the pin file, under home, of the repository whose git directory
+// is gitDir and whose id (among the files BERNSTEIN_HOME keeps per
+// repository) is repoID.
+func For(home, repoID, gitDir string) File {
+	return File{Path: filepath.Join(home, "pins", repoID+".allowed_signers"), GitDir: gitDir}
 }
 
-// pinStamp identifies a version of the pin file (its content hash; the
-// file is small), so that trust read from it is read again when it changes.
-type pinStamp [sha256.Size]byte
+// Stamp identifies a version of the pin file (its content hash; the file
+// is small), so that trust read from it is read again when it changes.
+type Stamp [sha256.Size]byte
 
-func (s *Store) pinStamp() pinStamp {
-	b, err := os.ReadFile(s.PinFile())
+// Stamp is the file's stamp now.
+func (f File) Stamp() Stamp {
+	b, err := os.ReadFile(f.Path)
 	if err != nil {
-		return pinStamp{}
+		return Stamp{}
 	}
 	return sha256.Sum256(append(b, 1)) // never the zero stamp of no file
 }
 
-// readPins reads the pin file (none yet is no pin).
-func (s *Store) readPins() ([]keys.AllowedSigner, error) {
-	b, err := os.ReadFile(s.PinFile())
+// Read reads the pin file (none yet is no pin).
+func (f File) Read() ([]keys.AllowedSigner, error) {
+	b, err := os.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -72,7 +65,7 @@ func (s *Store) readPins() ([]keys.AllowedSigner, error) {
 	}
 	as, err := keys.ParseAllowedSigners(b)
 	if err != nil {
-		return nil, fmt.Errorf("pin file %s: %w", s.PinFile(), err)
+		return nil, fmt.Errorf("pin file %s: %w", f.Path, err)
 	}
 	return as, nil
 }
@@ -100,24 +93,10 @@ type WriterTrust struct {
 	Problem     string   `json:"problem,omitempty"` // why the key ref cannot be read (trust UNREADABLE)
 }
 
-// WriterKeys lists every writer whose key is published or pinned here.
-func (s *Store) WriterKeys() ([]WriterTrust, error) {
-	view, err := s.refs.Snapshot(refs.KeyScope...)
-	if err != nil {
-		return nil, err
-	}
-	published, err := s.publishedKeyList(view)
-	if err != nil {
-		return nil, err
-	}
-	trust, err := s.Trust()
-	if err != nil {
-		return nil, err
-	}
-	var own string
-	if id, err := s.Identity(); err == nil {
-		own = id.Writer
-	}
+// Status lists every writer whose key is published (each of published
+// gives Writer, Key, Source and Problem) or trusted, with the trust level
+// of its key; own is this host's writer ("" when there is none).
+func Status(published []WriterTrust, trust *keys.TrustSet, own string) []WriterTrust {
 	byWriter := map[string]*WriterTrust{}
 	for _, p := range published {
 		wk := &WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source, Problem: p.Problem}
@@ -154,7 +133,7 @@ func (s *Store) WriterKeys() ([]WriterTrust, error) {
 		out = append(out, *wk)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
-	return out, nil
+	return out
 }
 
 func contains(xs []string, x string) bool {
@@ -169,8 +148,8 @@ func contains(xs []string, x string) bool {
 // ErrKeyChanged reports a pin that would replace a different pinned key.
 var ErrKeyChanged = errors.New("writer key changed")
 
-// PinOptions say what `keys pin` pins.
-type PinOptions struct {
+// Options say what `keys pin` pins.
+type Options struct {
 	Writers []string // the writers to pin (empty with All)
 	All     bool     // every writer found
 	// From reads the keys from an allowed_signers file instead of the
@@ -180,11 +159,12 @@ type PinOptions struct {
 	Replace bool
 }
 
-// PinKeys pins writers' keys in this repository's pin file and returns
-// what it pinned. A writer whose pinned key differs from the one to pin is
-// refused with ErrKeyChanged unless Replace: a changed key is loud, the way
-// ssh treats a changed host key.
-func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
+// Pin pins writers' keys in the pin file and returns what it pinned; the
+// keys are those of o.From, else those published (writer -> authorized key
+// line). A writer whose pinned key differs from the one to pin is refused
+// with ErrKeyChanged unless Replace: a changed key is loud, the way ssh
+// treats a changed host key.
+func (f File) Pin(o Options, published func() (map[string]string, error)) ([]WriterTrust, error) {
 	if !o.All && len(o.Writers) == 0 {
 		return nil, errors.New("name the writers to pin, or pass --all")
 	}
@@ -212,11 +192,11 @@ func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
 			}
 		}
 	} else {
-		published, err := s.PublishedKeys()
+		pub, err := published()
 		if err != nil {
 			return nil, err
 		}
-		for w, line := range published {
+		for w, line := range pub {
 			candidates[w] = line
 		}
 	}
@@ -231,12 +211,12 @@ func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
 			return nil, errors.New("no key to pin: no writer publishes one")
 		}
 	}
-	unlock, err := s.lockPins()
+	unlock, err := f.lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	pins, err := s.readPins()
+	pins, err := f.Read()
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +262,7 @@ func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
 	if len(changed) > 0 {
 		return nil, fmt.Errorf("%w: %s. If the writer's key was changed on purpose (check with its owner), pin it with --replace", ErrKeyChanged, strings.Join(changed, "; "))
 	}
-	if err := s.writePins(next); err != nil {
+	if err := f.write(next); err != nil {
 		return nil, err
 	}
 	return done, nil
@@ -312,14 +292,14 @@ func withoutWriter(as []keys.AllowedSigner, w string) []keys.AllowedSigner {
 // ErrNotPinned reports an unpin of a writer the pin file does not name.
 var ErrNotPinned = errors.New("writer is not pinned")
 
-// UnpinKeys removes writers from this repository's pin file.
-func (s *Store) UnpinKeys(writers []string) error {
-	unlock, err := s.lockPins()
+// Unpin removes writers from the pin file.
+func (f File) Unpin(writers []string) error {
+	unlock, err := f.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	pins, err := s.readPins()
+	pins, err := f.Read()
 	if err != nil {
 		return err
 	}
@@ -327,10 +307,10 @@ func (s *Store) UnpinKeys(writers []string) error {
 		n := len(pins)
 		pins = withoutWriter(pins, w)
 		if len(pins) == n {
-			return fmt.Errorf("%w: %s (pin file %s)", ErrNotPinned, w, s.PinFile())
+			return fmt.Errorf("%w: %s (pin file %s)", ErrNotPinned, w, f.Path)
 		}
 	}
-	return s.writePins(pins)
+	return f.write(pins)
 }
 
 func sourceName(from string) string {
@@ -340,31 +320,31 @@ func sourceName(from string) string {
 	return "published in " + refs.WritersPrefix + "* or " + refs.Keys
 }
 
-// lockPins serializes changes to the pin file across processes, so that
-// two pins made at once are both kept.
-func (s *Store) lockPins() (func(), error) {
-	path := s.PinFile() + ".lock"
+// lock serializes changes to the pin file across processes, so that two
+// pins made at once are both kept.
+func (f File) lock() (func(), error) {
+	path := f.Path + ".lock"
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	l, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+	if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX); err != nil {
+		l.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		syscall.Flock(int(l.Fd()), syscall.LOCK_UN)
+		l.Close()
 	}, nil
 }
 
-// writePins writes the pin file whole (temporary file, sync, rename).
-func (s *Store) writePins(as []keys.AllowedSigner) error {
+// write writes the pin file whole (temporary file, sync, rename).
+func (f File) write(as []keys.AllowedSigner) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Writer keys pinned for the bernstein repository %s\n", s.gitDir)
+	fmt.Fprintf(&b, "# Writer keys pinned for the bernstein repository %s\n", f.GitDir)
 	fmt.Fprintf(&b, "# (git's allowed_signers format; written by 'bernstein keys pin')\n")
 	for _, a := range as {
 		for _, p := range a.Principals {
@@ -372,12 +352,11 @@ func (s *Store) writePins(as []keys.AllowedSigner) error {
 			b.WriteByte('\n')
 		}
 	}
-	path := s.PinFile()
-	if err := keys.MkdirDurable(filepath.Dir(path)); err != nil {
+	if err := keys.MkdirDurable(filepath.Dir(f.Path)); err != nil {
 		return err
 	}
-	if err := keys.WritePrivate(path, b.Bytes()); err != nil {
+	if err := keys.WritePrivate(f.Path, b.Bytes()); err != nil {
 		return err
 	}
-	return keys.SyncDir(filepath.Dir(path))
+	return keys.SyncDir(filepath.Dir(f.Path))
 }
