@@ -89,7 +89,7 @@ func decodeHead(b []byte) (headMark, bool) {
 // headPath is where the head of ref is kept: under this repository's
 // folder of BERNSTEIN_HOME, at the ref's path below refs/bernstein/.
 func (s *Store) headPath(ref string) string {
-	return filepath.Join(s.home, "heads", s.repoID(), filepath.FromSlash(strings.TrimPrefix(ref, refs.Prefix)))
+	return filepath.Join(s.home, "heads", s.core.RepoID(), filepath.FromSlash(strings.TrimPrefix(ref, refs.Prefix)))
 }
 
 // readHead returns the head this host's writer left on ref, if any.

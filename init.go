@@ -65,7 +65,7 @@ func Init(o Options, writer string) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.identOnce.Do(func() { s.ident = id })
+	s.core.SetIdentity(id)
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.home, id.AuthorizedKey(), made
 	out, err := s.submit(func(t *tx) (any, error) { return t.publishKey() })
 	if err != nil {

@@ -1,9 +1,6 @@
 package bernstein
 
 import (
-	"errors"
-
-	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/keys/pins"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -34,7 +31,7 @@ var ErrKeyChanged = pins.ErrKeyChanged
 var ErrNotPinned = pins.ErrNotPinned
 
 // pinFile is this repository's pin file.
-func (s *Store) pinFile() pins.File { return pins.For(s.home, s.repoID(), s.gitDir) }
+func (s *Store) pinFile() pins.File { return s.core.PinFile() }
 
 // PinFile is the path of this repository's pin file.
 func (s *Store) PinFile() string { return s.pinFile().Path }
@@ -75,27 +72,4 @@ func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
 // UnpinKeys removes writers from this repository's pin file.
 func (s *Store) UnpinKeys(writers []string) error {
 	return s.pinFile().Unpin(writers)
-}
-
-// loadTrust reads the keys this reader trusts: the --allowed-signers file,
-// the pin file and the local writer's own key.
-func (s *Store) loadTrust() (*keys.TrustSet, error) {
-	var pinned []keys.AllowedSigner
-	if s.opts.AllowedSigners != "" {
-		as, err := keys.ReadAllowedSigners(s.opts.AllowedSigners)
-		if err != nil {
-			return nil, err
-		}
-		pinned = as
-	}
-	pins, err := s.pinFile().Read()
-	if err != nil {
-		return nil, err
-	}
-	pinned = append(pinned, pins...)
-	id, err := s.Identity()
-	if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
-		return nil, err
-	}
-	return keys.NewTrustSet(pinned, id), nil
 }

@@ -88,7 +88,7 @@ func ValidateCheckpointName(name string) error { return auditcheckpoint.Validate
 
 // checkpoints is where this repository's audit checkpoints are kept.
 func (s *Store) checkpoints() auditcheckpoint.Dir {
-	return auditcheckpoint.For(s.home, s.repoID(), s.gitDir)
+	return auditcheckpoint.For(s.home, s.core.RepoID(), s.gitDir)
 }
 
 // AuditOptions limit `audit verify`.
@@ -333,7 +333,7 @@ func (r staticRefs) List(prefix string) (map[string]gitstore.Oid, []string, erro
 // longer contains the head it wrote (heads.go): a rollback that only this
 // host can see, the audit mirror having been rolled back with it.
 func (s *Store) headFailures(view refs.Source, only string) ([]verify.Failure, error) {
-	root := filepath.Join(s.home, "heads", s.repoID())
+	root := filepath.Join(s.home, "heads", s.core.RepoID())
 	var out []verify.Failure
 	for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
 		ents, err := os.ReadDir(filepath.Join(root, kind))

@@ -4,9 +4,6 @@
 package bernstein
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,9 +13,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/keys"
-	"github.com/bernstein/bernstein/keys/pins"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -55,27 +52,19 @@ type RepositoryFormatError = git.RepositoryFormatError
 
 // Store is an open bernstein repository.
 type Store struct {
-	gitDir    string // the common git directory: refs and objects live here
-	ownDir    string // the worktree's own git directory: its HEAD lives here
-	bare      bool
-	dir       string // the directory the store was opened from
-	objects   *gitstore.Repo
-	refs      refs.Reader
-	txr       *refs.Transactor
-	opts      Options
-	home      string
-	lockPath  string
-	now       func() time.Time
-	identOnce sync.Once
-	ident     *keys.Identity
-	identErr  error
-	trustMu   sync.Mutex
-	trust     *keys.TrustSet
-	trustErr  error
-	trustPins pins.Stamp // the pin file the trust set was read with
+	core *core.Repo
 
-	treeMu sync.Mutex
-	trees  map[gitstore.Oid][]gitstore.TreeEntry
+	// Copies of core's, for the root's files that read them still.
+	gitDir   string
+	ownDir   string
+	bare     bool
+	dir      string
+	objects  *gitstore.Repo
+	refs     refs.Reader
+	txr      *refs.Transactor
+	home     string
+	lockPath string
+	now      func() time.Time
 
 	stateMu  sync.Mutex
 	ledgers  map[string]ledgerCache
@@ -98,9 +87,7 @@ type Store struct {
 
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 
-	repoIDOnce sync.Once
-	repoIDVal  string
-	heads      headMemo // ancestry already proven against the heads this writer wrote (heads.go)
+	heads headMemo // ancestry already proven against the heads this writer wrote (heads.go)
 }
 
 // entryHead is what a writer needs of a spine or audit head to extend it.
@@ -134,63 +121,31 @@ func repoDir(o Options) string {
 // Open opens the repository o names. It creates nothing: reading commands
 // never create keys or refs.
 func Open(o Options) (*Store, error) {
-	dir := repoDir(o)
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("repository %s: %w", dir, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("repository %s is not a directory", dir)
-	}
-	ownDir, gitDir, bare, err := git.Locate(dir)
+	c, err := core.Open(repoDir(o), core.Config{Home: o.Home, AllowedSigners: o.AllowedSigners, LockWait: o.LockWait, Now: o.Now, Warn: o.Warn})
 	if err != nil {
 		return nil, err
-	}
-	// Before anything reads or writes objects: a sha256 repository would be
-	// damaged by SHA-1 packs.
-	if err := git.CheckObjectFormat(gitDir); err != nil {
-		return nil, err
-	}
-	objects, err := gitstore.Open(filepath.Join(gitDir, "objects"))
-	if err != nil {
-		return nil, err
-	}
-	home := o.Home
-	if home == "" {
-		if home, err = keys.Home(); err != nil {
-			return nil, err
-		}
-	}
-	now := o.Now
-	if now == nil {
-		now = time.Now
 	}
 	s := &Store{
-		gitDir: gitDir, ownDir: ownDir, bare: bare, dir: dir, objects: objects,
-		refs: refs.Reader{Dir: gitDir},
-		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
-		opts: o, home: home, now: now,
-		lockPath:   filepath.Join(gitDir, "bernstein", "write.lock"),
-		trees:      map[gitstore.Oid][]gitstore.TreeEntry{},
+		core:   c,
+		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
+		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
+		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),
 		ledgers:    map[string]ledgerCache{},
 		journals:   map[string]journalCache{},
 		entryHeads: map[string]entryHead{},
 		arrived:    make(chan struct{}, 1),
 	}
-	s.txr.Warn = func(msg string) { s.warn("%s", msg) }
 	return s, nil
 }
 
 // Close waits for the store's commit loop and releases its mapped packs.
 func (s *Store) Close() error {
 	s.loops.Wait()
-	return s.objects.Close()
+	return s.core.Close()
 }
 
 // warn reports a problem that does not undo a committed write.
-func (s *Store) warn(format string, args ...any) {
-	if s.opts.Warn != nil {
-		s.opts.Warn(fmt.Sprintf(format, args...))
-	}
-}
+func (s *Store) warn(format string, args ...any) { s.core.Warn(format, args...) }
 
 // view takes one consistent snapshot of the refs a read needs: those of one
 // task with every spine and audit mirror and the keys, or (task "") every
@@ -210,44 +165,10 @@ func (s *Store) Objects() *gitstore.Repo { return s.objects }
 
 // Identity returns the local writer identity, loading it once. It never
 // creates one.
-func (s *Store) Identity() (*keys.Identity, error) {
-	s.identOnce.Do(func() {
-		s.ident, s.identErr = keys.Load(s.home)
-	})
-	return s.ident, s.identErr
-}
+func (s *Store) Identity() (*keys.Identity, error) { return s.core.Identity() }
 
 // Trust returns the keys this reader trusts: the --allowed-signers file,
 // this repository's pin file (keys/pins) and the local writer's own key. A
 // pin file changed since the last call (by `bernstein keys pin` in another
 // process) is read again.
-func (s *Store) Trust() (*keys.TrustSet, error) {
-	s.trustMu.Lock()
-	defer s.trustMu.Unlock()
-	stamp := s.pinFile().Stamp()
-	if (s.trust != nil || s.trustErr != nil) && stamp == s.trustPins {
-		return s.trust, s.trustErr
-	}
-	s.trust, s.trustErr = s.loadTrust()
-	s.trustPins = stamp
-	return s.trust, s.trustErr
-}
-
-// repoID names this repository among the files BERNSTEIN_HOME keeps per
-// repository (pins, the heads this host's writer wrote, audit
-// checkpoints): the first 8 bytes, in hex, of the SHA-256 of its git
-// directory's absolute, real path.
-func (s *Store) repoID() string {
-	s.repoIDOnce.Do(func() {
-		dir := s.gitDir
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
-		}
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = real
-		}
-		sum := sha256.Sum256([]byte(dir))
-		s.repoIDVal = hex.EncodeToString(sum[:8])
-	})
-	return s.repoIDVal
-}
+func (s *Store) Trust() (*keys.TrustSet, error) { return s.core.Trust() }

@@ -1,0 +1,231 @@
+// Package core is the handle every part of the library takes: one open
+// repository (its git directories, object store, ref reader and
+// transactor), the writer identity of this host and the keys this reader
+// trusts, and the tree cache. It holds no chain state: folds, heads,
+// the transaction and the indexes live in packages of their own, each
+// given a *Repo.
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/keys/pins"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Config is what Open needs beside the directory.
+type Config struct {
+	// Home holds the writer identity. Empty means keys.Home().
+	Home string
+	// AllowedSigners is a file in git's allowed_signers format whose keys
+	// the reader pins; the local writer's own key is always trusted.
+	AllowedSigners string
+	// LockWait bounds the wait for a ref lock held by another process.
+	LockWait time.Duration
+	// Now supplies commit timestamps (display metadata only).
+	Now func() time.Time
+	// Warn receives problems that arise after a write was committed (the
+	// write stands; the next writer finishes what is left). Nil discards them.
+	Warn func(msg string)
+}
+
+// Repo is one open repository.
+type Repo struct {
+	GitDir  string // the common git directory: refs and objects live here
+	OwnDir  string // the worktree's own git directory: its HEAD lives here
+	Bare    bool
+	Dir     string // the directory the repository was opened from
+	Home    string // BERNSTEIN_HOME
+	Objects *gitstore.Repo
+	Refs    refs.Reader
+	Txr     *refs.Transactor
+	Now     func() time.Time
+
+	allowedSigners string
+	warn           func(string)
+
+	identOnce sync.Once
+	ident     *keys.Identity
+	identErr  error
+
+	trustMu   sync.Mutex
+	trust     *keys.TrustSet
+	trustErr  error
+	trustPins pins.Stamp // the pin file the trust set was read with
+
+	treeMu sync.Mutex
+	trees  map[gitstore.Oid][]gitstore.TreeEntry
+
+	repoIDOnce sync.Once
+	repoID     string
+}
+
+// Open opens the repository dir is in. It creates nothing.
+func Open(dir string, c Config) (*Repo, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("repository %s is not a directory", dir)
+	}
+	ownDir, gitDir, bare, err := git.Locate(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Before anything reads or writes objects: a sha256 repository would be
+	// damaged by SHA-1 packs.
+	if err := git.CheckObjectFormat(gitDir); err != nil {
+		return nil, err
+	}
+	objects, err := gitstore.Open(filepath.Join(gitDir, "objects"))
+	if err != nil {
+		return nil, err
+	}
+	home := c.Home
+	if home == "" {
+		if home, err = keys.Home(); err != nil {
+			return nil, err
+		}
+	}
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	r := &Repo{
+		GitDir: gitDir, OwnDir: ownDir, Bare: bare, Dir: dir, Home: home, Objects: objects,
+		Refs: refs.Reader{Dir: gitDir}, Txr: &refs.Transactor{GitDir: gitDir, LockWait: c.LockWait}, Now: now,
+		allowedSigners: c.AllowedSigners, warn: c.Warn,
+		trees: map[gitstore.Oid][]gitstore.TreeEntry{},
+	}
+	r.Txr.Warn = func(msg string) { r.Warn("%s", msg) }
+	return r, nil
+}
+
+// Close releases the mapped packs.
+func (r *Repo) Close() error { return r.Objects.Close() }
+
+// Warn reports a problem that does not undo a committed write.
+func (r *Repo) Warn(format string, args ...any) {
+	if r.warn != nil {
+		r.warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// Identity returns the local writer identity, loading it once. It never
+// creates one.
+func (r *Repo) Identity() (*keys.Identity, error) {
+	r.identOnce.Do(func() {
+		r.ident, r.identErr = keys.Load(r.Home)
+	})
+	return r.ident, r.identErr
+}
+
+// SetIdentity gives the repository the identity just created (by init),
+// unless one was loaded already.
+func (r *Repo) SetIdentity(id *keys.Identity) {
+	r.identOnce.Do(func() { r.ident = id })
+}
+
+// Trust returns the keys this reader trusts: the --allowed-signers file,
+// this repository's pin file (keys/pins) and the local writer's own key. A
+// pin file changed since the last call (by `bernstein keys pin` in another
+// process) is read again.
+func (r *Repo) Trust() (*keys.TrustSet, error) {
+	r.trustMu.Lock()
+	defer r.trustMu.Unlock()
+	stamp := r.PinFile().Stamp()
+	if (r.trust != nil || r.trustErr != nil) && stamp == r.trustPins {
+		return r.trust, r.trustErr
+	}
+	r.trust, r.trustErr = r.loadTrust()
+	r.trustPins = stamp
+	return r.trust, r.trustErr
+}
+
+func (r *Repo) loadTrust() (*keys.TrustSet, error) {
+	var pinned []keys.AllowedSigner
+	if r.allowedSigners != "" {
+		as, err := keys.ReadAllowedSigners(r.allowedSigners)
+		if err != nil {
+			return nil, err
+		}
+		pinned = as
+	}
+	ps, err := r.PinFile().Read()
+	if err != nil {
+		return nil, err
+	}
+	pinned = append(pinned, ps...)
+	id, err := r.Identity()
+	if err != nil && !errors.Is(err, keys.ErrNoIdentity) {
+		return nil, err
+	}
+	return keys.NewTrustSet(pinned, id), nil
+}
+
+// PinFile is this repository's pin file.
+func (r *Repo) PinFile() pins.File { return pins.For(r.Home, r.RepoID(), r.GitDir) }
+
+// RepoID names this repository among the files BERNSTEIN_HOME keeps per
+// repository (pins, the heads this host's writer wrote, audit
+// checkpoints): the first 8 bytes, in hex, of the SHA-256 of its git
+// directory's absolute, real path.
+func (r *Repo) RepoID() string {
+	r.repoIDOnce.Do(func() {
+		dir := r.GitDir
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real
+		}
+		sum := sha256.Sum256([]byte(dir))
+		r.repoID = hex.EncodeToString(sum[:8])
+	})
+	return r.repoID
+}
+
+// ReadTree returns the entries of tree id, from the tree cache when it has
+// them.
+func (r *Repo) ReadTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
+	if id == gitstore.EmptyTree {
+		return nil, nil
+	}
+	r.treeMu.Lock()
+	if es, ok := r.trees[id]; ok {
+		r.treeMu.Unlock()
+		return es, nil
+	}
+	r.treeMu.Unlock()
+	data, err := r.Objects.ReadType(id, gitstore.TypeTree)
+	if err != nil {
+		return nil, err
+	}
+	es, err := gitstore.ParseTree(data)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	r.CacheTree(id, es)
+	return es, nil
+}
+
+const treeCacheLimit = 4096
+
+// CacheTree keeps the entries of tree id (a tree this process wrote, or read).
+func (r *Repo) CacheTree(id gitstore.Oid, es []gitstore.TreeEntry) {
+	r.treeMu.Lock()
+	defer r.treeMu.Unlock()
+	if len(r.trees) >= treeCacheLimit {
+		r.trees = map[gitstore.Oid][]gitstore.TreeEntry{}
+	}
+	r.trees[id] = es
+}
