@@ -69,7 +69,7 @@ func (s *Store) loadJournalCache(env *proofEnv, task string) (gitstore.Oid, *jou
 		return gitstore.ZeroOid, nil, false
 	}
 	var f journalCacheFile
-	if json.Unmarshal(content, &f) != nil || f.State == nil || f.State.Task != task || f.Keys != env.proofVersion.String() {
+	if json.Unmarshal(content, &f) != nil || f.State == nil || f.State.Task != task || f.Keys != env.Version.String() {
 		return gitstore.ZeroOid, nil, false
 	}
 	head, err := gitstore.ParseOid(f.Head)
@@ -86,7 +86,7 @@ func (s *Store) loadJournalCache(env *proofEnv, task string) (gitstore.Oid, *jou
 // read-only repository, or a process without the writer's key, simply has
 // no cache).
 func (s *Store) saveJournalCache(env *proofEnv, task string, head gitstore.Oid, st *journalState) {
-	content, err := json.Marshal(journalCacheFile{Head: head.String(), Keys: env.proofVersion.String(), State: st})
+	content, err := json.Marshal(journalCacheFile{Head: head.String(), Keys: env.Version.String(), State: st})
 	if err != nil {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -96,7 +97,7 @@ func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
 		if head == *c.head {
 			continue
 		}
-		check := proveCheck(env.Env)
+		check := proof.Check(env.Env)
 		commits, met, err := chain.WalkBack(s.objects, head, *c.head, check)
 		if err != nil {
 			return nil, fmt.Errorf("%s of %s: %w", c.name, task, err)

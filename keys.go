@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys/pins"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -42,7 +43,7 @@ func (s *Store) WriterKeys() ([]WriterTrust, error) {
 	if err != nil {
 		return nil, err
 	}
-	published, err := s.publishedKeyList(view)
+	published, err := writers.List(s.core, view)
 	if err != nil {
 		return nil, err
 	}

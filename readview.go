@@ -9,6 +9,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -58,7 +59,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.proof = env.proofVersion.String()
+	v.proof = env.Version.String()
 	h := sha256.New()
 	fmt.Fprintf(h, "proof %s\n", v.proof)
 	for _, n := range names {
@@ -215,7 +216,7 @@ func (v *ReadView) Journal(task string) ([]FeedRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	commits, _, err := chain.WalkBack(v.s.objects, head, gitstore.ZeroOid, proveCheck(env.Env))
+	commits, _, err := chain.WalkBack(v.s.objects, head, gitstore.ZeroOid, proof.Check(env.Env))
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", task, err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
@@ -157,11 +158,6 @@ type foldCacheKey struct {
 	keys gitstore.Oid
 }
 
-// proveCheck returns the walk check that proves each commit under env.
-func proveCheck(env *verify.Env) func(*chain.Commit) {
-	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommit(env, cc.Commit, cc.Payload) }
-}
-
 // journalStateAt folds task's journal up to head (foldJournalAt) and checks
 // it against the head this host's writer left on it (heads.go): a journal
 // rolled back behind that head has a fault where it falls short.
@@ -202,7 +198,7 @@ func (s *Store) foldJournalAt(env *proofEnv, task string, head gitstore.Oid) (*j
 	s.stateMu.Lock()
 	cached, ok := s.journals[task]
 	s.stateMu.Unlock()
-	if ok && cached.key.keys != env.proofVersion {
+	if ok && cached.key.keys != env.Version {
 		ok = false
 	}
 	if ok && cached.key.head == head {
@@ -210,7 +206,7 @@ func (s *Store) foldJournalAt(env *proofEnv, task string, head gitstore.Oid) (*j
 	}
 	if !ok {
 		if h, st, found := s.loadJournalCache(env, task); found {
-			cached, ok = journalCache{foldCacheKey{h, env.proofVersion}, st}, true
+			cached, ok = journalCache{foldCacheKey{h, env.Version}, st}, true
 			if h == head {
 				s.stateMu.Lock()
 				s.journals[task] = cached
@@ -223,7 +219,7 @@ func (s *Store) foldJournalAt(env *proofEnv, task string, head gitstore.Oid) (*j
 	if ok {
 		stop = cached.key.head
 	}
-	check := proveCheck(env.Env)
+	check := proof.Check(env.Env)
 	commits, met, err := chain.WalkBack(s.objects, head, stop, check)
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", task, err)
@@ -239,7 +235,7 @@ func (s *Store) foldJournalAt(env *proofEnv, task string, head gitstore.Oid) (*j
 	}
 	st.Proof.extend("journal", env.Anchored(), commits, st.apply)
 	s.stateMu.Lock()
-	s.journals[task] = journalCache{foldCacheKey{head, env.proofVersion}, st}
+	s.journals[task] = journalCache{foldCacheKey{head, env.Version}, st}
 	s.stateMu.Unlock()
 	if len(commits) >= cacheMinRows {
 		s.saveJournalCache(env, task, head, st)
@@ -252,7 +248,7 @@ func (s *Store) foldLedgerAt(env *proofEnv, task string, head gitstore.Oid) (*le
 	s.stateMu.Lock()
 	cached, ok := s.ledgers[task]
 	s.stateMu.Unlock()
-	if ok && cached.key.keys != env.proofVersion {
+	if ok && cached.key.keys != env.Version {
 		ok = false
 	}
 	if ok && cached.key.head == head {
@@ -262,7 +258,7 @@ func (s *Store) foldLedgerAt(env *proofEnv, task string, head gitstore.Oid) (*le
 	if ok {
 		stop = cached.key.head
 	}
-	check := proveCheck(env.Env)
+	check := proof.Check(env.Env)
 	commits, met, err := chain.WalkBack(s.objects, head, stop, check)
 	if err != nil {
 		return nil, fmt.Errorf("ledger of %s: %w", task, err)
@@ -283,7 +279,7 @@ func (s *Store) foldLedgerAt(env *proofEnv, task string, head gitstore.Oid) (*le
 		return fold.State.ApplyHashed(row, h)
 	})
 	s.stateMu.Lock()
-	s.ledgers[task] = ledgerCache{foldCacheKey{head, env.proofVersion}, fold}
+	s.ledgers[task] = ledgerCache{foldCacheKey{head, env.Version}, fold}
 	s.stateMu.Unlock()
 	return fold, nil
 }

@@ -10,13 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // Options configure Open and Init.
@@ -70,8 +71,7 @@ type Store struct {
 	ledgers  map[string]ledgerCache
 	journals map[string]journalCache
 
-	pubMu sync.Mutex
-	pub   map[gitstore.Oid]map[string]ssh.PublicKey // published keys by keys commit
+	prover *proof.Prover
 	// entryHeads remembers spine and audit heads this store wrote.
 	entryHeads map[string]entryHead
 
@@ -127,6 +127,7 @@ func Open(o Options) (*Store, error) {
 	}
 	s := &Store{
 		core:   c,
+		prover: proof.NewProver(c),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
 		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
 		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),
@@ -172,3 +173,29 @@ func (s *Store) Identity() (*keys.Identity, error) { return s.core.Identity() }
 // pin file changed since the last call (by `bernstein keys pin` in another
 // process) is read again.
 func (s *Store) Trust() (*keys.TrustSet, error) { return s.core.Trust() }
+
+// proofEnv is what proving rows needs (internal/proof).
+type proofEnv = proof.Env
+
+// proofEnv reads the published keys as view has them, and the trust set.
+func (s *Store) proofEnv(view refs.Source) (*proofEnv, error) { return s.prover.Env(view) }
+
+// VerifyEnv assembles what verification reads: the refs of view (one
+// consistent snapshot), the pinned keys, the published keys.
+func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {
+	env, err := s.prover.Env(view)
+	if err != nil {
+		return nil, err
+	}
+	return env.Env, nil
+}
+
+// PublishedKeys reads the published keys: writer -> authorized key line.
+// These keys are not trusted by themselves; see docs/trust.md.
+func (s *Store) PublishedKeys() (map[string]string, error) {
+	view, err := s.refs.Snapshot(refs.KeyScope...)
+	if err != nil {
+		return nil, err
+	}
+	return writers.Keys(s.core, view)
+}

@@ -137,10 +137,10 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 	if err != nil {
 		return err
 	}
-	if rebuild || !ix.built || env.proofVersion != ix.keys {
+	if rebuild || !ix.built || env.Version != ix.keys {
 		// Proofs depend on the published keys: fold everything again.
 		ix.heads, ix.byTask, ix.byHash = map[string]gitstore.Oid{}, map[string]record.Hash{}, map[record.Hash][]string{}
-		ix.keys = env.proofVersion
+		ix.keys = env.Version
 	}
 	seen := make(map[string]bool, len(ledgers))
 	for name, head := range ledgers {

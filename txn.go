@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
@@ -467,10 +469,10 @@ func (s *Store) remember(t *tx) {
 			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
 		}
 		if c.ledger != nil {
-			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.proofVersion}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
+			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.Version}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
 		}
 		if c.journal != nil {
-			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.proofVersion}, c.journal}
+			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.Version}, c.journal}
 		}
 	}
 	for id, es := range t.trees {
@@ -875,4 +877,56 @@ func (s *Store) tryLockCompaction() (func(), bool) {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, true
+}
+
+// publishKey publishes the writer's key in its ref unless it is there.
+func (t *tx) publishKey() (bool, error) {
+	ref := refs.Writer(t.id.Writer)
+	c, err := t.chain(ref, func(c *chainState) error {
+		cc, err := t.s.readChainCommit(c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		c.tree = cc.Commit.Tree
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	line := t.id.AuthorizedKey() + "\n"
+	if !c.head.IsZero() {
+		published, err := writers.RefKey(t.s.core, c.head, t.id.Writer)
+		if err != nil {
+			return false, err
+		}
+		if published+"\n" == line {
+			return false, nil
+		}
+		return false, fmt.Errorf("%s already publishes a different key for writer %s: this home's key is another one (a writer id is one key)", ref, t.id.Writer)
+	}
+	rec := KeyRecord{V: record.Version, Writer: t.id.Writer, Principal: keys.Principal(t.id.Writer), PublicKey: t.id.AuthorizedKey()}
+	rb, err := record.Canonical(rec)
+	if err != nil {
+		return false, err
+	}
+	sig, err := t.id.SignDetached(rb)
+	if err != nil {
+		return false, err
+	}
+	var es []gitstore.TreeEntry
+	add := func(name string, data []byte) {
+		es = append(es, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
+	}
+	add(t.id.Writer+".pub", []byte(line))
+	add(t.id.Writer+".json", append(rb, '\n'))
+	add(t.id.Writer+".json.sig", []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
+	add(AllowedSignersFile, []byte(keys.AllowedSignersLine(t.id.Writer, t.id.AuthorizedKey())+"\n"))
+	tree := t.addTree(es)
+	if err := t.addCommit(c, tree, t.id.Writer, record.Message("publish key of "+t.id.Writer, rb), true); err != nil {
+		return false, err
+	}
+	if err := t.appendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -1,14 +1,16 @@
-package bernstein
+// Package writers reads the keys writers publish: each writer's key in a
+// ref of its own, refs/bernstein/writers/<writer>, and the single ref
+// refs/bernstein/keys that earlier versions wrote.
+package writers
 
 import (
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"strings"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/keys"
-	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -22,71 +24,19 @@ import (
 // keys are not trusted: they tell "unverifiable" from "tampered" and what
 // `keys pin` would pin; trust is pinning (docs/trust.md).
 
-// publishKey publishes the writer's key in its ref unless it is there.
-func (t *tx) publishKey() (bool, error) {
-	ref := refs.Writer(t.id.Writer)
-	c, err := t.chain(ref, func(c *chainState) error {
-		cc, err := t.s.readChainCommit(c.head)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
-		}
-		c.tree = cc.Commit.Tree
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	line := t.id.AuthorizedKey() + "\n"
-	if !c.head.IsZero() {
-		published, err := t.s.writerRefKey(c.head, t.id.Writer)
-		if err != nil {
-			return false, err
-		}
-		if published+"\n" == line {
-			return false, nil
-		}
-		return false, fmt.Errorf("%s already publishes a different key for writer %s: this home's key is another one (a writer id is one key)", ref, t.id.Writer)
-	}
-	rec := KeyRecord{V: record.Version, Writer: t.id.Writer, Principal: keys.Principal(t.id.Writer), PublicKey: t.id.AuthorizedKey()}
-	rb, err := record.Canonical(rec)
-	if err != nil {
-		return false, err
-	}
-	sig, err := t.id.SignDetached(rb)
-	if err != nil {
-		return false, err
-	}
-	var es []gitstore.TreeEntry
-	add := func(name string, data []byte) {
-		es = append(es, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
-	}
-	add(t.id.Writer+".pub", []byte(line))
-	add(t.id.Writer+".json", append(rb, '\n'))
-	add(t.id.Writer+".json.sig", []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
-	add(AllowedSignersFile, []byte(keys.AllowedSignersLine(t.id.Writer, t.id.AuthorizedKey())+"\n"))
-	tree := t.addTree(es)
-	if err := t.addCommit(c, tree, t.id.Writer, record.Message("publish key of "+t.id.Writer, rb), true); err != nil {
-		return false, err
-	}
-	if err := t.appendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// writerRefKey reads the key a writer's ref publishes at head.
-func (s *Store) writerRefKey(head gitstore.Oid, writer string) (string, error) {
-	cc, err := s.readChainCommit(head)
+// RefKey reads the key a writer's ref publishes at head.
+func RefKey(c *core.Repo, head gitstore.Oid, writer string) (string, error) {
+	cc, err := chain.Read(c.Objects, head)
 	if err != nil {
 		return "", err
 	}
-	es, err := s.readTree(cc.Commit.Tree)
+	es, err := c.ReadTree(cc.Commit.Tree)
 	if err != nil {
 		return "", err
 	}
 	for _, e := range es {
 		if e.Name == writer+".pub" {
-			data, err := s.objects.ReadType(e.ID, gitstore.TypeBlob)
+			data, err := c.Objects.ReadType(e.ID, gitstore.TypeBlob)
 			if err != nil {
 				return "", err
 			}
@@ -106,18 +56,10 @@ type PublishedKey struct {
 	Problem string
 }
 
-// PublishedKeys reads the published keys: writer -> authorized key line.
+// Keys reads the published keys in view: writer -> authorized key line.
 // These keys are not trusted by themselves; see docs/trust.md.
-func (s *Store) PublishedKeys() (map[string]string, error) {
-	view, err := s.refs.Snapshot(refs.KeyScope...)
-	if err != nil {
-		return nil, err
-	}
-	return s.publishedKeys(view)
-}
-
-func (s *Store) publishedKeys(view refs.Source) (map[string]string, error) {
-	list, err := s.publishedKeyList(view)
+func Keys(c *core.Repo, view refs.Source) (map[string]string, error) {
+	list, err := List(c, view)
 	if err != nil {
 		return nil, err
 	}
@@ -130,11 +72,11 @@ func (s *Store) publishedKeys(view refs.Source) (map[string]string, error) {
 	return out, nil
 }
 
-// publishedKeyList reads every writer's ref, then the legacy keys ref for
+// List reads every writer's ref in view, then the legacy keys ref for
 // writers no ref of their own publishes. A writer ref that cannot be read is
 // listed with its problem (it publishes no key: as good as none, but `keys
 // list` and fetch say so).
-func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
+func List(c *core.Repo, view refs.Source) ([]PublishedKey, error) {
 	var out []PublishedKey
 	seen := map[string]bool{}
 	vals, names, err := view.List(refs.WritersPrefix)
@@ -146,7 +88,7 @@ func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 		if refs.ValidateWriter(w) != nil {
 			continue
 		}
-		key, err := s.writerRefKey(vals[name], w)
+		key, err := RefKey(c, vals[name], w)
 		if err != nil {
 			out = append(out, PublishedKey{Writer: w, Source: name, Problem: err.Error()})
 			seen[w] = true
@@ -159,11 +101,11 @@ func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 	if err != nil || head.IsZero() {
 		return out, err
 	}
-	cc, err := s.readChainCommit(head)
+	cc, err := chain.Read(c.Objects, head)
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.readTree(cc.Commit.Tree)
+	es, err := c.ReadTree(cc.Commit.Tree)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +114,7 @@ func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 		if !ok || seen[w] {
 			continue
 		}
-		data, err := s.objects.ReadType(e.ID, gitstore.TypeBlob)
+		data, err := c.Objects.ReadType(e.ID, gitstore.TypeBlob)
 		if err != nil {
 			return nil, err
 		}
@@ -181,9 +123,9 @@ func (s *Store) publishedKeyList(view refs.Source) ([]PublishedKey, error) {
 	return out, nil
 }
 
-// keysVersion names the state of the published keys in view: a hash of
-// every ref that publishes one.
-func keysVersion(view refs.Source) (gitstore.Oid, error) {
+// Version names the state of the published keys in view: a hash of every
+// ref that publishes one.
+func Version(view refs.Source) (gitstore.Oid, error) {
 	var b bytes.Buffer
 	k, err := view.ReadOptional(refs.Keys)
 	if err != nil {

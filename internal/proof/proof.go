@@ -1,0 +1,81 @@
+// Package proof makes what proving rows needs: the keys this reader trusts,
+// the keys writers publish (which tell "unverifiable" from "tampered"),
+// and the objects, with a version naming the published keys and the trust
+// they were read under.
+package proof
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/writers"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// Env is what proving rows needs: the trusted keys, the published ones,
+// the objects.
+type Env struct {
+	*verify.Env
+	// Version names what a row's proof depends on besides the row: the
+	// published keys (their refs' heads) and the trust set (pins, the
+	// --allowed-signers file, the local writer). Folds remembered under one
+	// version are not reused under another, so a pin or unpin takes effect
+	// at once, also in a long-running server.
+	Version gitstore.Oid
+}
+
+// Prover makes proof environments; the published keys are parsed once per
+// keys commit.
+type Prover struct {
+	c   *core.Repo
+	mu  sync.Mutex
+	pub map[gitstore.Oid]map[string]ssh.PublicKey // published keys by keys commit
+}
+
+// NewProver makes the prover of repository c.
+func NewProver(c *core.Repo) *Prover { return &Prover{c: c} }
+
+// Env reads the published keys as view has them, and the trust set now.
+func (p *Prover) Env(view refs.Source) (*Env, error) {
+	trust, err := p.c.Trust()
+	if err != nil {
+		return nil, err
+	}
+	head, err := writers.Version(view)
+	if err != nil {
+		return nil, fmt.Errorf("published keys: %w", err)
+	}
+	p.mu.Lock()
+	pub, ok := p.pub[head]
+	p.mu.Unlock()
+	if !ok {
+		published, err := writers.Keys(p.c, view)
+		if err != nil {
+			return nil, fmt.Errorf("published keys: %w", err)
+		}
+		pub = map[string]ssh.PublicKey{}
+		for w, line := range published {
+			k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+			if err != nil {
+				continue // a malformed published key is as good as none
+			}
+			pub[w] = k
+		}
+		p.mu.Lock()
+		p.pub = map[gitstore.Oid]map[string]ssh.PublicKey{head: pub}
+		p.mu.Unlock()
+	}
+	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+trust.Fingerprint()))
+	return &Env{Env: &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub}, Version: version}, nil
+}
+
+// Check returns the walk check that proves each commit under env.
+func Check(env *verify.Env) func(*chain.Commit) {
+	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommit(env, cc.Commit, cc.Payload) }
+}
