@@ -9,6 +9,7 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/ident"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
@@ -250,7 +251,7 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 	if !lc.ledgerProof.whole() {
 		f := lc.ledgerProof.Faults[0]
 		reason = record.ReasonClaimUnproven
-		detail = faultPhrase("ledger", req.Task, f) + ": no claim in it is honoured until it is repaired"
+		detail = heads.FaultPhrase("ledger", req.Task, f) + ": no claim in it is honoured until it is repaired"
 	}
 	if reason != "" {
 		d := record.MustCanonical(refusalDetails{Reason: reason, Key: req.Key, ArtifactType: req.Payload.Type})

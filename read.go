@@ -1,11 +1,7 @@
 package bernstein
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -150,7 +146,7 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	heads, err := s.headFailures(view, o.Task)
+	heads, err := s.heads.Failures(view, o.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -327,57 +323,4 @@ func (r staticRefs) List(prefix string) (map[string]gitstore.Oid, []string, erro
 	}
 	sort.Strings(names)
 	return out, names, nil
-}
-
-// headFailures reports every chain this host's writer extended that no
-// longer contains the head it wrote (heads.go): a rollback that only this
-// host can see, the audit mirror having been rolled back with it.
-func (s *Store) headFailures(view refs.Source, only string) ([]verify.Failure, error) {
-	root := filepath.Join(s.home, "heads", s.core.RepoID())
-	var out []verify.Failure
-	for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
-		ents, err := os.ReadDir(filepath.Join(root, kind))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			ref := refs.Prefix + kind + "/" + e.Name()
-			f := verify.Failure{Check: "rollback"}
-			switch kind {
-			case "journal", "ledger":
-				task, err := refs.UnescapeTask(e.Name())
-				if err != nil || only != "" && task != only {
-					continue
-				}
-				f.TaskID = task
-			default:
-				if only != "" {
-					continue
-				}
-				f.Writer = e.Name()
-			}
-			cur, err := view.ReadOptional(ref)
-			if err != nil {
-				return nil, err
-			}
-			fault, err := s.rollback(kind, ref, cur, -1)
-			if err != nil || fault == nil {
-				continue
-			}
-			f.Reason = fault.Reason
-			switch kind {
-			case "journal":
-				f.JournalIndex = &fault.Index
-			case "ledger":
-				f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", f.TaskID, fault.Index, fault.Reason)
-			default:
-				f.Seq = &fault.Index
-			}
-			out = append(out, f)
-		}
-	}
-	return out, nil
 }

@@ -52,7 +52,7 @@ func TestFetchRelate(t *testing.T) {
 	}
 	// On purpose: the head this host wrote is dropped (docs/trust.md,
 	// Rollbacks), so the writer extends the mirror from where it now is.
-	os.Remove(s.headPath(audit))
+	os.Remove(s.heads.Path(audit))
 	grow(2)
 	cases := []struct {
 		l, r   int

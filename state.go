@@ -6,6 +6,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
@@ -40,7 +41,7 @@ func (p chainProof) state() string { return verify.ProofState(p.Faults, p.Unveri
 // extend.
 func (p chainProof) unproven(what, task string) error {
 	f := p.Faults[0]
-	return fmt.Errorf("%w: %s: nothing is written on top of it; run 'bernstein audit verify'", ErrUnproven, faultPhrase(what, task, f))
+	return fmt.Errorf("%w: %s: nothing is written on top of it; run 'bernstein audit verify'", ErrUnproven, heads.FaultPhrase(what, task, f))
 }
 
 // ErrUnproven reports a chain the write path will not extend because it
@@ -166,7 +167,7 @@ func (s *Store) journalStateAt(env *proofEnv, task string, head gitstore.Oid) (*
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.rollback("journal", refs.Journal(task), head, st.Proof.Total-1)
+	f, err := s.heads.Rollback("journal", refs.Journal(task), head, st.Proof.Total-1)
 	if err != nil || f == nil {
 		return st, err
 	}
@@ -181,7 +182,7 @@ func (s *Store) ledgerStateAt(env *proofEnv, task string, head gitstore.Oid) (*l
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.rollback("ledger", refs.Ledger(task), head, fold.Proof.Total-1)
+	f, err := s.heads.Rollback("ledger", refs.Ledger(task), head, fold.Proof.Total-1)
 	if err != nil || f == nil {
 		return fold, err
 	}

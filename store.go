@@ -13,6 +13,7 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
@@ -87,7 +88,7 @@ type Store struct {
 
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 
-	heads headMemo // ancestry already proven against the heads this writer wrote (heads.go)
+	heads *heads.Keeper // the heads this host's writer wrote (rollback detection)
 }
 
 // entryHead is what a writer needs of a spine or audit head to extend it.
@@ -128,6 +129,7 @@ func Open(o Options) (*Store, error) {
 	s := &Store{
 		core:   c,
 		prover: proof.NewProver(c),
+		heads:  heads.NewKeeper(c),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
 		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
 		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),

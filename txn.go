@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
@@ -177,7 +178,7 @@ func (s *Store) runBatch(batch []*pendingOp) {
 			continue
 		}
 		if out == refs.Committed {
-			defer s.writeHeads(t.batchHeads())
+			defer s.heads.Write(t.batchHeads())
 		}
 		if out != refs.NotCommitted {
 			s.remember(t)
@@ -460,6 +461,22 @@ func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 	return refs.Committed, st, nil
 }
 
+// batchHeads is what a committed batch leaves to remember: the head of
+// every task chain it moved and of the writer's own spine and audit mirror.
+func (t *tx) batchHeads() map[string]heads.Mark {
+	out := map[string]heads.Mark{}
+	for ref, c := range t.chains {
+		if !c.dirty || c.head == c.old || c.next <= 0 {
+			continue
+		}
+		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
+			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) {
+			out[ref] = heads.Mark{Pos: c.next - 1, Link: c.last, Commit: c.head}
+		}
+	}
+	return out
+}
+
 // remember caches the states of the chains a committed batch moved.
 func (s *Store) remember(t *tx) {
 	s.stateMu.Lock()
@@ -503,7 +520,7 @@ func (t *tx) chain(ref string, load func(c *chainState) error) (*chainState, err
 }
 
 // checkHead refuses to extend a chain that no longer contains the head this
-// host's writer left on it (heads.go). A journal or ledger that still has
+// host's writer left on it (internal/heads). A journal or ledger that still has
 // rows carries that as a fault of its fold (journalStateAt, ledgerStateAt);
 // here are the rest: one whose ref is gone, and the writer's own spine and
 // audit mirror, whose next entry would take a sequence number already used.
@@ -518,7 +535,7 @@ func (t *tx) checkHead(c *chainState) error {
 		pos = -1
 	}
 	name := strings.TrimSuffix(strings.SplitAfterN(strings.TrimPrefix(c.ref, refs.Prefix), "/", 2)[0], "/")
-	f, err := t.s.rollback(name, c.ref, c.head, pos)
+	f, err := t.s.heads.Rollback(name, c.ref, c.head, pos)
 	if err != nil || f == nil {
 		return err
 	}

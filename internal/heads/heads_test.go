@@ -1,4 +1,4 @@
-package bernstein
+package heads
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // can only weaken what this host tells, never raise an alarm).
 func TestHeadFileReadsOnlyWhole(t *testing.T) {
 	commit, _ := gitstore.ParseOid("2b947f70562014e170d92bbe668e1631c5d721c3")
-	m := headMark{Pos: 5, Commit: commit, Link: "sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1"}
+	m := Mark{Pos: 5, Commit: commit, Link: "sha256:0b1c8a95b2a7c9f2e4d0b3f6a1c5e7d9b8a6f4e2c0d1b3a5f7e9c8d6b4a2f0e1"}
 	b := encodeHead(m)
 	// Written by hand: the magic, the position in 20 digits, the commit,
 	// the link, a CRC-32 in 8 hex digits, a newline.

@@ -1,4 +1,7 @@
-package bernstein
+// Package heads owns rollback detection: the head of every chain this
+// host's writer extended, kept outside the repository, and the checks that
+// find a chain moved back behind it (or rewritten).
+package heads
 
 import (
 	"bytes"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -37,12 +41,12 @@ import (
 // short, which its checksum tells), never ahead of them, so it never
 // raises a false alarm.
 
-// headMark is the head of one chain as this host's writer left it: the
+// Mark is the head of one chain as this host's writer left it: the
 // position of its head record and that record's link, what the next
 // record's prev names (a row's hash, a spine entry's hash, an audit
 // entry's HMAC). The record, not its commit, is the identity: a row signed
 // again at another date is the same row.
-type headMark struct {
+type Mark struct {
 	Pos  int64 // index (journal, ledger) or seq (spine, audit) of the head record
 	Link string
 	// Commit is the head commit as written: a chain still at it holds the
@@ -54,60 +58,73 @@ type headMark struct {
 const headMagic = "bernstein head v1"
 
 // encodeHead renders a head as one line with a checksum.
-func encodeHead(m headMark) []byte {
+func encodeHead(m Mark) []byte {
 	line := fmt.Sprintf("%s %020d %s %s", headMagic, m.Pos, m.Commit, m.Link)
 	return fmt.Appendf(nil, "%s %08x\n", line, crc32.ChecksumIEEE([]byte(line)))
 }
 
 // decodeHead reads a head written by encodeHead; anything else (a write cut
 // short, a stray file) is no head.
-func decodeHead(b []byte) (headMark, bool) {
+func decodeHead(b []byte) (Mark, bool) {
 	line, ok := bytes.CutSuffix(b, []byte("\n"))
 	i := bytes.LastIndexByte(line, ' ')
 	if !ok || i < 0 || !bytes.HasPrefix(line, []byte(headMagic+" ")) {
-		return headMark{}, false
+		return Mark{}, false
 	}
 	text, sum := line[:i], line[i+1:]
 	if want, err := strconv.ParseUint(string(sum), 16, 32); err != nil || len(sum) != 8 || uint32(want) != crc32.ChecksumIEEE(text) {
-		return headMark{}, false
+		return Mark{}, false
 	}
 	f := strings.Fields(strings.TrimPrefix(string(text), headMagic+" "))
 	if len(f) != 3 {
-		return headMark{}, false
+		return Mark{}, false
 	}
 	pos, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil || pos < 0 {
-		return headMark{}, false
+		return Mark{}, false
 	}
 	id, err := gitstore.ParseOid(f[1])
 	if err != nil || id.IsZero() {
-		return headMark{}, false
+		return Mark{}, false
 	}
-	return headMark{Pos: pos, Commit: id, Link: f[2]}, true
+	return Mark{Pos: pos, Commit: id, Link: f[2]}, true
 }
 
-// headPath is where the head of ref is kept: under this repository's
-// folder of BERNSTEIN_HOME, at the ref's path below refs/bernstein/.
-func (s *Store) headPath(ref string) string {
-	return filepath.Join(s.home, "heads", s.core.RepoID(), filepath.FromSlash(strings.TrimPrefix(ref, refs.Prefix)))
+// Keeper keeps the heads this host's writer wrote in one repository, and
+// checks chains against them.
+type Keeper struct {
+	c    *core.Repo
+	memo memo // ancestry already proven against the heads this writer wrote
 }
 
-// readHead returns the head this host's writer left on ref, if any.
-func (s *Store) readHead(ref string) (headMark, bool) {
-	b, err := os.ReadFile(s.headPath(ref))
+// NewKeeper is the keeper of repository c's heads.
+func NewKeeper(c *core.Repo) *Keeper { return &Keeper{c: c} }
+
+// root is this repository's folder of heads in BERNSTEIN_HOME.
+func (k *Keeper) root() string { return filepath.Join(k.c.Home, "heads", k.c.RepoID()) }
+
+// Path is where the head of ref is kept: under this repository's folder
+// of BERNSTEIN_HOME, at the ref's path below refs/bernstein/.
+func (k *Keeper) Path(ref string) string {
+	return filepath.Join(k.root(), filepath.FromSlash(strings.TrimPrefix(ref, refs.Prefix)))
+}
+
+// read returns the head this host's writer left on ref, if any.
+func (k *Keeper) read(ref string) (Mark, bool) {
+	b, err := os.ReadFile(k.Path(ref))
 	if err != nil {
-		return headMark{}, false
+		return Mark{}, false
 	}
 	return decodeHead(b)
 }
 
-// writeHeads records the heads a committed batch left (the caller holds the
+// Write records the heads a committed batch left (the caller holds the
 // writer lock, and the refs are durable). A head that cannot be written is
 // a warning: it only weakens what this host can tell later.
-func (s *Store) writeHeads(heads map[string]headMark) {
+func (k *Keeper) Write(heads map[string]Mark) {
 	for ref, m := range heads {
-		if err := writeHeadFile(s.headPath(ref), encodeHead(m)); err != nil {
-			s.warn("remember the head of %s: %v", ref, err)
+		if err := writeHeadFile(k.Path(ref), encodeHead(m)); err != nil {
+			k.c.Warn("remember the head of %s: %v", ref, err)
 		}
 	}
 }
@@ -134,41 +151,25 @@ func writeHeadFile(path string, b []byte) error {
 	return err
 }
 
-// batchHeads is what a committed batch leaves to remember: the head of
-// every task chain it moved and of the writer's own spine and audit mirror.
-func (t *tx) batchHeads() map[string]headMark {
-	out := map[string]headMark{}
-	for ref, c := range t.chains {
-		if !c.dirty || c.head == c.old || c.next <= 0 {
-			continue
-		}
-		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
-			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) {
-			out[ref] = headMark{Pos: c.next - 1, Link: c.last, Commit: c.head}
-		}
-	}
-	return out
-}
-
-// headMemo remembers which chain heads were proven to contain a head this
+// memo remembers which chain heads were proven to contain a head this
 // writer wrote: ancestry never changes, so each is walked once.
-type headMemo struct {
+type memo struct {
 	mu   sync.Mutex
 	seen map[headSeen]bool
 }
 
 type headSeen struct {
 	head gitstore.Oid
-	mark headMark
+	mark Mark
 }
 
-func (m *headMemo) has(k headSeen) bool {
+func (m *memo) has(k headSeen) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.seen[k]
 }
 
-func (m *headMemo) add(k headSeen) {
+func (m *memo) add(k headSeen) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seen == nil || len(m.seen) >= 1<<14 {
@@ -195,22 +196,22 @@ func linkOf(kind string, rec []byte) (string, bool) {
 // its head record at pos (-1 when not known), contains m: the record at
 // m.Pos, m.Pos positions below the head on its first-parent line, links as
 // m says.
-func (s *Store) reaches(kind string, head gitstore.Oid, pos int64, m headMark) (bool, error) {
+func (k *Keeper) reaches(kind string, head gitstore.Oid, pos int64, m Mark) (bool, error) {
 	if head == m.Commit {
 		return true, nil
 	}
 	if head.IsZero() || pos >= 0 && pos < m.Pos {
 		return false, nil
 	}
-	k := headSeen{head, m}
-	if s.heads.has(k) {
+	seen := headSeen{head, m}
+	if k.memo.has(seen) {
 		return true, nil
 	}
 	// Known position: the record m.Pos sits pos-m.Pos parents down.
 	// Unknown: each record says where it sits.
 	id := head
 	for steps := int64(0); ; steps++ {
-		cc, err := chain.Read(s.objects, id)
+		cc, err := chain.Read(k.c.Objects, id)
 		if err != nil {
 			return false, err
 		}
@@ -226,7 +227,7 @@ func (s *Store) reaches(kind string, head gitstore.Oid, pos int64, m headMark) (
 			if !ok || link != m.Link {
 				return false, nil
 			}
-			s.heads.add(k)
+			k.memo.add(seen)
 			return true, nil
 		}
 		if len(cc.Commit.Parents) == 0 {
@@ -256,36 +257,36 @@ const (
 	rewrittenWord  = "rewritten:"
 )
 
-// isRollback reports whether f is a rollback's fault (rather than a row
+// IsRollback reports whether f is a rollback's fault (rather than a row
 // that does not prove).
-func isRollback(f verify.RowFault) bool {
+func IsRollback(f verify.RowFault) bool {
 	return strings.HasPrefix(f.Reason, rolledBackWord) || strings.HasPrefix(f.Reason, rewrittenWord)
 }
 
-// faultPhrase says what keeps a chain from being built on, at its first
+// FaultPhrase says what keeps a chain from being built on, at its first
 // fault f.
-func faultPhrase(what, task string, f verify.RowFault) string {
-	if isRollback(f) {
+func FaultPhrase(what, task string, f verify.RowFault) string {
+	if IsRollback(f) {
 		return fmt.Sprintf("the %s of %s cannot be trusted from index %d (%s)", what, task, f.Index, f.Reason)
 	}
 	return fmt.Sprintf("the %s of %s holds a row no trusted writer signed at index %d (%s)", what, task, f.Index, f.Reason)
 }
 
-// rollback checks the chain ref (of kind journal, ledger, spine or audit)
+// Rollback checks the chain ref (of kind journal, ledger, spine or audit)
 // at head, whose head record is at pos, against the head this host's
 // writer left on it. It returns the fault of a chain that no longer
 // contains that head, or nil. head may come from a snapshot older than the
 // head (a reader's view, taken before a write that then remembered its
 // head): only when the ref as it is now does not contain it either is the
 // chain rolled back.
-func (s *Store) rollback(kind, ref string, head gitstore.Oid, pos int64) (*verify.RowFault, error) {
-	m, ok := s.readHead(ref)
+func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*verify.RowFault, error) {
+	m, ok := k.read(ref)
 	if !ok || head == m.Commit {
 		return nil, nil
 	}
 	if pos < 0 && !head.IsZero() {
 		// Not known to the caller: the head record says where it sits.
-		cc, err := chain.Read(s.objects, head)
+		cc, err := chain.Read(k.c.Objects, head)
 		if err != nil {
 			return nil, err
 		}
@@ -293,17 +294,17 @@ func (s *Store) rollback(kind, ref string, head gitstore.Oid, pos int64) (*verif
 			pos = at
 		}
 	}
-	in, err := s.reaches(kind, head, pos, m)
+	in, err := k.reaches(kind, head, pos, m)
 	if err != nil || in {
 		return nil, err
 	}
-	if now, err := s.refs.ReadOptional(ref); err == nil && now != head {
-		if in, err := s.reaches(kind, now, -1, m); err != nil || in {
+	if now, err := k.c.Refs.ReadOptional(ref); err == nil && now != head {
+		if in, err := k.reaches(kind, now, -1, m); err != nil || in {
 			return nil, err
 		}
 	}
 	writer := ""
-	if id, err := s.Identity(); err == nil {
+	if id, err := k.c.Identity(); err == nil {
 		writer = id.Writer
 	}
 	f := &verify.RowFault{Chain: kind, Writer: writer, State: verify.Tampered}
@@ -322,6 +323,60 @@ func (s *Store) rollback(kind, ref string, head gitstore.Oid, pos int64) (*verif
 		f.Index = m.Pos
 		f.Reason = fmt.Sprintf("%s its record at %s %d is not the one this host's writer %s wrote there", rewrittenWord, at, m.Pos, writer)
 	}
-	f.Reason += fmt.Sprintf(" (if it was moved back on purpose, remove %s)", s.headPath(ref))
+	f.Reason += fmt.Sprintf(" (if it was moved back on purpose, remove %s)", k.Path(ref))
 	return f, nil
+}
+
+// Failures reports every chain this host's writer extended that no longer
+// contains the head it wrote: a rollback that only this host can see, the
+// audit mirror having been rolled back with it. With only, the chains of
+// that task alone.
+func (k *Keeper) Failures(view refs.Source, only string) ([]verify.Failure, error) {
+	root := k.root()
+	var out []verify.Failure
+	for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
+		ents, err := os.ReadDir(filepath.Join(root, kind))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			ref := refs.Prefix + kind + "/" + e.Name()
+			f := verify.Failure{Check: "rollback"}
+			switch kind {
+			case "journal", "ledger":
+				task, err := refs.UnescapeTask(e.Name())
+				if err != nil || only != "" && task != only {
+					continue
+				}
+				f.TaskID = task
+			default:
+				if only != "" {
+					continue
+				}
+				f.Writer = e.Name()
+			}
+			cur, err := view.ReadOptional(ref)
+			if err != nil {
+				return nil, err
+			}
+			fault, err := k.Rollback(kind, ref, cur, -1)
+			if err != nil || fault == nil {
+				continue
+			}
+			f.Reason = fault.Reason
+			switch kind {
+			case "journal":
+				f.JournalIndex = &fault.Index
+			case "ledger":
+				f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", f.TaskID, fault.Index, fault.Reason)
+			default:
+				f.Seq = &fault.Index
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }
