@@ -1,0 +1,234 @@
+// Package audit is `audit verify` over one repository: the full walk
+// (verify.Repository), the incremental check of what was added since an
+// audit checkpoint, the rollbacks only this host can see (internal/heads),
+// and the taking of a checkpoint when everything was found whole.
+package audit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/heads"
+	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/keys/auditcheckpoint"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// Auditor runs audit verify on one repository.
+type Auditor struct {
+	c      *core.Repo
+	prover *proof.Prover
+	heads  *heads.Keeper
+}
+
+// New is the auditor of repository c.
+func New(c *core.Repo, p *proof.Prover, h *heads.Keeper) *Auditor {
+	return &Auditor{c: c, prover: p, heads: h}
+}
+
+// checkpoints is where this repository's audit checkpoints are kept.
+func (a *Auditor) checkpoints() auditcheckpoint.Dir {
+	return auditcheckpoint.For(a.c.Home, a.c.RepoID(), a.c.GitDir)
+}
+
+// macs are the HMAC keys audit verify checks with: the local writer's
+// only. No other writer's HMAC key is ever on this host, and none is
+// created.
+func (a *Auditor) macs() map[string]verify.MACChecker {
+	macs := map[string]verify.MACChecker{}
+	if id, err := a.c.Identity(); err == nil {
+		macs[id.Writer] = id
+	}
+	return macs
+}
+
+// Full walks the whole repository as view has it (or one task), and
+// reports what holds.
+func (a *Auditor) Full(view *refs.Snapshot, task string, progress func(stage string, done, total int)) (*verify.Report, error) {
+	env, err := a.prover.Env(view)
+	if err != nil {
+		return nil, err
+	}
+	return verify.Repository(env.Env, verify.Options{Task: task, MAC: a.macs(), Progress: progress})
+}
+
+// AddRollbacks adds to rep the chains (of task, or every one) this host's
+// writer extended that no longer hold the heads it wrote.
+func (a *Auditor) AddRollbacks(view *refs.Snapshot, task string, rep *verify.Report) error {
+	heads, err := a.heads.Failures(view, task)
+	if err != nil {
+		return err
+	}
+	if len(heads) > 0 {
+		rep.Failures = append(rep.Failures, heads...)
+		rep.Counts.Failures = len(rep.Failures)
+		rep.Verified = false
+	}
+	return nil
+}
+
+// Since checks what the repository gained since audit checkpoint name,
+// with the remote guard's checks (verify.Guard) run on every ref's change
+// from its value at the checkpoint to its value now, plus the HMACs and the
+// audit mirrors of what was added. Its cost follows what was added.
+func (a *Auditor) Since(view *refs.Snapshot, name string) (*verify.Report, error) {
+	cp, err := a.checkpoints().Load(a.c.Identity, name)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := a.c.Trust()
+	if err != nil {
+		return nil, err
+	}
+	if why := auditcheckpoint.TrustNarrowed(cp, trust); why != "" {
+		return nil, fmt.Errorf("%w: %s: it was taken trusting %s, which this host no longer trusts: what it covered is proven under that key only; run a full 'bernstein audit verify'", auditcheckpoint.ErrBadCheckpoint, name, why)
+	}
+	vals, names, err := view.List(refs.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	base := staticRefs{}
+	for ref, v := range cp.Refs {
+		base[ref], _ = gitstore.ParseOid(v)
+	}
+	var updates []verify.Update
+	for _, ref := range names {
+		if old := base[ref]; old != vals[ref] {
+			updates = append(updates, verify.Update{Ref: ref, Old: old, New: vals[ref]})
+		}
+	}
+	for ref, old := range base {
+		if _, ok := vals[ref]; !ok {
+			updates = append(updates, verify.Update{Ref: ref, Old: old})
+		}
+	}
+	g := &verify.Guard{Objects: a.c.Objects, Refs: base, Trust: trust, Local: true, MAC: a.macs(), Mirror: true, Since: name}
+	res := g.Check(updates)
+	return sinceReport(name, res), nil
+}
+
+// sinceReport is the audit verify report of an incremental check.
+func sinceReport(name string, res *verify.Result) *verify.Report {
+	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}}
+	unpinned := 0
+	for _, p := range res.Problems {
+		if p.Unverifiable {
+			unpinned++
+			continue
+		}
+		rep.Failures = append(rep.Failures, problemFailure(p))
+	}
+	var tasks []string
+	for t := range res.TaskRows {
+		tasks = append(tasks, t)
+	}
+	sort.Strings(tasks)
+	c := &rep.Counts
+	for _, t := range tasks {
+		rows := res.TaskRows[t]
+		tr := verify.TaskResult{TaskID: t, JournalIdentity: verify.IdentityUnverifiable,
+			IdentityReason: "audit verify --since checks what was added since the checkpoint, not a journal's identity as a whole",
+			JournalRows:    rows[0], LedgerRows: rows[1], Artifacts: append([]verify.VersionState{}, res.Versions[t]...)}
+		for _, v := range tr.Artifacts {
+			c.Artifacts++
+			switch v.State {
+			case verify.Verified:
+				c.Verified++
+			case verify.Tampered:
+				c.Tampered++
+			default:
+				c.Unverifiable++
+			}
+		}
+		rep.Tasks = append(rep.Tasks, tr)
+	}
+	c.Tasks = len(tasks)
+	c.JournalRows, c.LedgerRows = res.Added["journal"], res.Added["ledger"]
+	c.SpineEntries, c.AuditEntries = res.Added["spine"], res.Added["audit"]
+	c.SignaturesChecked, c.SignaturesUnpinned = res.SignaturesChecked, res.SignaturesUnpinned
+	c.HMACsChecked, c.HMACsNotChecked = res.HMACsChecked, res.HMACsNotChecked
+	c.CommitsRead = res.Stats.Commits
+	c.Failures = len(rep.Failures)
+	rep.HMACChecked = res.HMACsNotChecked == 0
+	if !rep.HMACChecked {
+		rep.HMACNote = fmt.Sprintf("%d HMACs not checked: their writers' HMAC keys are not on this host", res.HMACsNotChecked)
+	}
+	rep.Verified = len(rep.Failures) == 0 && c.Unverifiable == 0 && c.SignaturesUnpinned == 0 && unpinned == 0
+	if !rep.Verified && len(rep.Failures) == 0 {
+		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures added since audit checkpoint %s are by writers whose keys are not pinned here (see 'bernstein keys list', then 'bernstein keys pin')",
+			c.Unverifiable, c.SignaturesUnpinned, name)
+	}
+	return rep
+}
+
+// problemFailure is a guard's problem as an audit verify failure.
+func problemFailure(p verify.Problem) verify.Failure {
+	f := verify.Failure{TaskID: p.Task, Writer: p.Writer, Check: p.Check, Reason: p.Reason}
+	if p.Index != nil {
+		switch p.Chain {
+		case "journal":
+			f.JournalIndex = p.Index
+		case "spine", "audit":
+			f.Seq = p.Index
+		case "ledger":
+			f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", p.Task, *p.Index, p.Reason)
+		}
+	}
+	if p.Task == "" && p.Writer == "" {
+		f.Reason = p.Ref + ": " + f.Reason
+	}
+	return f
+}
+
+// TakeCheckpoint records the view's refs as audit checkpoint name when rep
+// found everything whole and verified; otherwise it says why not in the
+// report and records nothing.
+func (a *Auditor) TakeCheckpoint(view *refs.Snapshot, name string, rep *verify.Report) error {
+	if !rep.Verified {
+		why := "something is tampered"
+		if !rep.Tampered() {
+			why = "not everything is verified"
+		}
+		rep.CheckpointNote = fmt.Sprintf("audit checkpoint %s not taken: %s (a checkpoint records only what was found whole)", name, why)
+		return nil
+	}
+	trust, err := a.c.Trust()
+	if err != nil {
+		return err
+	}
+	vals, names, err := view.List(refs.Prefix)
+	if err != nil {
+		return err
+	}
+	cp := &auditcheckpoint.Checkpoint{Name: name, Time: a.c.Now().Unix(), Refs: map[string]string{}, Trust: auditcheckpoint.TrustRecord(trust)}
+	for _, n := range names {
+		cp.Refs[n] = vals[n].String()
+	}
+	if err := a.checkpoints().Save(a.c.Identity, cp); err != nil {
+		return fmt.Errorf("take audit checkpoint %s: %w", name, err)
+	}
+	rep.Checkpoint = name
+	return nil
+}
+
+// staticRefs is a fixed set of ref values (an audit checkpoint's).
+type staticRefs map[string]gitstore.Oid
+
+func (r staticRefs) ReadOptional(ref string) (gitstore.Oid, error) { return r[ref], nil }
+
+func (r staticRefs) List(prefix string) (map[string]gitstore.Oid, []string, error) {
+	out := map[string]gitstore.Oid{}
+	var names []string
+	for n, v := range r {
+		if strings.HasPrefix(n, prefix) {
+			out[n] = v
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return out, names, nil
+}
