@@ -1,9 +1,6 @@
 package bernstein
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -76,29 +73,7 @@ func validateTask(task string) error {
 }
 
 // TokenHash is the ledger's record of a claim token.
-func TokenHash(token string) record.Hash {
-	s := sha256.Sum256([]byte(token))
-	return record.Hash(record.HashPrefix + hex.EncodeToString(s[:]))
-}
-
-// checkClaim decides whether agent holding token may post to the task whose
-// ledger state is st ("" reason means allowed).
-func checkClaim(task string, st *ledger.State, agent, token string) (reason, detail string) {
-	if st == nil {
-		return record.ReasonUnclaimedTask, fmt.Sprintf("task %s does not exist", task)
-	}
-	if st.Claim == nil {
-		return record.ReasonUnclaimedTask, fmt.Sprintf("task %s has no live claim (it is %s)", task, st.Phase)
-	}
-	if st.Claim.Agent != agent {
-		return record.ReasonClaimScopeViolation, fmt.Sprintf("task %s is claimed by another agent, not %s", task, agent)
-	}
-	want := TokenHash(token)
-	if subtle.ConstantTimeCompare([]byte(want), []byte(st.Claim.TokenSHA256)) != 1 {
-		return record.ReasonClaimScopeViolation, fmt.Sprintf("the claim token does not match the live claim of %s on task %s", agent, task)
-	}
-	return "", ""
-}
+func TokenHash(token string) record.Hash { return ledger.TokenHash(token) }
 
 type refusalDetails struct {
 	Reason       string `json:"reason"`
@@ -247,7 +222,7 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	reason, detail := checkClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken)
+	reason, detail := ledger.CheckClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken)
 	if !lc.ledgerProof.whole() {
 		f := lc.ledgerProof.Faults[0]
 		reason = record.ReasonClaimUnproven

@@ -5,6 +5,7 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/internal/audit"
+	"github.com/bernstein/bernstein/internal/feed"
 	"github.com/bernstein/bernstein/keys/auditcheckpoint"
 
 	"github.com/bernstein/bernstein/refs"
@@ -144,4 +145,58 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// Feeds (internal/feed): what a task's chains hold beyond what a reader has
+// seen, for the event stream of `bernstein serve`.
+
+// Heads is where a reader of a task's chains stands.
+type Heads = feed.Heads
+
+// RunPosition is a point of a task's run: a checkpoint row and the commit
+// it recorded. A journal row was recorded at the checkpoint before it.
+type RunPosition = feed.RunPosition
+
+// FeedRow is one row of a feed.
+type FeedRow = feed.Row
+
+// Feed is a task's rows beyond some Heads, read from one consistent view.
+type Feed = feed.Feed
+
+// TaskFeed returns what task's chains hold beyond since (the zero Heads:
+// everything).
+func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	view, err := s.refs.Snapshot(taskScope(task)...)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.feeds.Since(view, task, since)
+	if err != nil {
+		return nil, err
+	}
+	tf, err := s.foldTask(view, task)
+	if err != nil {
+		return nil, err
+	}
+	f.Progress = tf.wire
+	return f, nil
+}
+
+// Snapshot takes one consistent view of the refs scope names (a name ending
+// in '/' is a prefix).
+func (s *Store) Snapshot(scope ...string) (*refs.Snapshot, error) {
+	return s.refs.Snapshot(scope...)
+}
+
+// FeedRowAt reads the row at index of task's chain ("journal" or
+// "ledger") as the chain holds it now, proven, with its run position.
+func (s *Store) FeedRowAt(task, chainName string, index int64) (FeedRow, error) {
+	view, err := s.refs.Snapshot(taskScope(task)...)
+	if err != nil {
+		return FeedRow{}, err
+	}
+	return s.feeds.RowAt(view, task, chainName, index)
 }

@@ -7,11 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/bernstein/bernstein/chain"
-	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/ledger"
-	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -201,43 +197,7 @@ func (v *ReadView) Journal(task string) ([]FeedRow, error) {
 	if err := v.covers(task); err != nil {
 		return nil, err
 	}
-	lh, err := v.snap.ReadOptional(refs.Ledger(task))
-	if err != nil {
-		return nil, err
-	}
-	if lh.IsZero() {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
-	}
-	head, err := v.snap.ReadOptional(refs.Journal(task))
-	if err != nil {
-		return nil, err
-	}
-	env, err := v.s.proofEnv(v.snap)
-	if err != nil {
-		return nil, err
-	}
-	commits, _, err := chain.WalkBack(v.s.objects, head, gitstore.ZeroOid, proof.Check(env.Env))
-	if err != nil {
-		return nil, fmt.Errorf("journal of %s: %w", task, err)
-	}
-	rows := make([]FeedRow, 0, len(commits))
-	var at *RunPosition
-	for i, cc := range commits {
-		row, err := record.ParseRow(cc.Record)
-		if err != nil {
-			return nil, fmt.Errorf("journal of %s, commit %s: %w", task, cc.ID, err)
-		}
-		fr := FeedRow{Chain: "journal", Index: int64(i), Hash: record.Sum(cc.Record), Commit: cc.ID, Row: row,
-			Proof: cc.Proof.State, Writer: cc.Proof.Writer, At: at}
-		if row.Kind == record.KindCheckpoint {
-			var cp record.Checkpoint
-			if row.DecodeData(&cp) == nil {
-				at = &RunPosition{JournalIndex: fr.Index, Commit: cp.Commit}
-			}
-		}
-		rows = append(rows, fr)
-	}
-	return rows, nil
+	return v.s.feeds.Journal(v.snap, task)
 }
 
 // Productions is Store.Productions in the view.

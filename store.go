@@ -12,6 +12,7 @@ import (
 
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/feed"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
@@ -88,6 +89,7 @@ type Store struct {
 
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 
+	feeds *feed.Reader
 	heads *heads.Keeper // the heads this host's writer wrote (rollback detection)
 }
 
@@ -126,10 +128,12 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	prover := proof.NewProver(c)
 	s := &Store{
 		core:   c,
-		prover: proof.NewProver(c),
+		prover: prover,
 		heads:  heads.NewKeeper(c),
+		feeds:  feed.NewReader(c, prover),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
 		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
 		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,11 +17,11 @@ import (
 )
 
 // ErrUnknownTask reports a task with no ledger.
-var ErrUnknownTask = errors.New("unknown task")
+var ErrUnknownTask = ledger.ErrUnknownTask
 
 // ErrTaskExists refuses to create a task that has a ledger already; the
 // error reads "task T already exists". The id is fine: the task is there.
-var ErrTaskExists = errors.New("already exists")
+var ErrTaskExists = ledger.ErrTaskExists
 
 // TaskSpec describes a task to create.
 type TaskSpec struct {
