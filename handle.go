@@ -63,8 +63,8 @@ func (s *Store) TaskHandle(task string) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, w := f.journal, f.wire
-	b := handleBody{TaskID: task, Status: StatusOf(f.ledger.State.Phase), JournalHead: j.Head, SpineHead: j.LastSpine,
+	j, w := f.Journal, f.Wire
+	b := handleBody{TaskID: task, Status: StatusOf(f.Ledger.State.Phase), JournalHead: j.Head, SpineHead: j.LastSpine,
 		Progress: w, ProgressHash: w.VectorHash}
 	receipt, _, err := record.HashOf(b)
 	if err != nil {

@@ -223,7 +223,7 @@ func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
 		return nil, err
 	}
 	reason, detail := ledger.CheckClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken)
-	if !lc.ledgerProof.whole() {
+	if !lc.ledgerProof.Whole() {
 		f := lc.ledgerProof.Faults[0]
 		reason = record.ReasonClaimUnproven
 		detail = heads.FaultPhrase("ledger", req.Task, f) + ": no claim in it is honoured until it is repaired"

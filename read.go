@@ -177,11 +177,11 @@ func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	tf, err := s.foldTask(view, task)
+	tf, err := s.folds.Task(view, task)
 	if err != nil {
 		return nil, err
 	}
-	f.Progress = tf.wire
+	f.Progress = tf.Wire
 	return f, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -138,7 +139,7 @@ func (v *ReadView) Task(task string) (*TaskInfo, error) {
 	if err := v.covers(task); err != nil {
 		return nil, err
 	}
-	f, err := v.s.foldTask(v.snap, task)
+	f, err := v.s.folds.Task(v.snap, task)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +147,13 @@ func (v *ReadView) Task(task string) (*TaskInfo, error) {
 }
 
 // taskInfoOf is what Store.Task says of a task's folds.
-func taskInfoOf(task string, f *taskFold) *TaskInfo {
-	st, js := f.ledger.State, f.journal
+func taskInfoOf(task string, f *fold.Task) *TaskInfo {
+	st, js := f.Ledger.State, f.Journal
 	info := &TaskInfo{
 		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
 		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
 		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
-		Progress: &f.wire,
+		Progress: &f.Wire,
 	}
 	if info.Evidence == nil {
 		info.Evidence = []ledger.Producer{}

@@ -13,6 +13,7 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/feed"
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
@@ -69,9 +70,7 @@ type Store struct {
 	lockPath string
 	now      func() time.Time
 
-	stateMu  sync.Mutex
-	ledgers  map[string]ledgerCache
-	journals map[string]journalCache
+	stateMu sync.Mutex // guards entryHeads
 
 	prover *proof.Prover
 	// entryHeads remembers spine and audit heads this store wrote.
@@ -90,6 +89,7 @@ type Store struct {
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 
 	feeds *feed.Reader
+	folds *fold.Folder
 	heads *heads.Keeper // the heads this host's writer wrote (rollback detection)
 }
 
@@ -99,16 +99,6 @@ type entryHead struct {
 	next int64
 	last string
 	tree gitstore.Oid
-}
-
-type ledgerCache struct {
-	key  foldCacheKey
-	fold *ledgerFold
-}
-
-type journalCache struct {
-	key   foldCacheKey
-	state *journalState
 }
 
 func repoDir(o Options) string {
@@ -128,17 +118,16 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	prover := proof.NewProver(c)
+	prover, keeper := proof.NewProver(c), heads.NewKeeper(c)
 	s := &Store{
 		core:   c,
 		prover: prover,
-		heads:  heads.NewKeeper(c),
+		heads:  keeper,
+		folds:  fold.NewFolder(c, prover, keeper),
 		feeds:  feed.NewReader(c, prover),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
 		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
 		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),
-		ledgers:    map[string]ledgerCache{},
-		journals:   map[string]journalCache{},
 		entryHeads: map[string]entryHead{},
 		arrived:    make(chan struct{}, 1),
 	}

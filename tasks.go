@@ -10,6 +10,7 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
@@ -238,26 +239,7 @@ func (s *Store) Task(task string) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, js := f.ledger.State, f.journal
-	info := &TaskInfo{
-		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
-		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
-		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
-		Progress: &f.wire,
-	}
-	if info.Evidence == nil {
-		info.Evidence = []ledger.Producer{}
-	}
-	if info.Gates == nil {
-		info.Gates = []ledger.Gate{}
-	}
-	if st.Claim != nil {
-		info.ClaimAgent, info.ClaimID = st.Claim.Agent, st.Claim.ClaimID
-	}
-	for k, v := range js.Keys {
-		info.Artifacts[k] = v.Version
-	}
-	return info, nil
+	return taskInfoOf(task, f), nil
 }
 
 // TaskIDs lists the tasks that have a ledger, sorted.
@@ -323,4 +305,33 @@ func (s *Store) rows(ref string) ([]record.Row, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// current reads task's ledger and journal folds from one consistent view of
+// its refs and projects its progress vector from the rows that count.
+func (s *Store) current(task string) (*fold.Task, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	view, err := s.refs.Snapshot(taskScope(task)...)
+	if err != nil {
+		return nil, err
+	}
+	return s.folds.Task(view, task)
+}
+
+// taskScope is the refs a task's folds read.
+func taskScope(task string) []string { return fold.Scope(task) }
+
+// ledgerState reads the current ledger state of task: the rows that count.
+// A ledger none of whose rows counts is unproven, not unknown.
+func (s *Store) ledgerState(task string) (*ledger.State, error) { return s.folds.LedgerState(task) }
+
+// Progress projects task's progress vector from its journal and ledger.
+func (s *Store) Progress(task string) (*progress.Wire, error) {
+	f, err := s.current(task)
+	if err != nil {
+		return nil, err
+	}
+	return &f.Wire, nil
 }

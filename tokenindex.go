@@ -153,10 +153,10 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 			continue
 		}
 		ix.folds++
-		fold, err := s.ledgerStateAt(env, task, head)
+		fold, err := s.folds.LedgerAt(env, task, head)
 		ix.heads[task] = head
 		var h record.Hash
-		if err == nil && fold.exists() && fold.State.Claim != nil {
+		if err == nil && fold.Exists() && fold.State.Claim != nil {
 			h = fold.State.Claim.TokenSHA256
 		}
 		ix.setLocked(task, h)
@@ -249,11 +249,11 @@ func (s *Store) confirmClaim(task string, h record.Hash) (*Claimant, gitstore.Oi
 	if err != nil {
 		return nil, head, err
 	}
-	fold, err := s.ledgerStateAt(env, task, head)
+	fold, err := s.folds.LedgerAt(env, task, head)
 	if err != nil {
 		return nil, head, err
 	}
-	if !fold.exists() || fold.State.Claim == nil ||
+	if !fold.Exists() || fold.State.Claim == nil ||
 		subtle.ConstantTimeCompare([]byte(fold.State.Claim.TokenSHA256), []byte(h)) != 1 {
 		return nil, head, errNoClaim
 	}

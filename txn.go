@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
@@ -35,8 +36,8 @@ type chainState struct {
 	last string // hash of the last row or entry, or the last HMAC
 
 	ledger      *ledger.State // nil when no row of the ledger counted
-	ledgerProof chainProof
-	journal     *journalState
+	ledgerProof fold.Proof
+	journal     *fold.Journal
 	owner       int // op sequence that owns the states (copy on write)
 	dirty       bool
 }
@@ -486,10 +487,10 @@ func (s *Store) remember(t *tx) {
 			s.entryHeads[ref] = entryHead{c.head, c.next, c.last, c.tree}
 		}
 		if c.ledger != nil {
-			s.ledgers[c.ledger.TaskID] = ledgerCache{foldCacheKey{c.head, t.env.Version}, &ledgerFold{State: c.ledger, Proof: c.ledgerProof}}
+			s.folds.Remember(t.env.Version, c.head, &fold.Ledger{State: c.ledger, Proof: c.ledgerProof}, gitstore.ZeroOid, nil)
 		}
 		if c.journal != nil {
-			s.journals[c.journal.Task] = journalCache{foldCacheKey{c.head, t.env.Version}, c.journal}
+			s.folds.Remember(t.env.Version, gitstore.ZeroOid, nil, c.head, c.journal)
 		}
 	}
 	for id, es := range t.trees {
@@ -553,7 +554,7 @@ func (t *tx) own(c *chainState) {
 		c.ledger = &l
 	}
 	if c.journal != nil {
-		c.journal = c.journal.clone()
+		c.journal = c.journal.Clone()
 	}
 	c.owner = t.op
 }
@@ -562,11 +563,11 @@ func (t *tx) own(c *chainState) {
 // counted, and the proof of the rest.
 func (t *tx) ledgerChain(task string) (*chainState, error) {
 	return t.chain(refs.Ledger(task), func(c *chainState) error {
-		fold, err := t.s.ledgerStateAt(t.env, task, c.head)
+		fold, err := t.s.folds.LedgerAt(t.env, task, c.head)
 		if err != nil {
 			return err
 		}
-		if fold.exists() {
+		if fold.Exists() {
 			c.ledger = fold.State
 		}
 		c.ledgerProof = fold.Proof
@@ -579,7 +580,7 @@ func (t *tx) ledgerChain(task string) (*chainState, error) {
 // journalChain loads a task's journal with its folded state.
 func (t *tx) journalChain(task string) (*chainState, error) {
 	c, err := t.chain(refs.Journal(task), func(c *chainState) error {
-		st, err := t.s.journalStateAt(t.env, task, c.head)
+		st, err := t.s.folds.JournalAt(t.env, task, c.head)
 		if err != nil {
 			return err
 		}
@@ -588,7 +589,7 @@ func (t *tx) journalChain(task string) (*chainState, error) {
 		return nil
 	})
 	if err == nil && c.journal == nil {
-		c.journal = newJournalState(task)
+		c.journal = fold.NewJournal(task)
 		c.tree = gitstore.EmptyTree
 	}
 	return c, err
@@ -683,8 +684,8 @@ func (t *tx) appendLedger(task, kind, actor string, data any) (record.Row, *chai
 	if err != nil {
 		return record.Row{}, nil, err
 	}
-	if !c.ledgerProof.whole() {
-		return record.Row{}, nil, c.ledgerProof.unproven("ledger", task)
+	if !c.ledgerProof.Whole() {
+		return record.Row{}, nil, c.ledgerProof.Unproven("ledger", task)
 	}
 	phase := ""
 	if c.ledger != nil {
@@ -740,7 +741,7 @@ func (t *tx) appendJournal(task string, row record.Row, summary string, files ma
 	}
 	t.objects = append(t.objects, trees...)
 	b := row.Bytes()
-	if err := c.journal.apply(row, record.Sum(b)); err != nil {
+	if err := c.journal.Apply(row, record.Sum(b)); err != nil {
 		return nil, err
 	}
 	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), true); err != nil {
@@ -758,8 +759,8 @@ func (t *tx) nextJournalRow(task string) (int64, record.Hash, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if !c.journal.Proof.whole() {
-		return 0, "", c.journal.Proof.unproven("journal", task)
+	if !c.journal.Proof.Whole() {
+		return 0, "", c.journal.Proof.Unproven("journal", task)
 	}
 	return c.next, record.Hash(c.last), nil
 }

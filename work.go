@@ -15,13 +15,10 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
-	"github.com/bernstein/bernstein/refs"
-	"github.com/bernstein/bernstein/verify"
 )
 
 // The rows that move progress are produced here, by real work on the
@@ -103,8 +100,8 @@ func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte
 	if err != nil {
 		return nil, err
 	}
-	if !lc.ledgerProof.whole() {
-		return nil, lc.ledgerProof.unproven("ledger", task)
+	if !lc.ledgerProof.Whole() {
+		return nil, lc.ledgerProof.Unproven("ledger", task)
 	}
 	if lc.ledger == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
@@ -476,134 +473,4 @@ func shellJoin(argv []string) string {
 		}
 	}
 	return strings.Join(q, " ")
-}
-
-// ledgerState reads the current ledger state of task: the rows that count.
-// A ledger none of whose rows counts is unproven, not unknown.
-func (s *Store) ledgerState(task string) (*ledger.State, error) {
-	head, err := s.refs.ReadOptional(refs.Ledger(task))
-	if err != nil {
-		return nil, err
-	}
-	if head.IsZero() {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
-	}
-	env, err := s.proofEnv(s.refs)
-	if err != nil {
-		return nil, err
-	}
-	fold, err := s.ledgerStateAt(env, task, head)
-	if err != nil {
-		return nil, err
-	}
-	if !fold.exists() {
-		return nil, fold.Proof.unproven("ledger", task)
-	}
-	return fold.State, nil
-}
-
-// taskFold is a task's ledger and journal folded from one consistent view.
-type taskFold struct {
-	ledger  *ledgerFold
-	journal *journalState
-	wire    progress.Wire
-}
-
-// current reads task's ledger and journal folds from one consistent view of
-// its refs and projects its progress vector from the rows that count.
-func (s *Store) current(task string) (*taskFold, error) {
-	if err := validateTask(task); err != nil {
-		return nil, err
-	}
-	view, err := s.refs.Snapshot(taskScope(task)...)
-	if err != nil {
-		return nil, err
-	}
-	return s.foldTask(view, task)
-}
-
-// taskScope is the refs a task's folds read.
-func taskScope(task string) []string {
-	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.WritersPrefix, refs.SpinePrefix}
-}
-
-// foldTask folds task's chains as view has them.
-func (s *Store) foldTask(view refs.Source, task string) (*taskFold, error) {
-	lh, err := view.ReadOptional(refs.Ledger(task))
-	if err != nil {
-		return nil, err
-	}
-	if lh.IsZero() {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
-	}
-	env, err := s.proofEnv(view)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.ledgerStateAt(env, task, lh)
-	if err != nil {
-		return nil, err
-	}
-	jh, err := view.ReadOptional(refs.Journal(task))
-	if err != nil {
-		return nil, err
-	}
-	j := newJournalState(task)
-	if !jh.IsZero() {
-		if j, err = s.journalStateAt(env, task, jh); err != nil {
-			return nil, err
-		}
-	}
-	var st *ledger.State
-	if l.exists() {
-		st = l.State
-	}
-	faults := append(append([]verify.RowFault{}, l.Proof.Faults...), j.Proof.Faults...)
-	if st != nil && st.Sealed {
-		// A task that reached a terminal transition had its journal sealed:
-		// a journal cut back behind its seal lost rows, which no proof of
-		// the rows it still holds can show.
-		f, err := s.sealFault(env, task, jh)
-		if err != nil {
-			return nil, err
-		}
-		if f != nil {
-			faults = append(faults, *f)
-		}
-	}
-	w := progress.Project(task, j.Progress, st).ToWire(j.Head, j.Rows, l.State.Head, l.State.Rows)
-	w.Proof = progress.Proof{State: verify.ProofState(faults, l.Proof.Unverifiable || j.Proof.Unverifiable), RowsAtFault: faults}
-	return &taskFold{ledger: l, journal: j, wire: w}, nil
-}
-
-// sealFault compares the journal at head with the task's journal seals and
-// returns the fault of a journal that does not match them (nil when it
-// does, or is legitimately longer after a reopen).
-func (s *Store) sealFault(env *proofEnv, task string, head gitstore.Oid) (*verify.RowFault, error) {
-	commits, _, err := chain.WalkBack(s.objects, head, gitstore.ZeroOid, nil)
-	if err != nil {
-		return nil, fmt.Errorf("journal of %s: %w", task, err)
-	}
-	hashes := make([]record.Hash, len(commits))
-	for i, cc := range commits {
-		hashes[i] = record.Sum(cc.Record)
-	}
-	v, err := verify.NewVerifier(env.Env)
-	if err != nil {
-		return nil, err
-	}
-	if id, reason := v.JournalIdentity(task, hashes); id == verify.IdentityMismatched {
-		return &verify.RowFault{Chain: "journal", Index: int64(len(hashes)), State: verify.Tampered,
-			Reason: "journal identity mismatched: " + reason}, nil
-	}
-	return nil, nil
-}
-
-// Progress projects task's progress vector from its journal and ledger.
-func (s *Store) Progress(task string) (*progress.Wire, error) {
-	f, err := s.current(task)
-	if err != nil {
-		return nil, err
-	}
-	return &f.wire, nil
 }

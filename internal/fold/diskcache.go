@@ -1,4 +1,4 @@
-package bernstein
+package fold
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -29,22 +30,22 @@ import (
 const cacheMinRows = 32
 
 type journalCacheFile struct {
-	Head  string        `json:"head"`
-	Keys  string        `json:"keys"`
-	State *journalState `json:"state"`
+	Head  string   `json:"head"`
+	Keys  string   `json:"keys"`
+	State *Journal `json:"state"`
 }
 
 // cacheDomain separates the cache's MACs from the audit mirror's, which are
 // made with the same writer key.
 const cacheDomain = "bernstein journal fold cache v2\n"
 
-func (s *Store) journalCachePath(task string) string {
-	return filepath.Join(s.gitDir, "bernstein", "cache", "journal", refs.EscapeTask(task)+".json")
+func (f *Folder) journalCachePath(task string) string {
+	return filepath.Join(f.c.GitDir, "bernstein", "cache", "journal", refs.EscapeTask(task)+".json")
 }
 
 // cacheMACInput is what a cache file's MAC covers: its content and the
 // trust it was computed under.
-func cacheMACInput(env *proofEnv, content []byte) []byte {
+func cacheMACInput(env *proof.Env, content []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(cacheDomain)
 	b.WriteString(env.Trust.Fingerprint())
@@ -55,8 +56,8 @@ func cacheMACInput(env *proofEnv, content []byte) []byte {
 
 // loadJournalCache returns the cached fold of task, if there is one whose
 // MAC checks under env.
-func (s *Store) loadJournalCache(env *proofEnv, task string) (gitstore.Oid, *journalState, bool) {
-	b, err := os.ReadFile(s.journalCachePath(task))
+func (f *Folder) loadJournalCache(env *proof.Env, task string) (gitstore.Oid, *Journal, bool) {
+	b, err := os.ReadFile(f.journalCachePath(task))
 	if err != nil {
 		return gitstore.ZeroOid, nil, false
 	}
@@ -64,38 +65,38 @@ func (s *Store) loadJournalCache(env *proofEnv, task string) (gitstore.Oid, *jou
 	if !ok {
 		return gitstore.ZeroOid, nil, false
 	}
-	id, err := s.Identity()
+	id, err := f.c.Identity()
 	if err != nil || !id.CheckMAC(cacheMACInput(env, content), string(mac)) {
 		return gitstore.ZeroOid, nil, false
 	}
-	var f journalCacheFile
-	if json.Unmarshal(content, &f) != nil || f.State == nil || f.State.Task != task || f.Keys != env.Version.String() {
+	var file journalCacheFile
+	if json.Unmarshal(content, &file) != nil || file.State == nil || file.State.Task != task || file.Keys != env.Version.String() {
 		return gitstore.ZeroOid, nil, false
 	}
-	head, err := gitstore.ParseOid(f.Head)
+	head, err := gitstore.ParseOid(file.Head)
 	if err != nil {
 		return gitstore.ZeroOid, nil, false
 	}
-	if f.State.Keys == nil {
-		f.State.Keys = map[string]keyState{}
+	if file.State.Keys == nil {
+		file.State.Keys = map[string]KeyState{}
 	}
-	return head, f.State, true
+	return head, file.State, true
 }
 
 // saveJournalCache writes the fold at head; failures are ignored (a
 // read-only repository, or a process without the writer's key, simply has
 // no cache).
-func (s *Store) saveJournalCache(env *proofEnv, task string, head gitstore.Oid, st *journalState) {
+func (f *Folder) saveJournalCache(env *proof.Env, task string, head gitstore.Oid, st *Journal) {
 	content, err := json.Marshal(journalCacheFile{Head: head.String(), Keys: env.Version.String(), State: st})
 	if err != nil {
 		return
 	}
-	id, err := s.Identity()
+	id, err := f.c.Identity()
 	if err != nil {
 		return
 	}
 	mac := id.MAC(cacheMACInput(env, content))
-	path := s.journalCachePath(task)
+	path := f.journalCachePath(task)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return
 	}
