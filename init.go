@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/txn"
+	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 )
 
@@ -25,16 +27,11 @@ type InitResult struct {
 }
 
 // KeyRecord is the published record of a writer's public key.
-type KeyRecord struct {
-	V         int    `json:"v"`
-	Writer    string `json:"writer"`
-	Principal string `json:"principal"`
-	PublicKey string `json:"public_key"`
-}
+type KeyRecord = writers.KeyRecord
 
 // Files of a writer's key ref (and of the legacy refs/bernstein/keys).
 const (
-	AllowedSignersFile = "allowed_signers"
+	AllowedSignersFile = writers.AllowedSignersFile
 )
 
 // Init prepares a repository for writing: it creates the repository when o
@@ -67,7 +64,7 @@ func Init(o Options, writer string) (*InitResult, error) {
 	}
 	s.core.SetIdentity(id)
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.home, id.AuthorizedKey(), made
-	out, err := s.submit(func(t *tx) (any, error) { return t.publishKey() })
+	out, err := s.w.Submit(func(t *txn.Tx) (any, error) { return t.PublishKey() })
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,9 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/ident"
+	"github.com/bernstein/bernstein/internal/taskops"
+	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -41,18 +42,7 @@ type PostResult struct {
 
 // RefusedError is a post refused for want of the task's claim. The refusal is
 // recorded in the audit mirror; nothing else is written.
-type RefusedError struct {
-	Task   string
-	Agent  string
-	Reason string // record.ReasonUnclaimedTask, ReasonClaimScopeViolation or ReasonClaimUnproven
-	Detail string
-}
-
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("refused (%s): %s", e.Reason, e.Detail)
-}
-
-func (e *RefusedError) keepChanges() bool { return true }
+type RefusedError = taskops.RefusedError
 
 // ValidateAgent checks an agent name.
 func ValidateAgent(a string) error {
@@ -74,19 +64,6 @@ func validateTask(task string) error {
 
 // TokenHash is the ledger's record of a claim token.
 func TokenHash(token string) record.Hash { return ledger.TokenHash(token) }
-
-type refusalDetails struct {
-	Reason       string `json:"reason"`
-	Key          string `json:"key"`
-	ArtifactType string `json:"artifact_type"`
-}
-
-type postedDetails struct {
-	Key          string      `json:"key"`
-	Version      int64       `json:"version"`
-	ContentHash  record.Hash `json:"content_hash"`
-	JournalIndex int64       `json:"journal_index"`
-}
 
 // Post stores an artifact version for the holder of the task's claim. Bad
 // input is refused before anything is written; a post without the claim is
@@ -112,11 +89,11 @@ func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
 		return nil, err
 	}
 	// An empty token's hash matches no claim: every claim token is random.
-	res, err := s.submit(func(t *tx) (any, error) { return t.post(req, payload) })
+	res, err := s.w.Submit(func(t *txn.Tx) (any, error) { return taskops.PostArtifact(t, postOf(req, payload)) })
 	if err != nil {
 		return nil, err
 	}
-	return res.(*PostResult), nil
+	return postResult(req, res.(*taskops.Posted)), nil
 }
 
 // checkPost validates a post's input and returns its canonical payload.
@@ -200,13 +177,13 @@ func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 		}
 		payloads[i] = p
 	}
-	res, err := s.submit(func(t *tx) (any, error) {
+	res, err := s.w.Submit(func(t *txn.Tx) (any, error) {
 		outs := make([]PostOutcome, len(reqs))
 		for i, req := range reqs {
-			r, err := t.run(func(t *tx) (any, error) { return t.post(req, payloads[i]) })
+			r, err := t.Run(func(t *txn.Tx) (any, error) { return taskops.PostArtifact(t, postOf(req, payloads[i])) })
 			outs[i].Err = err
 			if err == nil {
-				outs[i].Result = r.(*PostResult)
+				outs[i].Result = postResult(req, r.(*taskops.Posted))
 			}
 		}
 		return outs, nil
@@ -217,70 +194,19 @@ func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 	return res.([]PostOutcome), nil
 }
 
-func (t *tx) post(req PostRequest, payload []byte) (*PostResult, error) {
-	lc, err := t.ledgerChain(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	reason, detail := ledger.CheckClaim(req.Task, lc.ledger, req.Agent, req.ClaimToken)
-	if !lc.ledgerProof.Whole() {
-		f := lc.ledgerProof.Faults[0]
-		reason = record.ReasonClaimUnproven
-		detail = heads.FaultPhrase("ledger", req.Task, f) + ": no claim in it is honoured until it is repaired"
-	}
-	if reason != "" {
-		d := record.MustCanonical(refusalDetails{Reason: reason, Key: req.Key, ArtifactType: req.Payload.Type})
-		if err := t.appendAudit(record.EventArtifactRefused, req.Agent, req.Task, "bernstein://"+req.Task+"/"+req.Key, d); err != nil {
-			return nil, err
-		}
-		return nil, &RefusedError{Task: req.Task, Agent: req.Agent, Reason: reason, Detail: detail}
-	}
-	jc, err := t.journalChain(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	prev := jc.journal.Keys[req.Key]
-	version := prev.Version + 1
-	index, prevRow, err := t.nextJournalRow(req.Task)
-	if err != nil {
-		return nil, err
-	}
-	contentHash := record.Sum(payload)
-	hdr, err := t.spineHeader(record.SpineArtifact)
-	if err != nil {
-		return nil, err
-	}
-	entry := record.SpineArtifactEntry{
-		SpineHeader: hdr, TaskID: req.Task, Key: req.Key, Version: version,
-		ContentHash: contentHash, PrevVersionHash: prev.SpineHash, JournalIndex: index, Actor: req.Agent,
-	}
-	spineHash, err := t.appendSpine(entry, fmt.Sprintf("artifact %s/%s v%d", req.Task, req.Key, version), nil)
-	if err != nil {
-		return nil, err
-	}
-	blob := gitBlobID(payload)
-	data := record.ArtifactPosted{
-		Key: req.Key, ArtifactType: req.Payload.Type, Version: version, ContentHash: contentHash,
-		Blob: blob, Size: int64(len(payload)), LinkKind: req.Payload.LinkKind,
-		PrevVersionHash: prev.SpineHash, SpineEntryHash: spineHash,
-	}
-	row, err := record.NewRow(record.KindArtifactPosted, req.Task, index, prevRow, req.Agent, data)
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{ArtifactPath(req.Key, version): payload}
-	if _, err := t.appendJournal(req.Task, row, fmt.Sprintf("%s %s v%d", record.KindArtifactPosted, req.Key, version), files); err != nil {
-		return nil, err
-	}
-	details := record.MustCanonical(postedDetails{Key: req.Key, Version: version, ContentHash: contentHash, JournalIndex: index})
-	if err := t.appendAudit(record.EventArtifactPosted, req.Agent, req.Task, string(spineHash), details); err != nil {
-		return nil, err
-	}
+// postOf is the transaction's view of a checked post.
+func postOf(req PostRequest, payload []byte) taskops.Post {
+	return taskops.Post{Task: req.Task, Key: req.Key, Agent: req.Agent, ClaimToken: req.ClaimToken,
+		Type: req.Payload.Type, LinkKind: req.Payload.LinkKind, Payload: payload}
+}
+
+// postResult is the receipt of what a post wrote.
+func postResult(req PostRequest, p *taskops.Posted) *PostResult {
 	return &PostResult{
-		Task: req.Task, Key: req.Key, Version: version, Type: req.Payload.Type, LinkKind: req.Payload.LinkKind,
-		ContentHash: contentHash, Blob: blob, Size: int64(len(payload)), SpineEntryHash: spineHash,
-		PrevVersionHash: prev.SpineHash, JournalIndex: index, Writer: t.id.Writer, Agent: req.Agent,
-	}, nil
+		Task: req.Task, Key: req.Key, Version: p.Version, Type: p.ArtifactType, LinkKind: p.LinkKind,
+		ContentHash: p.ContentHash, Blob: p.Blob, Size: p.Size, SpineEntryHash: p.SpineEntryHash,
+		PrevVersionHash: p.PrevVersionHash, JournalIndex: p.JournalIndex, Writer: p.Writer, Agent: req.Agent,
+	}
 }
 
 // ArtifactPath is where version n of key sits in the tree of the journal

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -368,14 +367,7 @@ func regexpQuote(s string) string {
 // Settle finishes any write a killed writer left half done (its intent in a
 // kept pack's .keep file), under the writer lock, as the next post would.
 // After it, refs/bernstein/* holds only whole transactions.
-func (s *Store) Settle() error {
-	unlock, err := s.lockWriters()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return s.finishInterrupted()
-}
+func (s *Store) Settle() error { return s.w.Settle() }
 
 // FastForward moves local refs/bernstein/* refs forward, all or none: each
 // update's New must descend from its Old (a zero Old creates the ref). It
@@ -385,14 +377,11 @@ func (s *Store) Settle() error {
 // moved since (a post) fails it with refs.ErrConflict, nothing moved. The
 // objects must be in the repository already (fetched).
 func (s *Store) FastForward(updates []refs.Update) error {
-	unlock, err := s.lockWriters()
+	unlock, err := s.w.Lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.finishInterrupted(); err != nil {
-		return err
-	}
 	for _, u := range updates {
 		if !strings.HasPrefix(u.Ref, refs.Prefix) {
 			return fmt.Errorf("refusing to move %s: not a bernstein ref", u.Ref)
@@ -411,48 +400,7 @@ func (s *Store) FastForward(updates []refs.Update) error {
 			return fmt.Errorf("%w: %s from %s to %s drops %d commit%s", ErrNotFastForward, u.Ref, shortID(u.Old.String()), shortID(u.New.String()), a.localOnly, plural(a.localOnly))
 		}
 	}
-	return s.applyLocked(updates)
-}
-
-// applyLocked moves refs as one transaction under an intent kept in a pack's
-// .keep file, as tx.commit does. The caller holds the writer lock. The pack
-// holds the empty tree and a blob of the intent, the process and the time:
-// a pack of the empty tree alone would take the same name every time, and a compaction (which
-// runs beside writers) deleting the last such pack as one of its inputs
-// would delete the files the next one had just put in its place.
-func (s *Store) applyLocked(updates []refs.Update) error {
-	var us []refs.Update
-	for _, u := range updates {
-		if u.Old != u.New {
-			us = append(us, u)
-		}
-	}
-	if len(us) == 0 {
-		return nil
-	}
-	intent := refs.Intent{Updates: us}.Encode()
-	nonce := fmt.Sprintf("%s\nwritten by %d at %d\n", intent, os.Getpid(), time.Now().UnixNano())
-	objs := []gitstore.Object{gitstore.NewObject(gitstore.TypeTree, nil), gitstore.NewObject(gitstore.TypeBlob, []byte(nonce))}
-	base, err := s.objects.WritePackKept(objs, intent)
-	if err != nil {
-		return fmt.Errorf("write intent: %w", err)
-	}
-	out, err := s.txr.Apply(us)
-	if errors.Is(err, refs.ErrFault) {
-		return err // a test's simulated crash: leave everything as it is
-	}
-	switch out {
-	case refs.NotCommitted:
-		s.objects.Unkeep(base)
-		return err
-	case refs.CommittedPending:
-		s.warn("the fast-forward is committed, but finishing it failed (the next write completes it): %v", err)
-		return nil
-	}
-	if err := s.objects.Unkeep(base); err != nil {
-		s.warn("the fast-forward is committed, but its intent could not be retired (the next write does): %v", err)
-	}
-	return nil
+	return s.w.ApplyLocked(updates)
 }
 
 type relation int
@@ -590,14 +538,11 @@ func (s *Store) Fetch(remote string) (*FetchResult, error) {
 	if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, true); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockWriters()
+	unlock, err := s.w.Lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.finishInterrupted(); err != nil {
-		return nil, err
-	}
 	for attempt := 0; ; attempt++ {
 		res, updates, err := s.planFetch(remote)
 		if err != nil {
@@ -606,7 +551,7 @@ func (s *Store) Fetch(remote string) (*FetchResult, error) {
 		if len(res.Diverged) > 0 {
 			return res, &DivergedError{Remote: remote, Diverged: res.Diverged}
 		}
-		err = s.applyLocked(updates)
+		err = s.w.ApplyLocked(updates)
 		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// A plain git process moved a ref (bernstein writers wait for the
 			// lock we hold): plan again on the new heads.

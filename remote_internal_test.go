@@ -1,15 +1,12 @@
 package bernstein
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/refs"
 )
 
 // SetPushArgBudget sets the bytes of <commit>:<ref> refspecs a push passes
@@ -76,45 +73,5 @@ func TestFetchRelate(t *testing.T) {
 		if a.rel != c.rel || a.localOnly != c.lo || a.remoteOnly != c.ro || a.base != heads[c.base] {
 			t.Fatalf("relate(%d, %d) = %+v, want %+v", c.l, c.r, a, c)
 		}
-	}
-}
-
-// TestApplyLockedPacksAreDistinct: every ref transaction of fetch and push
-// keeps its intent in a pack of its own name. Packs of the empty tree alone
-// were all one name, so a compaction deleting the last one (an input: its
-// keep was gone) deleted the files the next transaction had just renamed in.
-func TestApplyLockedPacksAreDistinct(t *testing.T) {
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	s, _ := newTestStore(t)
-	head, err := s.refs.Read("refs/bernstein/writers/test-writer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	packs := func() map[string]bool {
-		names, _ := filepath.Glob(filepath.Join(s.gitDir, "objects", "pack", "pack-*.pack"))
-		out := map[string]bool{}
-		for _, n := range names {
-			out[n] = true
-		}
-		return out
-	}
-	before := packs()
-	// The same transaction twice, each losing its compare-and-swap (the ref
-	// is not at the old value it names), so each leaves its pack behind.
-	u := []refs.Update{{Ref: "refs/bernstein/journal/X-1", Old: head, New: head}}
-	u[0].Old = gitstore.Oid{1}
-	for i := 0; i < 2; i++ {
-		if err := s.applyLocked(u); !errors.Is(err, refs.ErrConflict) {
-			t.Fatalf("apply %d: %v", i, err)
-		}
-	}
-	var added []string
-	for n := range packs() {
-		if !before[n] {
-			added = append(added, n)
-		}
-	}
-	if len(added) != 2 {
-		t.Fatalf("two transactions left %d new packs, want 2 of their own names: %v", len(added), added)
 	}
 }

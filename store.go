@@ -5,9 +5,6 @@ package bernstein
 
 import (
 	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
@@ -17,6 +14,7 @@ import (
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
@@ -56,49 +54,22 @@ type RepositoryFormatError = git.RepositoryFormatError
 
 // Store is an open bernstein repository.
 type Store struct {
-	core *core.Repo
-
-	// Copies of core's, for the root's files that read them still.
-	gitDir   string
-	ownDir   string
-	bare     bool
-	dir      string
-	objects  *gitstore.Repo
-	refs     refs.Reader
-	txr      *refs.Transactor
-	home     string
-	lockPath string
-	now      func() time.Time
-
-	stateMu sync.Mutex // guards entryHeads
-
+	core   *core.Repo
 	prover *proof.Prover
-	// entryHeads remembers spine and audit heads this store wrote.
-	entryHeads map[string]entryHead
-
-	qmu     sync.Mutex
-	queue   []*pendingOp
-	leading bool           // a commit loop is running
-	arrived chan struct{}  // nudges the commit loop when a post arrives
-	loops   sync.WaitGroup // the commit loop and a compaction beside it
-
-	compacting atomic.Bool // a compaction of this store's runs (txn.go)
-
-	maintErr atomic.Value // last maintenance failure, for diagnostics
-
+	heads  *heads.Keeper // the heads this host's writer wrote (rollback detection)
+	folds  *fold.Folder
+	w      *txn.Writer // the write transaction
+	feeds  *feed.Reader
 	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
 
-	feeds *feed.Reader
-	folds *fold.Folder
-	heads *heads.Keeper // the heads this host's writer wrote (rollback detection)
-}
-
-// entryHead is what a writer needs of a spine or audit head to extend it.
-type entryHead struct {
-	head gitstore.Oid
-	next int64
-	last string
-	tree gitstore.Oid
+	// Copies of core's, for the root's files that read them still.
+	gitDir  string
+	ownDir  string
+	bare    bool
+	dir     string
+	objects *gitstore.Repo
+	refs    refs.Reader
+	home    string
 }
 
 func repoDir(o Options) string {
@@ -119,24 +90,20 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	prover, keeper := proof.NewProver(c), heads.NewKeeper(c)
+	folds := fold.NewFolder(c, prover, keeper)
 	s := &Store{
-		core:   c,
-		prover: prover,
-		heads:  keeper,
-		folds:  fold.NewFolder(c, prover, keeper),
+		core: c, prover: prover, heads: keeper, folds: folds,
+		w:      txn.NewWriter(c, prover, folds, keeper),
 		feeds:  feed.NewReader(c, prover),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
-		refs: c.Refs, txr: c.Txr, home: c.Home, now: c.Now,
-		lockPath:   filepath.Join(c.GitDir, "bernstein", "write.lock"),
-		entryHeads: map[string]entryHead{},
-		arrived:    make(chan struct{}, 1),
+		refs: c.Refs, home: c.Home,
 	}
 	return s, nil
 }
 
 // Close waits for the store's commit loop and releases its mapped packs.
 func (s *Store) Close() error {
-	s.loops.Wait()
+	s.w.Wait()
 	return s.core.Close()
 }
 
@@ -193,4 +160,12 @@ func (s *Store) PublishedKeys() (map[string]string, error) {
 		return nil, err
 	}
 	return writers.Keys(s.core, view)
+}
+
+// tx is the transaction as work.go's rows see it, until they move.
+type tx struct{ *txn.Tx }
+
+// submit runs fn in the writer's next batch.
+func (s *Store) submit(fn func(t *tx) (any, error)) (any, error) {
+	return s.w.Submit(func(t *txn.Tx) (any, error) { return fn(&tx{t}) })
 }

@@ -9,8 +9,11 @@ import (
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/fold"
+	"github.com/bernstein/bernstein/internal/taskops"
+	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
@@ -80,16 +83,8 @@ func (s *Store) CreateTask(spec TaskSpec) (*TaskInfo, error) {
 	if gates == nil {
 		gates = []ledger.Gate{}
 	}
-	_, err = s.submit(func(t *tx) (any, error) {
-		c, err := t.ledgerChain(spec.ID)
-		if err != nil {
-			return nil, err
-		}
-		if c.ledger != nil {
-			return nil, fmt.Errorf("task %s %w", spec.ID, ErrTaskExists)
-		}
-		_, _, err = t.appendLedger(spec.ID, record.KindTaskCreated, actor, ledger.Created{Title: spec.Title, Evidence: ev, Gates: gates})
-		return nil, err
+	_, err = s.w.Submit(func(t *txn.Tx) (any, error) {
+		return nil, taskops.Create(t, spec.ID, actor, ledger.Created{Title: spec.Title, Evidence: ev, Gates: gates})
 	})
 	if err != nil {
 		return nil, err
@@ -141,9 +136,8 @@ func (s *Store) Claim(task, agent string) (token string, err error) {
 	var cid [8]byte
 	rand.Read(cid[:])
 	claimID := "claim-" + hex.EncodeToString(cid[:])
-	_, err = s.submit(func(t *tx) (any, error) {
-		_, _, err := t.appendLedger(task, record.KindTaskClaimed, agent, ledger.Claimed{Agent: agent, ClaimID: claimID, TokenSHA256: TokenHash(token)})
-		return nil, err
+	_, err = s.w.Submit(func(t *txn.Tx) (any, error) {
+		return nil, taskops.Claim(t, task, agent, ledger.Claimed{Agent: agent, ClaimID: claimID, TokenSHA256: TokenHash(token)})
 	})
 	if err != nil {
 		return "", err
@@ -171,45 +165,11 @@ func (s *Store) Transition(task, kind, actor, reason string) (*TaskInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.submit(func(t *tx) (any, error) {
-		row, _, err := t.appendLedger(task, kind, who, ledger.Transition{Reason: reason})
-		if err != nil {
-			return nil, err
-		}
-		if ledger.Terminal(ledger.PhaseOf(kind)) {
-			return nil, t.sealJournal(task, row)
-		}
-		return nil, nil
-	})
+	_, err = s.w.Submit(func(t *txn.Tx) (any, error) { return nil, taskops.Transition(t, task, kind, who, reason) })
 	if err != nil {
 		return nil, err
 	}
 	return s.Task(task)
-}
-
-// sealJournal records the journal's head and row count in a signed spine
-// entry, with a detached signature over the entry in the spine commit.
-func (t *tx) sealJournal(task string, transition record.Row) error {
-	rows, head, err := t.nextJournalRow(task)
-	if err != nil {
-		return err
-	}
-	hdr, err := t.spineHeader(record.SpineJournalSeal)
-	if err != nil {
-		return err
-	}
-	seal := record.SpineSealEntry{SpineHeader: hdr, TaskID: task, Head: head, Rows: rows, LedgerIndex: transition.Index, Transition: transition.Kind}
-	b, err := record.Canonical(seal)
-	if err != nil {
-		return err
-	}
-	sig, err := t.id.SignDetached(b)
-	if err != nil {
-		return err
-	}
-	files := map[string][]byte{record.SealSignatureFile: []byte(base64.StdEncoding.EncodeToString(sig) + "\n")}
-	_, err = t.appendSpine(seal, fmt.Sprintf("journal_seal %s (%d rows)", task, rows), files)
-	return err
 }
 
 // TaskInfo is a task as its ledger tells it: its counted rows, and the
@@ -292,7 +252,7 @@ func (s *Store) rows(ref string) ([]record.Row, error) {
 	if err != nil || head.IsZero() {
 		return nil, err
 	}
-	commits, _, err := s.walkBack(head, gitstore.ZeroOid)
+	commits, _, err := chain.WalkBack(s.objects, head, gitstore.ZeroOid, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -96,20 +96,20 @@ func (s *Store) resolvePlainCommit(rev string) (string, bool) {
 // workRow appends one work row (with its output blobs) to task's journal and
 // mirrors it into the audit chain. The task must exist and not be ended.
 func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte) (*WorkResult, error) {
-	lc, err := t.ledgerChain(task)
+	lc, err := t.LedgerChain(task)
 	if err != nil {
 		return nil, err
 	}
-	if !lc.ledgerProof.Whole() {
-		return nil, lc.ledgerProof.Unproven("ledger", task)
+	if !lc.LedgerProof.Whole() {
+		return nil, lc.LedgerProof.Unproven("ledger", task)
 	}
-	if lc.ledger == nil {
+	if lc.Ledger == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, task)
 	}
-	if ledger.Terminal(lc.ledger.Phase) {
-		return nil, endedError(task, lc.ledger.Phase)
+	if ledger.Terminal(lc.Ledger.Phase) {
+		return nil, endedError(task, lc.Ledger.Phase)
 	}
-	index, prev, err := t.nextJournalRow(task)
+	index, prev, err := t.NextJournalRow(task)
 	if err != nil {
 		return nil, err
 	}
@@ -117,16 +117,16 @@ func (t *tx) workRow(task, kind, actor string, data any, files map[string][]byte
 	if err != nil {
 		return nil, err
 	}
-	jc, err := t.appendJournal(task, row, fmt.Sprintf("%s #%d", kind, index), files)
+	jc, err := t.AppendJournal(task, row, fmt.Sprintf("%s #%d", kind, index), files)
 	if err != nil {
 		return nil, err
 	}
 	h := row.Hash()
-	if err := t.appendAudit(kind, actor, task, string(h), row.Data); err != nil {
+	if err := t.AppendAudit(kind, actor, task, string(h), row.Data); err != nil {
 		return nil, err
 	}
-	v := progress.Project(task, jc.journal.Progress, lc.ledger)
-	w := v.ToWire(jc.journal.Head, jc.journal.Rows, lc.ledger.Head, lc.ledger.Rows)
+	v := progress.Project(task, jc.Journal.Progress, lc.Ledger)
+	w := v.ToWire(jc.Journal.Head, jc.Journal.Rows, lc.Ledger.Head, lc.Ledger.Rows)
 	return &WorkResult{Task: task, Kind: kind, JournalIndex: index, RowHash: h, Data: data, Progress: &w}, nil
 }
 
@@ -223,7 +223,7 @@ func (s *Store) CaptureDiff(task, base, head, actor string) (*WorkResult, error)
 // the row's data around the stored output's description.
 func (s *Store) outputRow(task, kind, who, name, ext string, output []byte, data func(record.Output) any) (*WorkResult, error) {
 	return s.submitWork(func(t *tx) (*WorkResult, error) {
-		index, _, err := t.nextJournalRow(task)
+		index, _, err := t.NextJournalRow(task)
 		if err != nil {
 			return nil, err
 		}

@@ -24,6 +24,19 @@ import (
 // keys are not trusted: they tell "unverifiable" from "tampered" and what
 // `keys pin` would pin; trust is pinning (docs/trust.md).
 
+// KeyRecord is the published record of a writer's public key.
+type KeyRecord struct {
+	V         int    `json:"v"`
+	Writer    string `json:"writer"`
+	Principal string `json:"principal"`
+	PublicKey string `json:"public_key"`
+}
+
+// Files of a writer's key ref (and of the legacy refs/bernstein/keys).
+const (
+	AllowedSignersFile = "allowed_signers"
+)
+
 // RefKey reads the key a writer's ref publishes at head.
 func RefKey(c *core.Repo, head gitstore.Oid, writer string) (string, error) {
 	cc, err := chain.Read(c.Objects, head)

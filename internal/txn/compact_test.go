@@ -1,4 +1,4 @@
-package bernstein
+package txn
 
 import (
 	"fmt"
@@ -13,13 +13,13 @@ import (
 // `git maintenance run` whose lock is recent. A gc.pid of a process that is
 // gone, of another host, or an old maintenance lock does not hold it back.
 func TestCompactionWaitsForGitMaintenance(t *testing.T) {
-	s, _ := newTestStore(t)
+	s := newTestWriter(t)
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := filepath.Join(s.gitDir, "gc.pid")
-	lock := filepath.Join(s.objects.Dir(), "maintenance.lock")
+	pid := filepath.Join(s.c.GitDir, "gc.pid")
+	lock := filepath.Join(s.c.Objects.Dir(), "maintenance.lock")
 	write := func(path, content string, age time.Duration) {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)

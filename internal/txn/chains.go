@@ -1,0 +1,340 @@
+package txn
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/fold"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// chain returns ref's chain in this transaction, reading it on first use.
+func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
+	if c, ok := t.chains[ref]; ok {
+		return c, nil
+	}
+	head, err := t.w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{ref: ref, old: head, head: head}
+	if !head.IsZero() {
+		if err := load(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.checkHead(c); err != nil {
+		return nil, err
+	}
+	t.chains[ref] = c
+	return c, nil
+}
+
+// checkHead refuses to extend a chain that no longer contains the head this
+// host's writer left on it (internal/heads). A journal or ledger that still has
+// rows carries that as a fault of its fold (journalStateAt, ledgerStateAt);
+// here are the rest: one whose ref is gone, and the writer's own spine and
+// audit mirror, whose next entry would take a sequence number already used.
+func (t *Tx) checkHead(c *Chain) error {
+	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
+	own := c.ref == refs.Spine(t.id.Writer) || c.ref == refs.Audit(t.id.Writer)
+	if !own && !(task && c.head.IsZero()) {
+		return nil
+	}
+	pos := c.next - 1
+	if c.head.IsZero() {
+		pos = -1
+	}
+	name := strings.TrimSuffix(strings.SplitAfterN(strings.TrimPrefix(c.ref, refs.Prefix), "/", 2)[0], "/")
+	f, err := t.w.heads.Rollback(name, c.ref, c.head, pos)
+	if err != nil || f == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s cannot be trusted from index %d (%s): nothing is written on top of it; run 'bernstein audit verify'", fold.ErrUnproven, c.ref, f.Index, f.Reason)
+}
+
+// own makes c's states private to the running operation before it mutates
+// them, so a failed operation can be rolled back.
+func (t *Tx) own(c *Chain) {
+	if c.owner == t.op {
+		return
+	}
+	if c.Ledger != nil {
+		l := *c.Ledger
+		c.Ledger = &l
+	}
+	if c.Journal != nil {
+		c.Journal = c.Journal.Clone()
+	}
+	c.owner = t.op
+}
+
+// LedgerChain loads a task's ledger with its folded state: the rows that
+// counted, and the proof of the rest.
+func (t *Tx) LedgerChain(task string) (*Chain, error) {
+	return t.chain(refs.Ledger(task), func(c *Chain) error {
+		fold, err := t.w.folds.LedgerAt(t.env, task, c.head)
+		if err != nil {
+			return err
+		}
+		if fold.Exists() {
+			c.Ledger = fold.State
+		}
+		c.LedgerProof = fold.Proof
+		c.next, c.last = fold.State.Rows, string(fold.State.Head)
+		c.tree = gitstore.EmptyTree
+		return nil
+	})
+}
+
+// JournalChain loads a task's journal with its folded state.
+func (t *Tx) JournalChain(task string) (*Chain, error) {
+	c, err := t.chain(refs.Journal(task), func(c *Chain) error {
+		st, err := t.w.folds.JournalAt(t.env, task, c.head)
+		if err != nil {
+			return err
+		}
+		c.Journal = st
+		c.next, c.last = st.Rows, string(st.Head)
+		return nil
+	})
+	if err == nil && c.Journal == nil {
+		c.Journal = fold.NewJournal(task)
+		c.tree = gitstore.EmptyTree
+	}
+	return c, err
+}
+
+// entryChain loads a spine or audit chain: only its head entry matters, and
+// it is remembered from the last batch while the ref has not moved.
+func (t *Tx) entryChain(ref string, audit bool) (*Chain, error) {
+	return t.chain(ref, func(c *Chain) error {
+		t.w.mu.Lock()
+		h, ok := t.w.entryHeads[ref]
+		t.w.mu.Unlock()
+		if ok && h.head == c.head {
+			c.next, c.last, c.tree = h.next, h.last, h.tree
+			return nil
+		}
+		cc, err := chain.Read(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		if audit {
+			a, err := record.ParseAuditEntry(cc.Record)
+			if err != nil {
+				return fmt.Errorf("%s head: %w", ref, err)
+			}
+			c.next, c.last = a.Seq+1, a.HMAC
+		} else {
+			e, err := record.ParseSpineEntry(cc.Record)
+			if err != nil {
+				return fmt.Errorf("%s head: %w", ref, err)
+			}
+			c.next, c.last = e.Header.Seq+1, string(e.Hash)
+		}
+		c.tree = cc.Commit.Tree
+		return nil
+	})
+}
+
+// ident formats a commit identity for name (an agent, actor or writer).
+func (t *Tx) ident(name string) string {
+	return gitstore.Ident(name, name+"@bernstein", t.now.Unix())
+}
+
+// addCommit appends a commit to c.
+func (t *Tx) addCommit(c *Chain, tree gitstore.Oid, author string, msg []byte, sign bool) error {
+	cm := gitstore.Commit{Tree: tree, Author: t.ident(author), Committer: t.ident(t.id.Writer), Message: msg}
+	if !c.head.IsZero() {
+		cm.Parents = []gitstore.Oid{c.head}
+	}
+	if sign {
+		sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+		if err != nil {
+			return err
+		}
+		cm.Signature = sig
+	}
+	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	t.objects = append(t.objects, o)
+	c.head, c.tree, c.dirty = o.ID, tree, true
+	return nil
+}
+
+// addTree stores a tree built in this transaction.
+func (t *Tx) addTree(es []gitstore.TreeEntry) gitstore.Oid {
+	if len(es) == 0 {
+		return gitstore.EmptyTree
+	}
+	o := gitstore.NewObject(gitstore.TypeTree, gitstore.EncodeTree(es))
+	t.objects = append(t.objects, o)
+	t.trees[o.ID] = es
+	return o.ID
+}
+
+func (t *Tx) readTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
+	if es, ok := t.trees[id]; ok {
+		return es, nil
+	}
+	return t.w.c.ReadTree(id)
+}
+
+// addBlob stores a blob and returns its id.
+func (t *Tx) addBlob(data []byte) gitstore.Oid {
+	o := gitstore.NewObject(gitstore.TypeBlob, data)
+	t.objects = append(t.objects, o)
+	return o.ID
+}
+
+// AppendLedger appends a transition row to a task's ledger, refusing an
+// illegal transition, and mirrors it into the audit chain.
+func (t *Tx) AppendLedger(task, kind, actor string, data any) (record.Row, *Chain, error) {
+	c, err := t.LedgerChain(task)
+	if err != nil {
+		return record.Row{}, nil, err
+	}
+	if !c.LedgerProof.Whole() {
+		return record.Row{}, nil, c.LedgerProof.Unproven("ledger", task)
+	}
+	phase := ""
+	if c.Ledger != nil {
+		phase = c.Ledger.Phase
+	} else if kind != record.KindTaskCreated {
+		// A transition of a task that was never created: the task is
+		// unknown, as every reading command says.
+		return record.Row{}, nil, fmt.Errorf("%w: %s", ledger.ErrUnknownTask, task)
+	}
+	if err := ledger.Check(task, phase, kind); err != nil {
+		return record.Row{}, nil, err
+	}
+	row, err := record.NewRow(kind, task, c.next, record.Hash(c.last), actor, data)
+	if err != nil {
+		return record.Row{}, nil, err
+	}
+	t.own(c)
+	if c.Ledger == nil {
+		c.Ledger = &ledger.State{}
+	}
+	b := row.Bytes()
+	if err := c.Ledger.ApplyHashed(row, record.Sum(b)); err != nil {
+		return record.Row{}, nil, err
+	}
+	c.LedgerProof.Total = c.Ledger.Rows
+	if err := t.addCommit(c, gitstore.EmptyTree, actor, record.Message(kind+" "+task, b), true); err != nil {
+		return record.Row{}, nil, err
+	}
+	c.next, c.last = row.Index+1, string(record.Sum(b))
+	if err := t.AppendAudit(kind, actor, task, string(record.Sum(b)), row.Data); err != nil {
+		return record.Row{}, nil, err
+	}
+	return row, c, nil
+}
+
+// AppendJournal appends a row to a task's journal. The row's commit tree
+// holds the row's own files (artifact versions, command outputs, patches) and
+// nothing else: a post costs the same whatever the journal holds already, and
+// `git show <row commit>:<path>` shows each file.
+func (t *Tx) AppendJournal(task string, row record.Row, summary string, files map[string][]byte) (*Chain, error) {
+	c, err := t.JournalChain(task)
+	if err != nil {
+		return nil, err
+	}
+	t.own(c)
+	blobs := make(map[string]gitstore.Oid, len(files))
+	for path, data := range files {
+		blobs[path] = t.addBlob(data)
+	}
+	tree, trees, err := gitstore.TreeOf(blobs)
+	if err != nil {
+		return nil, err
+	}
+	t.objects = append(t.objects, trees...)
+	b := row.Bytes()
+	if err := c.Journal.Apply(row, record.Sum(b)); err != nil {
+		return nil, err
+	}
+	if err := t.addCommit(c, tree, row.Actor, record.Message(summary, b), true); err != nil {
+		return nil, err
+	}
+	c.Journal.Proof.Total = c.Journal.Rows
+	c.next, c.last = row.Index+1, string(record.Sum(b))
+	return c, nil
+}
+
+// NextJournalRow returns the index and prev hash a new row of task takes.
+// A journal with rows that are not proven takes none.
+func (t *Tx) NextJournalRow(task string) (int64, record.Hash, error) {
+	c, err := t.JournalChain(task)
+	if err != nil {
+		return 0, "", err
+	}
+	if !c.Journal.Proof.Whole() {
+		return 0, "", c.Journal.Proof.Unproven("journal", task)
+	}
+	return c.next, record.Hash(c.last), nil
+}
+
+// SpineHeader fills the header the next entry of the writer's spine takes.
+func (t *Tx) SpineHeader(kind string) (record.SpineHeader, error) {
+	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
+	if err != nil {
+		return record.SpineHeader{}, err
+	}
+	return record.SpineHeader{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last), Kind: kind}, nil
+}
+
+// AppendSpine appends a signed entry (built on SpineHeader) to the spine.
+// files go into the spine commit's tree.
+func (t *Tx) AppendSpine(entry any, summary string, files map[string][]byte) (record.Hash, error) {
+	c, err := t.entryChain(refs.Spine(t.id.Writer), false)
+	if err != nil {
+		return "", err
+	}
+	b, err := record.Canonical(entry)
+	if err != nil {
+		return "", err
+	}
+	tree := gitstore.EmptyTree
+	if len(files) > 0 {
+		var es []gitstore.TreeEntry
+		for name, data := range files {
+			es = append(es, gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: name, ID: t.addBlob(data)})
+		}
+		tree = t.addTree(es)
+	}
+	if err := t.addCommit(c, tree, t.id.Writer, record.Message(summary, b), true); err != nil {
+		return "", err
+	}
+	h := record.Sum(b)
+	c.next, c.last = c.next+1, string(h)
+	return h, nil
+}
+
+// AppendAudit appends an HMAC'd, signed entry to the writer's audit mirror.
+func (t *Tx) AppendAudit(event, actor, task, resource string, details []byte) error {
+	c, err := t.entryChain(refs.Audit(t.id.Writer), true)
+	if err != nil {
+		return err
+	}
+	if details == nil {
+		details = []byte("{}")
+	}
+	a := record.AuditEntry{V: record.Version, Writer: t.id.Writer, Seq: c.next, Event: event, Actor: actor,
+		TaskID: task, Resource: resource, Details: details, PrevHMAC: c.last}
+	a.HMAC = t.id.MAC(a.MACBytes())
+	b := a.Bytes()
+	summary := event
+	if task != "" {
+		summary += " " + task
+	}
+	if err := t.addCommit(c, gitstore.EmptyTree, t.id.Writer, record.Message(summary, b), true); err != nil {
+		return err
+	}
+	c.next, c.last = c.next+1, a.HMAC
+	return nil
+}
