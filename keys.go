@@ -1,6 +1,10 @@
 package bernstein
 
 import (
+	"sort"
+
+	"golang.org/x/crypto/ssh"
+
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys/pins"
 	"github.com/bernstein/bernstein/refs"
@@ -73,4 +77,33 @@ func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
 // UnpinKeys removes writers from this repository's pin file.
 func (s *Store) UnpinKeys(writers []string) error {
 	return s.pinFile().Unpin(writers)
+}
+
+// WriterKey is a writer's key as a repository publishes it: not trusted by
+// itself (see docs/trust.md); pin it to trust it.
+type WriterKey struct {
+	Writer      string `json:"writer"`
+	KeyType     string `json:"key_type"`
+	Fingerprint string `json:"fingerprint"` // SHA256:...
+	Key         string `json:"key"`         // authorized_keys line
+}
+
+// PublishedWriterKeys lists the published keys with their fingerprints,
+// sorted by writer. A key that does not parse is listed with an empty
+// fingerprint.
+func (s *Store) PublishedWriterKeys() ([]WriterKey, error) {
+	pub, err := s.PublishedKeys()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WriterKey, 0, len(pub))
+	for w, line := range pub {
+		k := WriterKey{Writer: w, Key: line}
+		if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+			k.KeyType, k.Fingerprint = pk.Type(), ssh.FingerprintSHA256(pk)
+		}
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
+	return out, nil
 }

@@ -1,9 +1,6 @@
 package bernstein
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -128,17 +125,11 @@ func (s *Store) Claim(task, agent string) (token string, err error) {
 	if err := ValidateAgent(agent); err != nil {
 		return "", err
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	token, claimed, err := taskops.NewClaim(agent)
+	if err != nil {
 		return "", err
 	}
-	token = "bct_" + base64.RawURLEncoding.EncodeToString(raw[:])
-	var cid [8]byte
-	rand.Read(cid[:])
-	claimID := "claim-" + hex.EncodeToString(cid[:])
-	_, err = s.w.Submit(func(t *txn.Tx) (any, error) {
-		return nil, taskops.Claim(t, task, agent, ledger.Claimed{Agent: agent, ClaimID: claimID, TokenSHA256: TokenHash(token)})
-	})
+	_, err = s.w.Submit(func(t *txn.Tx) (any, error) { return nil, taskops.Claim(t, task, agent, claimed) })
 	if err != nil {
 		return "", err
 	}

@@ -8,7 +8,9 @@
 package taskops
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/bernstein/bernstein/internal/txn"
@@ -28,6 +30,19 @@ func Create(t *txn.Tx, task, actor string, created ledger.Created) error {
 	}
 	_, _, err = t.AppendLedger(task, record.KindTaskCreated, actor, created)
 	return err
+}
+
+// NewClaim makes a claim for agent: a random claim token, shown once, and
+// the claim row's data, which keeps only the token's hash.
+func NewClaim(agent string) (token string, claimed ledger.Claimed, err error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", ledger.Claimed{}, err
+	}
+	token = "bct_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	var cid [8]byte
+	rand.Read(cid[:])
+	return token, ledger.Claimed{Agent: agent, ClaimID: "claim-" + hex.EncodeToString(cid[:]), TokenSHA256: ledger.TokenHash(token)}, nil
 }
 
 // Claim gives agent the task's claim (its token's hash and id in claimed).

@@ -1,0 +1,602 @@
+package remote
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// PushResult says what Push did.
+type PushResult struct {
+	Remote string `json:"remote"`
+	// Atomic is false when the remote does not support atomic pushes and the
+	// refs were pushed one by one.
+	Atomic   bool        `json:"atomic"`
+	Pushed   []RefChange `json:"pushed"` // Old is the remote's value as last fetched ("" if unknown)
+	UpToDate int         `json:"up_to_date"`
+	// RemoteAhead are refs the remote has newer than this host: fetch them.
+	RemoteAhead []RefChange  `json:"remote_ahead"`
+	Rejected    []Rejection  `json:"rejected"`
+	Diverged    []Divergence `json:"diverged"`
+	// RemoteMessages are the lines the remote printed (its hooks' refusals),
+	// over every attempt.
+	RemoteMessages []string `json:"remote_messages"`
+	// Replanned counts the times the remote turned out to have moved refs
+	// (since the last fetch, or while the push was under way: another
+	// push), so that Push fetched its heads and planned again.
+	Replanned int `json:"replanned"`
+}
+
+// Rejection is a ref the remote refused.
+type Rejection struct {
+	RefInfo
+	Reason string `json:"reason"` // git's: "fetch first", "non-fast-forward", "pre-receive hook declined", ...
+	// Refused is true when the remote's own checks (a hook) refused it, or
+	// its ref transaction failed though nothing had moved the ref; false
+	// when the ref had moved on the remote (git's fast-forward rule, or
+	// another push that landed first).
+	Refused bool `json:"refused"`
+}
+
+// RejectedError reports a push the remote rejected because it holds commits
+// this host lacks on refs this host also moved, still after Push fetched its
+// heads and planned again (the remote kept moving them, maxPushAttempts
+// times; or the fetch did not show them moved, as when the remote's fetch
+// and push URLs differ). Nothing was pushed when the push was atomic.
+type RejectedError struct {
+	Remote   string
+	Rejected []Rejection
+	Pushes   int // the pushes made, each retry after fetching the remote's heads
+}
+
+func (e *RejectedError) Error() string {
+	r := e.Rejected[0]
+	return fmt.Sprintf("%s rejected %s (%s)%s: it holds commits this host lacks, still after push fetched its heads (%d push%s); run 'bernstein fetch %s', then push again",
+		e.Remote, r.What(), r.Reason, more(len(e.Rejected)-1), e.Pushes, map[bool]string{true: "", false: "es"}[e.Pushes == 1], e.Remote)
+}
+
+// Is makes errors.Is(err, ErrDiverged) hold: the remote moved a ref this
+// host moved too.
+func (e *RejectedError) Is(target error) bool { return target == ErrDiverged }
+
+// RemoteRefusedError reports refs the remote refused by its own checks (a
+// pre-receive hook), or failed to update though nothing had moved them
+// (Failed): its messages say why. Refused lists first the refs its messages
+// name.
+type RemoteRefusedError struct {
+	Remote   string
+	Refused  []Rejection
+	Messages []string
+	Failed   bool
+}
+
+// Summary is the error without the remote's messages, for a caller that
+// shows them already.
+func (e *RemoteRefusedError) Summary() string {
+	r := e.Refused[0]
+	if e.Failed {
+		return fmt.Sprintf("%s failed to update %s (%s)%s, though no other push had moved it", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+	}
+	return fmt.Sprintf("%s refused %s (%s)%s", e.Remote, r.What(), r.Reason, more(len(e.Refused)-1))
+}
+
+func (e *RemoteRefusedError) Error() string {
+	msg := e.Summary()
+	if len(e.Messages) > 0 {
+		msg += ": " + strings.Join(e.Messages, "; ")
+	}
+	return msg
+}
+
+func more(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more ref%s", n, plural(n))
+}
+
+// pushArgBudget bounds the bytes of <commit>:<ref> refspecs passed to git
+// push on its command line (about 2,500 refs); a larger push goes through
+// temporary refs and one pattern (see pushViaRefs), which costs three
+// `git update-ref` runs more.
+var pushArgBudget = 256 << 10
+
+// SetPushArgBudget sets the bytes of <commit>:<ref> refspecs a push passes
+// on git's command line, for the tests of the push through temporary refs;
+// it returns what puts it back.
+func SetPushArgBudget(n int) (restore func()) {
+	saved := pushArgBudget
+	pushArgBudget = n
+	return func() { pushArgBudget = saved }
+}
+
+// PushTempRoot holds the temporary refs of a large push:
+// refs/bernstein-push/<pid>/<rest>.
+const PushTempRoot = "refs/bernstein-push/"
+
+// maxPushAttempts bounds the git pushes of one Push: the first, and a retry
+// after each time the remote turned out to have moved refs meanwhile.
+const maxPushAttempts = 3
+
+// Push sends every local refs/bernstein/* ref that this host moved past the
+// remote's head to remote, in one atomic push (one by one, said in the
+// result, when the remote cannot do atomic pushes), never forced. It first
+// finishes any interrupted local write, then pushes the refs exactly as one
+// snapshot saw them, so the remote never receives half a post.
+//
+// Refs the remote has newer (another host's chains, fetched earlier) are
+// left out. A ref both sides moved is a divergence: nothing is pushed and
+// the error is a *DivergedError. When the remote rejects refs because they
+// moved there since the last fetch (git's "fetch first" or
+// "non-fast-forward"), or because another push moved them while this one
+// was under way (the remote's ref transaction failed: "atomic transaction
+// failed", "failed to update ref"), Push fetches the remote's heads into the
+// remote-tracking refs, plans again and retries (at most maxPushAttempts
+// pushes in all): a divergence is then a *DivergedError naming the task,
+// refs the remote now has as this host does drop out, and if the remote
+// keeps moving the error is a *RejectedError. Refs refused by the remote's
+// hooks give a *RemoteRefusedError with the remote's messages.
+//
+// If the repository has a pre-push hook (bernstein hooks install
+// --pre-push, or any other), Push runs it before each git push, as git push
+// would, with the commits it is about to send and the remote's heads as
+// last fetched; when the hook refuses, nothing is sent and the error is a
+// *PrePushError. (git push itself runs with --no-verify: the hook would
+// run twice, and git would give it the remote's live heads, whose commits
+// this host may never have seen; see runPrePush.)
+func (s *Syncer) Push(remote string) (*PushResult, error) {
+	if err := Check(s.c.GitDir, remote); err != nil {
+		return nil, err
+	}
+	if err := s.w.Settle(); err != nil {
+		return nil, err
+	}
+	atomic := true
+	// What earlier attempts pushed (a push that is not atomic lands some
+	// refs before another is rejected) and what the remote said.
+	var pushedBefore []RefChange
+	var msgs []string
+	for attempt := 0; ; attempt++ {
+		res := &PushResult{Remote: remote, Atomic: atomic, Pushed: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
+		skip := map[string]bool{}
+		for _, c := range pushedBefore {
+			skip[c.Ref] = true
+		}
+		plan, err := s.planPush(remote, res, skip)
+		res.Pushed = append(res.Pushed, pushedBefore...)
+		res.RemoteMessages = append(res.RemoteMessages, msgs...)
+		res.Replanned = attempt
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Diverged) > 0 {
+			return res, &DivergedError{Remote: remote, Diverged: res.Diverged}
+		}
+		if len(plan) == 0 {
+			return res, nil
+		}
+		if err := s.runPrePush(remote, plan); err != nil {
+			return res, err
+		}
+		st, out, err := s.gitPush(remote, plan, atomic)
+		if errors.Is(err, errNoAtomic) {
+			atomic = false
+			s.c.Warn("%s does not support atomic pushes: pushing the refs one by one", remote)
+			attempt--
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, out...)
+		res.RemoteMessages = append(res.RemoteMessages, out...)
+		var stale []refs.Update
+		var landed []refs.Update
+		var refused []Rejection
+		rejected, collateral, races := false, 0, 0
+		for _, r := range st {
+			rejected = rejected || !r.ok
+		}
+		for _, p := range plan {
+			r, ok := st[p.Ref]
+			if !ok {
+				// Over smart HTTP, git reports only the rejected refs of a
+				// failed atomic push.
+				if !atomic || !rejected {
+					return nil, fmt.Errorf("git push %s reported nothing for %s", remote, p.Ref)
+				}
+				r = pushStatus{reason: "atomic push failed", collateral: true}
+			}
+			switch {
+			case r.ok:
+				landed = append(landed, p)
+				if r.upToDate {
+					res.UpToDate++
+				} else {
+					c := RefChange{RefInfo: DescribeRef(p.Ref), Old: oidOrEmpty(p.Old), New: p.New.String()}
+					res.Pushed = append(res.Pushed, c)
+					pushedBefore = append(pushedBefore, c)
+				}
+			case r.collateral:
+				// Held back with the rest of an atomic push: it goes again
+				// with the retry, if there is one.
+				collateral++
+			case r.remote && !r.race:
+				rj := Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason, Refused: true}
+				res.Rejected = append(res.Rejected, rj)
+				refused = append(refused, rj)
+			default:
+				res.Rejected = append(res.Rejected, Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason})
+				stale = append(stale, p)
+				if r.race {
+					races++
+				}
+			}
+		}
+		if err := s.setTracking(remote, landed); err != nil {
+			s.c.Warn("update the remote-tracking refs of %s: %v", remote, err)
+		}
+		refusedErr := func() error {
+			return &RemoteRefusedError{Remote: remote, Refused: namedFirst(refused, res.RemoteMessages), Messages: res.RemoteMessages}
+		}
+		if len(stale) == 0 {
+			if len(refused) > 0 {
+				return res, refusedErr()
+			}
+			if collateral > 0 {
+				return res, fmt.Errorf("git push %s: the atomic push failed, but git named no ref that caused it: %s", remote, strings.Join(out, "; "))
+			}
+			return res, nil
+		}
+		// Refs the remote moved come first, even beside refs its hooks
+		// refused (one by one, a guard refuses a spine that seals a row of
+		// a journal git push held back): planning again on its heads
+		// names a divergence, and a refusal that stands is met again.
+		res.Rejected = namedFirst(res.Rejected, out)
+		if attempt+1 >= maxPushAttempts {
+			if len(refused) > 0 {
+				return res, refusedErr()
+			}
+			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
+		}
+		// The remote moved refs since the last fetch, or while this push
+		// was under way: learn its heads (remote-tracking refs only;
+		// nothing local moves) and plan again. The whole namespace, not
+		// only the rejected refs: a lost race rejects every ref of an
+		// atomic push, those the remote does not have too, and the other
+		// push may have created refs this one creates.
+		if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, false); err != nil {
+			return nil, err
+		}
+		tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
+		if err != nil {
+			return nil, err
+		}
+		changed := false
+		for _, p := range stale {
+			changed = changed || tracking[TrackingRef(remote, p.Ref)] != p.Old
+		}
+		if !changed && len(refused) > 0 {
+			return res, refusedErr()
+		}
+		if !changed && races < len(stale) {
+			// git push rejected refs whose heads the fetch does not show
+			// moved (the fetch and push URLs differ?): a retry would only
+			// repeat it.
+			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
+		}
+		if !changed {
+			// None of them moved on the remote: its ref transaction failed
+			// for a reason of its own (a full disk, a stale lock), which
+			// a retry would only repeat.
+			var failed []Rejection
+			for _, r := range res.Rejected {
+				failed = append(failed, Rejection{RefInfo: r.RefInfo, Reason: r.Reason, Refused: true})
+			}
+			res.Rejected = failed
+			return res, &RemoteRefusedError{Remote: remote, Refused: failed, Messages: res.RemoteMessages, Failed: true}
+		}
+	}
+}
+
+// namedFirst puts first the rejections whose ref the remote's messages
+// name (its guard's "refused <ref>", git's "cannot lock ref '<ref>'"): the
+// refs that caused the rejection, rather than those merely held back with
+// them.
+func namedFirst(rs []Rejection, msgs []string) []Rejection {
+	named := func(ref string) bool {
+		for _, m := range msgs {
+			for i := strings.Index(m, ref); i >= 0; {
+				end := i + len(ref)
+				if end == len(m) || !refNameByte(m[end]) {
+					return true
+				}
+				j := strings.Index(m[end:], ref)
+				if j < 0 {
+					break
+				}
+				i = end + j
+			}
+		}
+		return false
+	}
+	out := make([]Rejection, 0, len(rs))
+	var rest []Rejection
+	for _, r := range rs {
+		if named(r.Ref) {
+			out = append(out, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return append(out, rest...)
+}
+
+// refNameByte reports whether b can continue a ref name (a message naming
+// refs/bernstein/journal/T-1 does not name refs/bernstein/journal/T-10).
+func refNameByte(b byte) bool {
+	return b > ' ' && b != '\'' && b != '"' && b != ':' && b != ')' && b != ',' && b != ';' && b != 0x7f
+}
+
+func oidOrEmpty(o gitstore.Oid) string {
+	if o.IsZero() {
+		return ""
+	}
+	return o.String()
+}
+
+// planPush decides which refs to push: every local ref whose remote-tracking
+// copy is missing or an ancestor of it. Old in each update is the remote's
+// value as last fetched (zero when unknown).
+//
+// Refs in skip (pushed by an earlier attempt of the same Push) are not
+// counted as up to date.
+func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) ([]refs.Update, error) {
+	local, err := s.c.Refs.Snapshot(refs.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	mine, names, err := local.List(refs.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
+	if err != nil {
+		return nil, err
+	}
+	var plan []refs.Update
+	for _, ref := range names {
+		head := mine[ref]
+		theirs := tracking[TrackingRef(remote, ref)]
+		if theirs.IsZero() || !s.c.Objects.Has(theirs) {
+			plan = append(plan, refs.Update{Ref: ref, New: head})
+			continue
+		}
+		a, err := s.relate(head, theirs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		switch a.rel {
+		case relSame:
+			if !skip[ref] {
+				res.UpToDate++
+			}
+		case relAhead:
+			plan = append(plan, refs.Update{Ref: ref, Old: theirs, New: head})
+		case relBehind:
+			res.RemoteAhead = append(res.RemoteAhead, RefChange{RefInfo: DescribeRef(ref), Old: head.String(), New: theirs.String(), Commits: a.remoteOnly})
+		case relDiverged:
+			res.Diverged = append(res.Diverged, divergence(ref, head, theirs, a))
+		}
+	}
+	return plan, nil
+}
+
+var errNoAtomic = errors.New("the remote does not support atomic pushes")
+
+type pushStatus struct {
+	ok, upToDate bool
+	// remote: the remote rejected the ref ("[remote rejected]"), not git
+	// push itself.
+	remote bool
+	// race: the remote's ref transaction failed because another push moved
+	// a ref meanwhile (lostRace), not because its checks refused.
+	race bool
+	// collateral: held back only because an atomic push failed on another
+	// ref.
+	collateral bool
+	reason     string
+}
+
+// lostRace reports whether a reason git gives for a rejected ref says the
+// ref moved under the push rather than that the remote refused it:
+// receive-pack's ref transaction found the ref at another value than the
+// one the push started from ("atomic transaction failed" for every ref of
+// an atomic push, "failed to update ref" for one ref of another, "failed to
+// lock" from older versions, with "cannot lock ref '<ref>': is at X but
+// expected Y" among the remote's messages), or a lease that no longer holds
+// ("stale info").
+func lostRace(reason string) bool {
+	switch reason {
+	case "atomic transaction failed", "failed to update ref", "failed to lock", "stale info":
+		return true
+	}
+	return strings.HasPrefix(reason, "cannot lock ref")
+}
+
+// heldBack reports whether a reason says a ref was held back only because
+// another ref of its atomic push failed: git push's own "atomic push
+// failed", receive-pack's "atomic push failure".
+func heldBack(reason string) bool {
+	return reason == "atomic push failed" || reason == "atomic push failure"
+}
+
+// gitPush pushes plan (exact commits to full ref names, never forced) and
+// returns each ref's status from git's porcelain output and the remote's
+// messages.
+func (s *Syncer) gitPush(remote string, plan []refs.Update, atomic bool) (map[string]pushStatus, []string, error) {
+	size := 0
+	for _, u := range plan {
+		size += len(u.Ref) + 42
+	}
+	// Locally a push writes only remote-tracking refs (hints): unsynced.
+	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
+	if atomic {
+		args = append(args, "--atomic")
+	}
+	args = append(args, remote)
+	var cleanup func()
+	if size <= pushArgBudget {
+		for _, u := range plan {
+			args = append(args, u.New.String()+":"+u.Ref)
+		}
+	} else {
+		prefix, done, err := s.pushViaRefs(plan)
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = done
+		args = append(args, prefix+"*:"+refs.Prefix+"*")
+	}
+	out, errb, err := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"core.fsync=none"}, Args: args}.Run()
+	if cleanup != nil {
+		cleanup()
+	}
+	if err != nil && bytes.Contains(errb, []byte("does not support --atomic")) {
+		return nil, nil, errNoAtomic
+	}
+	st := parsePorcelain(out)
+	var msgs []string
+	for _, l := range strings.Split(string(errb), "\n") {
+		if m, ok := strings.CutPrefix(l, "remote: "); ok {
+			if m = strings.TrimSpace(m); m != "" {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	if err != nil && len(st) == 0 {
+		return nil, nil, fmt.Errorf("git push %s: %s", remote, git.Message(errb))
+	}
+	return st, msgs, nil
+}
+
+// parsePorcelain reads `git push --porcelain`: "<flag>\t<src>:<dst>\t<summary>".
+func parsePorcelain(out []byte) map[string]pushStatus {
+	st := map[string]pushStatus{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 || len(f[0]) != 1 {
+			continue
+		}
+		_, dst, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		summary := f[2]
+		reason := ""
+		if i := strings.LastIndex(summary, "("); i >= 0 && strings.HasSuffix(summary, ")") {
+			reason = summary[i+1 : len(summary)-1]
+		}
+		p := pushStatus{reason: reason}
+		switch f[0] {
+		case "=":
+			p.ok, p.upToDate = true, true
+		case " ", "*", "+":
+			p.ok = true
+		case "!":
+			p.remote = strings.HasPrefix(summary, "[remote rejected]") || strings.HasPrefix(summary, "[remote failure]")
+			if reason == "" {
+				p.reason = strings.Trim(summary, "[]")
+			}
+			p.race = lostRace(p.reason)
+			p.collateral = heldBack(p.reason)
+		default:
+			continue
+		}
+		st[dst] = p
+	}
+	return st
+}
+
+// pushViaRefs writes plan's commits to temporary refs
+// refs/bernstein-push/<pid>/<rest> in one `git update-ref --stdin`
+// transaction, for a push with too many refs for a command line. It returns
+// the prefix to push from and the cleanup that deletes them.
+func (s *Syncer) pushViaRefs(plan []refs.Update) (string, func(), error) {
+	prefix := fmt.Sprintf("%s%d/", PushTempRoot, os.Getpid())
+	// Temporary refs of pushes whose process died before it deleted them
+	// (best effort: they only keep objects alive).
+	if old, names, err := s.c.Refs.List(PushTempRoot); err == nil && len(names) > 0 {
+		var stale bytes.Buffer
+		for _, name := range names {
+			pid, _, _ := strings.Cut(strings.TrimPrefix(name, PushTempRoot), "/")
+			if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() && syscall.Kill(n, 0) == syscall.ESRCH {
+				fmt.Fprintf(&stale, "delete %s %s\n", name, old[name])
+			}
+		}
+		if stale.Len() > 0 {
+			updateRefs(s.c.GitDir, stale.Bytes())
+		}
+	}
+	var in bytes.Buffer
+	in.WriteString("start\n")
+	for _, u := range plan {
+		fmt.Fprintf(&in, "update %s%s %s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix), u.New)
+	}
+	in.WriteString("prepare\ncommit\n")
+	if err := updateRefs(s.c.GitDir, in.Bytes()); err != nil {
+		return "", nil, fmt.Errorf("git update-ref (temporary push refs): %v", err)
+	}
+	cleanup := func() {
+		var del bytes.Buffer
+		for _, u := range plan {
+			fmt.Fprintf(&del, "delete %s%s\n", prefix, strings.TrimPrefix(u.Ref, refs.Prefix))
+		}
+		if err := updateRefs(s.c.GitDir, del.Bytes()); err != nil {
+			s.c.Warn("remove the temporary push refs under %s: %v", prefix, err)
+		}
+	}
+	return prefix, cleanup, nil
+}
+
+// setTracking points the remote-tracking copies of landed refs at what was
+// pushed (git does so itself only when the fetch refspec is configured).
+func (s *Syncer) setTracking(remote string, landed []refs.Update) error {
+	if len(landed) == 0 {
+		return nil
+	}
+	tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
+	if err != nil {
+		return err
+	}
+	var in bytes.Buffer
+	for _, u := range landed {
+		t := TrackingRef(remote, u.Ref)
+		if tracking[t] != u.New {
+			fmt.Fprintf(&in, "update %s %s\n", t, u.New)
+		}
+	}
+	if in.Len() == 0 {
+		return nil
+	}
+	return updateRefs(s.c.GitDir, in.Bytes())
+}
+
+// updateRefs runs `git update-ref --stdin` on the refs outside
+// refs/bernstein/ that push and fetch keep (temporary refs of a large push,
+// remote-tracking refs): hints, relearned by the next fetch or push, so not
+// synced. Its error is git's message.
+func updateRefs(gitDir string, stdin []byte) error {
+	if _, errb, err := (git.Cmd{Policy: git.Isolated, GitDir: gitDir, Config: []string{"core.fsync=none"}, Args: []string{"update-ref", "--stdin"}, Stdin: stdin}).Run(); err != nil {
+		return errors.New(git.Message(errb))
+	}
+	return nil
+}
