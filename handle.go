@@ -81,10 +81,14 @@ type Claimant struct {
 
 // ClaimByToken finds the live claim whose token is token. Over HTTP a claim
 // token is the caller's whole identity: one agent on one task. It costs O(1)
-// while no ledger moves: the token index (tokenindex.go) names the task, and
+// while no ledger moves: the token index (internal/tokenindex) names the task, and
 // the proven fold of that task's ledger confirms it.
 func (s *Store) ClaimByToken(token string) (*Claimant, error) {
-	return s.claimByToken(token)
+	task, agent, err := s.tokens.Claim(token)
+	if err != nil {
+		return nil, err
+	}
+	return &Claimant{Task: task, Agent: agent}, nil
 }
 
 // UnprovenClaim finds, in task's ledger, a claim row no trusted writer

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/ledger"
@@ -119,20 +117,7 @@ func (v *ReadView) JournalKey(task string) (string, error) {
 
 // TaskIDs lists the tasks that have a ledger in the view, sorted (as
 // Store.TaskIDs does now).
-func (v *ReadView) TaskIDs() ([]string, error) {
-	_, names, err := v.snap.List(refs.LedgerPrefix)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range names {
-		if id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix)); err == nil {
-			out = append(out, id)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
+func (v *ReadView) TaskIDs() ([]string, error) { return refs.TaskIDs(v.snap) }
 
 // Task is Store.Task in the view: ErrUnknownTask when task has no ledger.
 func (v *ReadView) Task(task string) (*TaskInfo, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/internal/tokenindex"
 	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
@@ -60,7 +61,7 @@ type Store struct {
 	folds  *fold.Folder
 	w      *txn.Writer // the write transaction
 	feeds  *feed.Reader
-	tokens tokenIndex // live claim tokens by hash (tokenindex.go)
+	tokens *tokenindex.Index // live claim tokens by hash
 
 	// Copies of core's, for the root's files that read them still.
 	gitDir  string
@@ -95,6 +96,7 @@ func Open(o Options) (*Store, error) {
 		core: c, prover: prover, heads: keeper, folds: folds,
 		w:      txn.NewWriter(c, prover, folds, keeper),
 		feeds:  feed.NewReader(c, prover),
+		tokens: tokenindex.New(c, prover, folds),
 		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
 		refs: c.Refs, home: c.Home,
 	}

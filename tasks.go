@@ -2,7 +2,6 @@ package bernstein
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
@@ -194,22 +193,7 @@ func (s *Store) Task(task string) (*TaskInfo, error) {
 }
 
 // TaskIDs lists the tasks that have a ledger, sorted.
-func (s *Store) TaskIDs() ([]string, error) {
-	_, names, err := s.refs.List(refs.LedgerPrefix)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range names {
-		id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix))
-		if err != nil {
-			continue // not ours: a ref bernstein did not write
-		}
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out, nil
-}
+func (s *Store) TaskIDs() ([]string, error) { return refs.TaskIDs(s.refs) }
 
 // Tasks returns every task.
 func (s *Store) Tasks() ([]*TaskInfo, error) {

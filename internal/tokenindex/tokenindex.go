@@ -1,4 +1,6 @@
-package bernstein
+// Package tokenindex answers "which task's live claim has this token?"
+// without folding every task's ledger.
+package tokenindex
 
 import (
 	"crypto/subtle"
@@ -13,7 +15,11 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/fold"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -48,8 +54,12 @@ const (
 	racyWindowCoarse = 2 * time.Second
 )
 
-// tokenIndex is a store's index of live claim tokens.
-type tokenIndex struct {
+// Index is a repository's index of live claim tokens.
+type Index struct {
+	c      *core.Repo
+	prover *proof.Prover
+	folder *fold.Folder
+
 	mu     sync.Mutex
 	built  bool
 	sig    refsSignal
@@ -88,12 +98,18 @@ func statSig(path string) fileSig {
 	return s
 }
 
-func (s *Store) refsSignal() refsSignal {
+// New is the token index of repository c (empty until the first lookup).
+func New(c *core.Repo, p *proof.Prover, f *fold.Folder) *Index {
+	return &Index{c: c, prover: p, folder: f}
+}
+
+func (ix *Index) refsSignal() refsSignal {
+	dir := ix.c.GitDir
 	return refsSignal{
-		statSig(filepath.Join(s.gitDir, "packed-refs")),
-		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.LedgerPrefix, "/")))),
-		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.Prefix, "/")))),
-		statSig(filepath.Join(s.gitDir, filepath.FromSlash(strings.TrimSuffix(refs.WritersPrefix, "/")))),
+		statSig(filepath.Join(dir, "packed-refs")),
+		statSig(filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(refs.LedgerPrefix, "/")))),
+		statSig(filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(refs.Prefix, "/")))),
+		statSig(filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(refs.WritersPrefix, "/")))),
 	}
 }
 
@@ -121,10 +137,10 @@ var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.WritersPrefix, refs
 // refreshLocked brings the index up to the ledger heads as they are now,
 // folding only the ledgers that moved; rebuild folds every one. ix.mu is
 // held.
-func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
+func (ix *Index) refreshLocked(rebuild bool) error {
 	at := time.Now()
-	sig := s.refsSignal() // before the heads are read: a change after it moves it
-	view, err := s.refs.Snapshot(indexScope...)
+	sig := ix.refsSignal() // before the heads are read: a change after it moves it
+	view, err := ix.c.Refs.Snapshot(indexScope...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +149,7 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 	if err != nil {
 		return err
 	}
-	env, err := s.proofEnv(view)
+	env, err := ix.prover.Env(view)
 	if err != nil {
 		return err
 	}
@@ -153,7 +169,7 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 			continue
 		}
 		ix.folds++
-		fold, err := s.folds.LedgerAt(env, task, head)
+		fold, err := ix.folder.LedgerAt(env, task, head)
 		ix.heads[task] = head
 		var h record.Hash
 		if err == nil && fold.Exists() && fold.State.Claim != nil {
@@ -172,7 +188,7 @@ func (ix *tokenIndex) refreshLocked(s *Store, rebuild bool) error {
 }
 
 // setLocked records h as task's live claim token hash ("" none).
-func (ix *tokenIndex) setLocked(task string, h record.Hash) {
+func (ix *Index) setLocked(task string, h record.Hash) {
 	if old, ok := ix.byTask[task]; ok {
 		if old == h {
 			return
@@ -196,17 +212,17 @@ func (ix *tokenIndex) setLocked(task string, h record.Hash) {
 
 // candidates returns the tasks the index has for token hash h, refreshing it
 // first when a ledger may have moved (or force).
-func (ix *tokenIndex) candidates(s *Store, h record.Hash, force bool) ([]string, error) {
+func (ix *Index) candidates(h record.Hash, force bool) ([]string, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	trust, err := s.Trust()
+	trust, err := ix.c.Trust()
 	if err != nil {
 		return nil, err
 	}
 	// A pin or unpin (a new trust set) changes which claims are proven even
 	// when no ref moved.
-	if force || !ix.built || !ix.clean || s.refsSignal() != ix.sig || trust != ix.trust {
-		if err := ix.refreshLocked(s, false); err != nil {
+	if force || !ix.built || !ix.clean || ix.refsSignal() != ix.sig || trust != ix.trust {
+		if err := ix.refreshLocked(false); err != nil {
 			return nil, err
 		}
 	}
@@ -214,17 +230,17 @@ func (ix *tokenIndex) candidates(s *Store, h record.Hash, force bool) ([]string,
 }
 
 // headOf returns the ledger head the index folded for task.
-func (ix *tokenIndex) headOf(task string) gitstore.Oid {
+func (ix *Index) headOf(task string) gitstore.Oid {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.heads[task]
 }
 
 // rebuild folds every ledger again.
-func (ix *tokenIndex) rebuild(s *Store) error {
+func (ix *Index) rebuild() error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return ix.refreshLocked(s, true)
+	return ix.refreshLocked(true)
 }
 
 // errNoClaim is the answer for a token no live claim has.
@@ -233,58 +249,58 @@ var errNoClaim = errors.New("the claim token matches no live claim")
 // confirmClaim reads task's ledger through the proven fold of one
 // consistent view and returns its live claim if its token hash is h, with
 // the head it read.
-func (s *Store) confirmClaim(task string, h record.Hash) (*Claimant, gitstore.Oid, error) {
-	s.tokens.mu.Lock()
-	s.tokens.confirms++
-	s.tokens.mu.Unlock()
-	view, err := s.refs.Snapshot(refs.Ledger(task), refs.Keys, refs.WritersPrefix, refs.SpinePrefix)
+func (ix *Index) confirmClaim(task string, h record.Hash) (agent string, head gitstore.Oid, err error) {
+	ix.mu.Lock()
+	ix.confirms++
+	ix.mu.Unlock()
+	view, err := ix.c.Refs.Snapshot(refs.Ledger(task), refs.Keys, refs.WritersPrefix, refs.SpinePrefix)
 	if err != nil {
-		return nil, gitstore.ZeroOid, err
+		return "", gitstore.ZeroOid, err
 	}
-	head, err := view.ReadOptional(refs.Ledger(task))
+	head, err = view.ReadOptional(refs.Ledger(task))
 	if err != nil || head.IsZero() {
-		return nil, head, errNoClaim
+		return "", head, errNoClaim
 	}
-	env, err := s.proofEnv(view)
+	env, err := ix.prover.Env(view)
 	if err != nil {
-		return nil, head, err
+		return "", head, err
 	}
-	fold, err := s.folds.LedgerAt(env, task, head)
+	fold, err := ix.folder.LedgerAt(env, task, head)
 	if err != nil {
-		return nil, head, err
+		return "", head, err
 	}
 	if !fold.Exists() || fold.State.Claim == nil ||
 		subtle.ConstantTimeCompare([]byte(fold.State.Claim.TokenSHA256), []byte(h)) != 1 {
-		return nil, head, errNoClaim
+		return "", head, errNoClaim
 	}
-	return &Claimant{Task: task, Agent: fold.State.Claim.Agent}, head, nil
+	return fold.State.Claim.Agent, head, nil
 }
 
-// claimByToken resolves token through the index. A token the index does not
+// Claim resolves token through the index to the task whose live claim
+// has it, and the agent that holds it. A token the index does not
 // have costs a hash, four stats, a read of the pin file and a map lookup while no ledger moves; a
 // task it names is confirmed by that task's proven fold. When the
 // confirmation disagrees with the index, the index is refreshed (the ledger
 // moved since) or, if the ledger did not move, rebuilt from every proven
 // fold (the index was wrong), and asked once more.
-func (s *Store) claimByToken(token string) (*Claimant, error) {
+func (ix *Index) Claim(token string) (task, agent string, err error) {
 	if token == "" {
-		return nil, fmt.Errorf("no claim token")
+		return "", "", fmt.Errorf("no claim token")
 	}
-	h := TokenHash(token)
-	ix := &s.tokens
-	tasks, err := ix.candidates(s, h, false)
+	h := ledger.TokenHash(token)
+	tasks, err := ix.candidates(h, false)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	for attempt := 0; ; attempt++ {
 		stale := false
 		for _, task := range tasks {
-			c, head, err := s.confirmClaim(task, h)
+			agent, head, err := ix.confirmClaim(task, h)
 			if err == nil {
-				return c, nil
+				return task, agent, nil
 			}
 			if !errors.Is(err, errNoClaim) {
-				return nil, err
+				return "", "", err
 			}
 			if head == ix.headOf(task) {
 				// The ledger the index folded says otherwise: the index is wrong.
@@ -292,16 +308,16 @@ func (s *Store) claimByToken(token string) (*Claimant, error) {
 			}
 		}
 		if len(tasks) == 0 || attempt == 1 {
-			return nil, errNoClaim
+			return "", "", errNoClaim
 		}
 		if stale {
-			err = ix.rebuild(s)
+			err = ix.rebuild()
 		}
 		if err != nil {
-			return nil, err
+			return "", "", err
 		}
-		if tasks, err = ix.candidates(s, h, !stale); err != nil {
-			return nil, err
+		if tasks, err = ix.candidates(h, !stale); err != nil {
+			return "", "", err
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package bernstein
+package tokenindex
 
 import (
 	"crypto/subtle"
@@ -75,7 +75,7 @@ func foldEveryLedger(s *Store, token string) (*Claimant, error) {
 	return nil, errNoClaim
 }
 
-func (ix *tokenIndex) counts() (folds, confirms, listings int64) {
+func (ix *Index) counts() (folds, confirms, listings int64) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.folds, ix.confirms, ix.listings
