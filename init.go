@@ -1,11 +1,6 @@
 package bernstein
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
@@ -41,7 +36,7 @@ const (
 func Init(o Options, writer string) (*InitResult, error) {
 	res := &InitResult{}
 	dir := repoDir(o)
-	created, err := ensureRepo(dir)
+	created, err := git.EnsureRepo(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -52,10 +47,10 @@ func Init(o Options, writer string) (*InitResult, error) {
 	}
 	defer s.Close()
 	res.GitDir = s.gitDir
-	if err := s.checkHomeOutside(); err != nil {
+	if err := s.core.CheckHomeOutside(); err != nil {
 		return nil, err
 	}
-	if res.FsyncConfigured, err = s.configureFsync(); err != nil {
+	if res.FsyncConfigured, err = git.ConfigureFsync(s.gitDir); err != nil {
 		return nil, err
 	}
 	id, made, err := keys.Create(s.home, writer)
@@ -70,73 +65,4 @@ func Init(o Options, writer string) (*InitResult, error) {
 	}
 	res.KeyPublished = out.(bool)
 	return res, nil
-}
-
-// ensureRepo runs `git init` in dir when it is missing or empty; the new
-// repository uses the sha1 object format (git.Init).
-func ensureRepo(dir string) (bool, error) {
-	ents, err := os.ReadDir(dir)
-	switch {
-	case os.IsNotExist(err):
-	case err != nil:
-		return false, err
-	case len(ents) > 0:
-		return false, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
-	}
-	if err := git.Init(dir); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// fsyncComponents is what git syncs in a bernstein repository: its default
-// (packs and their metadata) plus references. Without "reference", a `git
-// pack-refs` or `git gc` that moves bernstein's refs into packed-refs does
-// not sync that file, and a power cut could then lose a ref that a post had
-// already made durable.
-const fsyncComponents = "pack,derived-metadata,reference"
-
-// configureFsync sets core.fsync in the repository's own config unless it
-// is set already (anywhere git reads it). It reports whether it set it.
-func (s *Store) configureFsync() (bool, error) {
-	if git.IsConfigSet(s.gitDir, "core.fsync") {
-		return false, nil
-	}
-	if err := git.SetConfig(s.gitDir, "core.fsync", fsyncComponents, false); err != nil {
-		return false, fmt.Errorf("git config core.fsync: %w", err)
-	}
-	return true, nil
-}
-
-// checkHomeOutside refuses a BERNSTEIN_HOME inside the repository, where its
-// private keys could be committed or pushed.
-func (s *Store) checkHomeOutside() error {
-	home, err := filepath.Abs(s.home)
-	if err != nil {
-		return err
-	}
-	if r, err := filepath.EvalSymlinks(home); err == nil {
-		home = r
-	}
-	roots := []string{s.gitDir}
-	if !s.bare {
-		if top, err := git.TopLevel(s.dir); err == nil {
-			roots = append(roots, top)
-		}
-	}
-	for _, root := range roots {
-		if root == "" {
-			continue
-		}
-		if r, err := filepath.EvalSymlinks(root); err == nil {
-			root = r
-		}
-		if rel, err := filepath.Rel(root, home); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("BERNSTEIN_HOME %s is inside the repository %s: keep private keys outside it", home, root)
-		}
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,4 +229,34 @@ func (r *Repo) CacheTree(id gitstore.Oid, es []gitstore.TreeEntry) {
 		r.trees = map[gitstore.Oid][]gitstore.TreeEntry{}
 	}
 	r.trees[id] = es
+}
+
+// CheckHomeOutside refuses a BERNSTEIN_HOME inside the repository, where its
+// private keys could be committed or pushed.
+func (r *Repo) CheckHomeOutside() error {
+	home, err := filepath.Abs(r.Home)
+	if err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(home); err == nil {
+		home = real
+	}
+	roots := []string{r.GitDir}
+	if !r.Bare {
+		if top, err := git.TopLevel(r.Dir); err == nil {
+			roots = append(roots, top)
+		}
+	}
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(root); err == nil {
+			root = real
+		}
+		if rel, err := filepath.Rel(root, home); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("BERNSTEIN_HOME %s is inside the repository %s: keep private keys outside it", home, root)
+		}
+	}
+	return nil
 }

@@ -193,3 +193,43 @@ func Init(dir string) error {
 	}
 	return nil
 }
+
+// EnsureRepo runs `git init` in dir when it is missing or empty (Init:
+// the new repository uses the sha1 object format), and reports whether it
+// did.
+func EnsureRepo(dir string) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return false, err
+	case len(ents) > 0:
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	if err := Init(dir); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// fsyncComponents is what git syncs in a bernstein repository: its default
+// (packs and their metadata) plus references. Without "reference", a `git
+// pack-refs` or `git gc` that moves bernstein's refs into packed-refs does
+// not sync that file, and a power cut could then lose a ref that a post had
+// already made durable.
+const fsyncComponents = "pack,derived-metadata,reference"
+
+// ConfigureFsync sets core.fsync in the repository's own config unless it
+// is set already (anywhere git reads it). It reports whether it set it.
+func ConfigureFsync(gitDir string) (bool, error) {
+	if IsConfigSet(gitDir, "core.fsync") {
+		return false, nil
+	}
+	if err := SetConfig(gitDir, "core.fsync", fsyncComponents, false); err != nil {
+		return false, fmt.Errorf("git config core.fsync: %w", err)
+	}
+	return true, nil
+}
