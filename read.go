@@ -7,7 +7,6 @@ import (
 	"github.com/bernstein/bernstein/internal/audit"
 	"github.com/bernstein/bernstein/internal/feed"
 	"github.com/bernstein/bernstein/keys/auditcheckpoint"
-
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
