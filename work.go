@@ -2,7 +2,6 @@ package bernstein
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/runner"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
@@ -279,89 +278,15 @@ func (o RunOptions) validate() error {
 	return nil
 }
 
-// commandRun is the outcome of one command.
-type commandRun struct {
-	exitCode int64
-	output   []byte
-}
-
-// runCommand runs a shell command (or argv directly), capturing its combined
-// output up to the cap (the rest is drained and counted as truncated).
-func (s *Store) runCommand(task string, shell string, argv []string, o RunOptions) (commandRun, error) {
-	ctx := context.Background()
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
+// runCommand runs a gate's or a producer's command for task in o.Dir, else
+// the work tree, else the current directory (internal/command), keeping
+// its output up to the cap and one byte more (the rest is cut and marked).
+func (s *Store) runCommand(task, shell string, argv []string, o RunOptions) runner.Result {
+	dir := o.Dir
+	if dir == "" {
+		dir = s.core.WorkTree()
 	}
-	var cmd *exec.Cmd
-	if argv != nil {
-		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	} else {
-		cmd = exec.CommandContext(ctx, "sh", "-c", shell)
-	}
-	cmd.Dir = o.Dir
-	if cmd.Dir == "" {
-		cmd.Dir = s.workDir()
-	}
-	cmd.Env = append(os.Environ(), "BERNSTEIN_TASK="+task)
-	cmd.Stdin = nil
-	buf := &capped{limit: MaxOutputBytes + 1}
-	var w io.Writer = buf
-	if o.Stream != nil {
-		w = io.MultiWriter(buf, o.Stream)
-	}
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err := cmd.Run()
-	run := commandRun{output: buf.b}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		run.exitCode = int64(ee.ExitCode())
-		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-			run.exitCode = 128 + int64(st.Signal())
-		}
-	default:
-		// The command could not start: that is a failed attempt, with why.
-		run.exitCode = 127
-		run.output = append(run.output, []byte(err.Error()+"\n")...)
-	}
-	if ctx.Err() == context.DeadlineExceeded {
-		run.output = append(run.output, []byte(fmt.Sprintf("\nbernstein: killed after the %s timeout\n", o.Timeout))...)
-	}
-	return run, nil
-}
-
-// capped keeps the first limit bytes written and discards the rest.
-type capped struct {
-	b     []byte
-	limit int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.limit - len(c.b); room > 0 {
-		if len(p) > room {
-			c.b = append(c.b, p[:room]...)
-		} else {
-			c.b = append(c.b, p...)
-		}
-	}
-	return len(p), nil
-}
-
-// workDir is where commands run: the work tree, else the current directory.
-func (s *Store) workDir() string {
-	if s.bare {
-		return ""
-	}
-	top, err := exec.Command("git", "-C", s.dir, "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(top))
+	return runner.Run(shell, argv, runner.Options{Dir: dir, Env: []string{"BERNSTEIN_TASK=" + task}, Timeout: o.Timeout, Stream: o.Stream, Limit: MaxOutputBytes + 1})
 }
 
 // RunGate runs gate of task (its declared command, or argv when given) and
@@ -394,17 +319,14 @@ func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkRe
 	}
 	command := shell
 	if argv != nil {
-		command = shellJoin(argv)
+		command = runner.ShellJoin(argv)
 	}
 	if ledger.Terminal(st.Phase) {
 		return nil, endedError(task, st.Phase)
 	}
-	run, err := s.runCommand(task, shell, argv, o)
-	if err != nil {
-		return nil, err
-	}
-	return s.outputRow(task, record.KindGateAttempt, who, "gate-"+gate, "log", run.output, func(out record.Output) any {
-		return record.GateAttempt{Gate: gate, Command: command, ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
+	run := s.runCommand(task, shell, argv, o)
+	return s.outputRow(task, record.KindGateAttempt, who, "gate-"+gate, "log", run.Output, func(out record.Output) any {
+		return record.GateAttempt{Gate: gate, Command: command, ExitCode: run.ExitCode, Passed: run.ExitCode == 0, Output: out}
 	})
 }
 
@@ -444,13 +366,10 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 	}
 	var out []*WorkResult
 	for _, p := range todo {
-		run, err := s.runCommand(task, p.Command, nil, o)
-		if err != nil {
-			return out, err
-		}
-		res, err := s.outputRow(task, record.KindEvidenceResult, who, "evidence-"+p.Name, "log", run.output, func(out record.Output) any {
+		run := s.runCommand(task, p.Command, nil, o)
+		res, err := s.outputRow(task, record.KindEvidenceResult, who, "evidence-"+p.Name, "log", run.Output, func(out record.Output) any {
 			return record.EvidenceResult{Producer: p.Name, Kind: p.Kind, Command: p.Command, Required: p.Required,
-				ExitCode: run.exitCode, Passed: run.exitCode == 0, Output: out}
+				ExitCode: run.ExitCode, Passed: run.ExitCode == 0, Output: out}
 		})
 		if err != nil {
 			return out, err
@@ -458,19 +377,4 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 		out = append(out, res)
 	}
 	return out, nil
-}
-
-// shellJoin quotes argv for display as one command line.
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-		}) < 0 {
-			q[i] = a
-		} else {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(q, " ")
 }

@@ -242,10 +242,8 @@ func (r *Repo) CheckHomeOutside() error {
 		home = real
 	}
 	roots := []string{r.GitDir}
-	if !r.Bare {
-		if top, err := git.TopLevel(r.Dir); err == nil {
-			roots = append(roots, top)
-		}
+	if top := r.WorkTree(); top != "" {
+		roots = append(roots, top)
 	}
 	for _, root := range roots {
 		if root == "" {
@@ -259,4 +257,17 @@ func (r *Repo) CheckHomeOutside() error {
 		}
 	}
 	return nil
+}
+
+// WorkTree is the top of the repository's work tree, "" for a bare
+// repository (or when git cannot tell).
+func (r *Repo) WorkTree() string {
+	if r.Bare {
+		return ""
+	}
+	top, err := git.TopLevel(r.Dir)
+	if err != nil {
+		return ""
+	}
+	return top
 }
