@@ -21,6 +21,11 @@ func printWork(io *IO, res *bernstein.WorkResult, what string) {
 	if p := res.Progress; p != nil {
 		fmt.Fprintf(io.Out, "progress: %s (%d earned steps, vector %s)\n", p.Vector.String(), p.EarnedSteps, p.VectorHash[:12])
 	}
+}
+
+// noteWork says on stderr, whatever the output format, why a recorded row
+// earned nothing.
+func noteWork(io *IO, res *bernstein.WorkResult) {
 	if res.Note != "" {
 		fmt.Fprintln(io.Err, "note: "+res.Note)
 	}
@@ -62,6 +67,7 @@ Exit status: 0 recorded, 1 error (nothing recorded).`,
 			if err != nil {
 				return err
 			}
+			noteWork(io, res)
 			if asJSON {
 				return printJSON(io, res)
 			}
@@ -108,6 +114,7 @@ Exit status: 0 recorded, 1 error (nothing recorded).`,
 			if err != nil {
 				return err
 			}
+			noteWork(io, res)
 			if asJSON {
 				return printJSON(io, res)
 			}
