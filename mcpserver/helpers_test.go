@@ -41,8 +41,14 @@ func newRepo(t *testing.T) *repo {
 		t.Fatalf("init: %v", err)
 	}
 	r := &repo{t: t, dir: opts.Repo}
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "second")
+	// Two commits, each with a tree of its own: each earns when checkpointed.
+	for _, msg := range []string{"first", "second"} {
+		if err := os.WriteFile(filepath.Join(r.dir, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git("add", "work.txt")
+		r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", msg)
+	}
 	s, err := bernstein.Open(opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)

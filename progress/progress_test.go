@@ -987,17 +987,21 @@ func TestDocWorkedExample(t *testing.T) {
 		row(t, record.KindTaskClaimed, ledger.Claimed{Agent: "agent-1", ClaimID: "claim-0001", TokenSHA256: record.Sum([]byte("token"))}),
 		row(t, record.KindTaskStarted, ledger.Transition{}),
 	})
-	c1, c2 := treeA, treeB
+	// c1 has tree t1 (its parent t0), c2 tree t2 (its parent c1).
+	t0, t1, t2 := treeP, treeA, treeB
 	steps := []struct {
 		r      record.Row
 		earned int64
 	}{
-		{checkpoint(t, c1), 1},
-		{checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1},
-		{diff(t, c1, c1, "", 0), 1},
-		{checkpoint(t, c2), 2},
-		{diff(t, c1, c2, patch1, 1), 3},
-		{diff(t, c1, c2, patch1, 1), 3},
+		{cp(t, t1, t0), 1},
+		{cp(t, t1, t0), 1}, {cp(t, t1, t0), 1}, {cp(t, t1, t0), 1}, {cp(t, t1, t0), 1},
+		{cp(t, t1, t1), 1}, // an empty commit on c1
+		// the journal's checkpoint is refused: no row
+		{diff(t, t1, t1, "", 0), 1},
+		{cp(t, t2, t1), 2},
+		{diff(t, t1, t2, patch1, 1), 3},
+		{diff(t, t2, t1, patch1r, 1), 3},
+		{cp(t, t1, t2), 3}, // the revert of c2
 		{gate(t, "build", "make", 2, false), 3},
 		{gate(t, "build", "make", 137, false), 3},
 		{gate(t, "build", "make", 0, true), 4},
