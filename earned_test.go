@@ -406,3 +406,66 @@ func TestCheckpointRowsCarryTheirTrees(t *testing.T) {
 		t.Fatalf("diff row %s", b)
 	}
 }
+
+// TestFoldNeedsNoCommits: a host that fetched only refs/bernstein/* (none of
+// the project's commits, trees or blobs) folds the same vector, byte for
+// byte, as the host that did the work: the rows carry the trees the fold
+// compares.
+func TestFoldNeedsNoCommits(t *testing.T) {
+	a := newFixture(t)
+	a.withCommits()
+	sa := a.open()
+	a.startedTask(sa, "X-1")
+	e := &earnEnv{f: a, s: sa, marks: map[string]string{}}
+	work := func(rev string) {
+		t.Helper()
+		if _, err := sa.Checkpoint("X-1", rev, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work("HEAD~1")
+	work("HEAD")
+	e.commit("--allow-empty", "-m", "nothing")
+	work("HEAD")
+	e.write("planner.txt", "prefer merge joins\n")
+	c3 := e.commit("-m", "c3")
+	work("HEAD")
+	a.git("-c", "user.name=dev", "-c", "user.email=dev@example.com", "revert", "--no-edit", "HEAD")
+	work("HEAD")
+	for _, d := range [][2]string{{"HEAD~2", c3}, {c3, "HEAD~2"}, {"HEAD", "HEAD"}} {
+		if _, err := sa.CaptureDiff("X-1", d[0], d[1], ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	root := t.TempDir()
+	c := &fixture{t: t, dir: filepath.Join(root, "c"), home: filepath.Join(root, "home-c")}
+	c.opts = bernstein.Options{Repo: c.dir, Home: c.home}
+	if out, err := execGit(root, "init", "-q", c.dir); err != nil {
+		t.Fatalf("init: %v %s", err, out)
+	}
+	c.git("fetch", "-q", a.dir, "refs/bernstein/*:refs/bernstein/*")
+	if _, err := c.gitErr("cat-file", "-e", c3); err == nil {
+		t.Fatalf("host c has the project's commit %s", c3)
+	}
+	pins := filepath.Join(root, "allowed_signers")
+	if err := os.WriteFile(pins, []byte(a.publishedSigners()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.opts.AllowedSigners = pins
+	pa, err := sa.Progress("X-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.open().Progress("X-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoints of HEAD~1, HEAD and c3 (the empty commit and the revert
+	// earn nothing), one change (captured both ways), the gate not run.
+	const want = `{"checkpoints":3,"diffs_captured":1,"evidence_declared":1,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
+		`"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"X-1","terminal":false}`
+	if string(pa.Vector.Bytes()) != want || string(pc.Vector.Bytes()) != want || pa.VectorHash != pc.VectorHash || pc.Proof.State != "verified" {
+		t.Fatalf("host a %s\nhost c %s (%s)\nwant   %s", pa.Vector.Bytes(), pc.Vector.Bytes(), pc.Proof.State, want)
+	}
+}
