@@ -328,13 +328,14 @@ func TestScripts(t *testing.T) {
 					diff(t, treeC, treeD, patch3, 1),                  // trees that differ only in a mode: a real change
 					diff(t, treeD, treeC, patch3, 1),                  // reversed
 					diff(t, treeA, treeD, "", 0),                      // trees that differ but a patch that shows nothing
+					diff(t, treeD, treeD, patch1, 1),                  // a patch stored for one tree: no change
 					row(t, record.KindDiffCaptured, record.DiffCaptured{Base: treeA, Head: treeD, BaseTree: treeA, HeadTree: treeD, Files: 1,
 						Patch: record.Output{Path: "outputs/000009-diff.patch", Size: 12}}), // a size but no hash: nothing to tell it by
 					diff(t, treeA, "", patch1, 1),    // one tree missing
 					diff(t, treeA, treeC, patch2, 1), // a pair not captured before, from trees that were
 				}
 			},
-			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 4},
+			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 4},
 			want:   `{"checkpoints":0,"diffs_captured":4,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
@@ -1023,5 +1024,48 @@ func TestDocWorkedExample(t *testing.T) {
 	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":1,"evidence_passed":0,"gate_attempts":7,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(fold(t, rows, led).Bytes()); got != want {
 		t.Fatalf("canonical bytes\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestWhyNot: the reason a row earns nothing, as the library reports it
+// with the row (WorkResult.Note), is the fold's own decision.
+func TestWhyNot(t *testing.T) {
+	var j Journal
+	for _, r := range []record.Row{cp(t, treeA, treeP), diff(t, treeA, treeB, patch1, 1)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		tree, parent, want string
+	}{
+		{treeB, treeA, ""},
+		{treeA, treeP, TreeCounted},
+		{strings.ToUpper(treeA), treeB, TreeCounted},
+		{treeB, treeB, TreeUnchanged},
+		{treeB, "", NoTrees},
+		{"", treeA, NoTrees},
+	} {
+		key, why := j.Checkpoint(c.tree, c.parent)
+		if why != c.want || (why == "") != (key != "") {
+			t.Errorf("checkpoint of %s (parent %s): %q %q, want %q", c.tree, c.parent, key, why, c.want)
+		}
+	}
+	for _, c := range []struct {
+		base, head string
+		size       int64
+		want       string
+	}{
+		{treeB, treeC, 5, ""},
+		{treeA, treeB, 5, ChangeCaptured},
+		{treeB, treeA, 5, ChangeCaptured},
+		{treeC, treeC, 5, SameTrees},
+		{treeC, treeD, 0, EmptyPatch},
+		{treeC, "", 5, NoTrees},
+	} {
+		key, why := j.Diff(c.base, c.head, c.size, record.Sum([]byte("p")))
+		if why != c.want || (why == "") != (key != "") {
+			t.Errorf("diff %s..%s: %q %q, want %q", c.base, c.head, key, why, c.want)
+		}
 	}
 }
