@@ -265,9 +265,9 @@ func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
 		Use:   "progress <task>",
 		Short: "Print a task's progress vector",
 		Long: `Print the task's progress vector: a pure projection of its journal and ledger
-rows (distinct commits checkpointed, distinct non-empty diffs captured, gate
+rows (checkpoints of new trees, changes captured (pairs of trees), gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
-and attempts). It cannot be posted, only earned; artifacts never move it, and
+and attempts; docs/cli.md, Progress vector). It cannot be posted, only earned; artifacts never move it, and
 repeating work earns nothing. Only rows whose commits a trusted writer signed
 count (your own writer's key, keys pinned with 'bernstein keys pin' or
 --allowed-signers); the
