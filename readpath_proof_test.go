@@ -79,7 +79,8 @@ func TestJournalPrevLinkOnTheReadPath(t *testing.T) {
 				prev = func(record.Hash) record.Hash { return row0.RowHash }
 			}
 			head := strings.TrimSpace(f.git("rev-parse", "HEAD"))
-			g.AppendRowPrev(refs.Journal(task), task, record.KindCheckpoint, "test-writer", prev, record.Checkpoint{Commit: head}, nil)
+			g.AppendRowPrev(refs.Journal(task), task, record.KindCheckpoint, "test-writer", prev, record.Checkpoint{Commit: head,
+				Tree: strings.TrimSpace(f.git("rev-parse", "HEAD^{tree}")), ParentTree: strings.TrimSpace(f.git("rev-parse", "HEAD~1^{tree}"))}, nil)
 			if p := strings.TrimSpace(f.git("rev-parse", refs.Journal(task)+"~1")); p == "" || f.git("show", "-s", "--format=%G?", refs.Journal(task)) == "N\n" {
 				t.Fatalf("the re-chained row is not a signed commit on top of the journal")
 			}
