@@ -73,7 +73,7 @@ func patchKnobs() []patchKnob {
 				"{dir}/attributes": "b.txt -diff\n"}, naive: true},
 		{name: "HOME's .gitconfig and .config/git/attributes", env: []string{"HOME={dir}", "XDG_CONFIG_HOME="},
 			files: map[string]string{"{dir}/.gitconfig": "[diff]\n\talgorithm = patience\n\tcontext = 2\n[core]\n\tattributesFile = {dir}/attributes\n",
-				"{dir}/attributes": "b.txt -diff\n",
+				"{dir}/attributes":             "b.txt -diff\n",
 				"{dir}/.config/git/attributes": "a.txt -diff\n"}, naive: true},
 		{name: "XDG_CONFIG_HOME's git/config and git/attributes", env: []string{"XDG_CONFIG_HOME={dir}"},
 			files: map[string]string{"{dir}/git/config": "[diff]\n\tinterHunkContext = 9\n", "{dir}/git/attributes": "b.txt -diff\n"}, naive: true},
