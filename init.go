@@ -46,19 +46,19 @@ func Init(o Options, writer string) (*InitResult, error) {
 		return nil, err
 	}
 	defer s.Close()
-	res.GitDir = s.gitDir
+	res.GitDir = s.core.GitDir
 	if err := s.core.CheckHomeOutside(); err != nil {
 		return nil, err
 	}
-	if res.FsyncConfigured, err = git.ConfigureFsync(s.gitDir); err != nil {
+	if res.FsyncConfigured, err = git.ConfigureFsync(s.core.GitDir); err != nil {
 		return nil, err
 	}
-	id, made, err := keys.Create(s.home, writer)
+	id, made, err := keys.Create(s.core.Home, writer)
 	if err != nil {
 		return nil, err
 	}
 	s.core.SetIdentity(id)
-	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.home, id.AuthorizedKey(), made
+	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.core.Home, id.AuthorizedKey(), made
 	out, err := s.w.Submit(func(t *txn.Tx) (any, error) { return t.PublishKey() })
 	if err != nil {
 		return nil, err

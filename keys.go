@@ -43,7 +43,7 @@ func (s *Store) PinFile() string { return s.pinFile().Path }
 
 // WriterKeys lists every writer whose key is published or pinned here.
 func (s *Store) WriterKeys() ([]WriterTrust, error) {
-	view, err := s.refs.Snapshot(refs.KeyScope...)
+	view, err := s.core.Refs.Snapshot(refs.KeyScope...)
 	if err != nil {
 		return nil, err
 	}

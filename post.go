@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/ident"
 	"github.com/bernstein/bernstein/internal/taskops"
 	"github.com/bernstein/bernstein/internal/txn"
@@ -212,7 +211,3 @@ func postResult(req PostRequest, p *taskops.Posted) *PostResult {
 // ArtifactPath is where version n of key sits in the tree of the journal
 // commit that posts it.
 func ArtifactPath(key string, version int64) string { return record.ArtifactPath(key, version) }
-
-func gitBlobID(b []byte) string {
-	return gitstore.HashObject(gitstore.TypeBlob, b).String()
-}

@@ -50,7 +50,7 @@ func requireTask(view refs.Source, task string) error {
 
 // Productions lists the artifact keys the local lineage spines carry.
 func (s *Store) Productions() ([]verify.Production, error) {
-	view, err := s.refs.Snapshot(refs.SpinePrefix, refs.Keys, refs.WritersPrefix)
+	view, err := s.core.Refs.Snapshot(refs.SpinePrefix, refs.Keys, refs.WritersPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	view, err := s.refs.Snapshot(taskScope(task)...)
+	view, err := s.core.Refs.Snapshot(taskScope(task)...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,13 +187,13 @@ func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
 // Snapshot takes one consistent view of the refs scope names (a name ending
 // in '/' is a prefix).
 func (s *Store) Snapshot(scope ...string) (*refs.Snapshot, error) {
-	return s.refs.Snapshot(scope...)
+	return s.core.Refs.Snapshot(scope...)
 }
 
 // FeedRowAt reads the row at index of task's chain ("journal" or
 // "ledger") as the chain holds it now, proven, with its run position.
 func (s *Store) FeedRowAt(task, chainName string, index int64) (FeedRow, error) {
-	view, err := s.refs.Snapshot(taskScope(task)...)
+	view, err := s.core.Refs.Snapshot(taskScope(task)...)
 	if err != nil {
 		return FeedRow{}, err
 	}

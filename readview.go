@@ -39,7 +39,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 		}
 		scope = taskScope(task)
 	}
-	snap, err := s.refs.Snapshot(scope...)
+	snap, err := s.core.Refs.Snapshot(scope...)
 	if err != nil {
 		return nil, err
 	}

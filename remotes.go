@@ -65,7 +65,7 @@ type (
 func (s *Store) sync() *remote.Syncer { return remote.NewSyncer(s.core, s.w) }
 
 // Remotes lists the repository's git remotes, as 'git remote' does.
-func (s *Store) Remotes() ([]string, error) { return remote.List(s.gitDir) }
+func (s *Store) Remotes() ([]string, error) { return remote.List(s.core.GitDir) }
 
 // Settle finishes any write a killed writer left half done (its intent in a
 // kept pack's .keep file), under the writer lock, as the next post would.

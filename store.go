@@ -62,15 +62,6 @@ type Store struct {
 	w      *txn.Writer // the write transaction
 	feeds  *feed.Reader
 	tokens *tokenindex.Index // live claim tokens by hash
-
-	// Copies of core's, for the root's files that read them still.
-	gitDir  string
-	ownDir  string
-	bare    bool
-	dir     string
-	objects *gitstore.Repo
-	refs    refs.Reader
-	home    string
 }
 
 func repoDir(o Options) string {
@@ -97,8 +88,6 @@ func Open(o Options) (*Store, error) {
 		w:      txn.NewWriter(c, prover, folds, keeper),
 		feeds:  feed.NewReader(c, prover),
 		tokens: tokenindex.New(c, prover, folds),
-		gitDir: c.GitDir, ownDir: c.OwnDir, bare: c.Bare, dir: c.Dir, objects: c.Objects,
-		refs: c.Refs, home: c.Home,
 	}
 	return s, nil
 }
@@ -109,24 +98,21 @@ func (s *Store) Close() error {
 	return s.core.Close()
 }
 
-// warn reports a problem that does not undo a committed write.
-func (s *Store) warn(format string, args ...any) { s.core.Warn(format, args...) }
-
 // view takes one consistent snapshot of the refs a read needs: those of one
 // task with every spine and audit mirror and the keys, or (task "") every
 // bernstein ref.
 func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
-		return s.refs.Snapshot(refs.Prefix)
+		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix)
 }
 
 // GitDir returns the repository's (common) git directory.
-func (s *Store) GitDir() string { return s.gitDir }
+func (s *Store) GitDir() string { return s.core.GitDir }
 
 // Objects exposes the object database, for verification and tests.
-func (s *Store) Objects() *gitstore.Repo { return s.objects }
+func (s *Store) Objects() *gitstore.Repo { return s.core.Objects }
 
 // Identity returns the local writer identity, loading it once. It never
 // creates one.
@@ -157,17 +143,9 @@ func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {
 // PublishedKeys reads the published keys: writer -> authorized key line.
 // These keys are not trusted by themselves; see docs/trust.md.
 func (s *Store) PublishedKeys() (map[string]string, error) {
-	view, err := s.refs.Snapshot(refs.KeyScope...)
+	view, err := s.core.Refs.Snapshot(refs.KeyScope...)
 	if err != nil {
 		return nil, err
 	}
 	return writers.Keys(s.core, view)
-}
-
-// tx is the transaction as work.go's rows see it, until they move.
-type tx struct{ *txn.Tx }
-
-// submit runs fn in the writer's next batch.
-func (s *Store) submit(fn func(t *tx) (any, error)) (any, error) {
-	return s.w.Submit(func(t *txn.Tx) (any, error) { return fn(&tx{t}) })
 }

@@ -193,7 +193,7 @@ func (s *Store) Task(task string) (*TaskInfo, error) {
 }
 
 // TaskIDs lists the tasks that have a ledger, sorted.
-func (s *Store) TaskIDs() ([]string, error) { return refs.TaskIDs(s.refs) }
+func (s *Store) TaskIDs() ([]string, error) { return refs.TaskIDs(s.core.Refs) }
 
 // Tasks returns every task.
 func (s *Store) Tasks() ([]*TaskInfo, error) {
@@ -223,11 +223,11 @@ func (s *Store) JournalRows(task string) ([]record.Row, error) {
 }
 
 func (s *Store) rows(ref string) ([]record.Row, error) {
-	head, err := s.refs.ReadOptional(ref)
+	head, err := s.core.Refs.ReadOptional(ref)
 	if err != nil || head.IsZero() {
 		return nil, err
 	}
-	commits, _, err := chain.WalkBack(s.objects, head, gitstore.ZeroOid, nil)
+	commits, _, err := chain.WalkBack(s.core.Objects, head, gitstore.ZeroOid, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (s *Store) current(task string) (*fold.Task, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
 	}
-	view, err := s.refs.Snapshot(taskScope(task)...)
+	view, err := s.core.Refs.Snapshot(taskScope(task)...)
 	if err != nil {
 		return nil, err
 	}

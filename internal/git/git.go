@@ -19,11 +19,13 @@ type Policy int
 
 const (
 	// Isolated is for a call whose output bernstein stores or decides on,
-	// and for local plumbing: no system, global or environment
-	// configuration, no global attributes file, no variable that chooses
-	// another repository, object directory or index, no replace refs, and
-	// messages in English. The repository's own config file is still read
-	// (a command that must not depend on it sets its options itself).
+	// and for local plumbing: an environment built from nothing but PATH
+	// (and TMPDIR, git's own GIT_EXEC_PATH and tracing), so no system,
+	// global or environment configuration, no global attributes file, no
+	// variable that chooses another repository, object directory or index,
+	// no replace refs, and messages in English. The repository's own config
+	// file is still read (a command that must not depend on it sets its
+	// options itself, or runs in a git directory of its own).
 	Isolated Policy = iota
 	// User is for questions about the user's own setup (where the
 	// repository, its work tree and its hooks are; its remotes and their
@@ -56,7 +58,7 @@ func Env(p Policy, extra ...string) []string {
 		if k == "LC_ALL" || k == "LANGUAGE" {
 			continue
 		}
-		if p == Isolated && strings.HasPrefix(k, "GIT_") && !kept(k) {
+		if p == Isolated && !kept(k) {
 			continue
 		}
 		env = append(env, kv)
@@ -68,11 +70,15 @@ func Env(p Policy, extra ...string) []string {
 	return append(env, extra...)
 }
 
-// kept reports whether an Isolated call keeps the GIT_* variable k: where
-// git finds its own programs, and tracing (a user debugging bernstein wants
-// it).
+// kept reports whether an Isolated call keeps the user's variable k: where
+// programs and temporary files go, where git finds its own programs, and
+// tracing (a user debugging bernstein wants it; it goes to stderr or a file).
 func kept(k string) bool {
-	return k == "GIT_EXEC_PATH" || k == "GIT_TRACE" || strings.HasPrefix(k, "GIT_TRACE_") || strings.HasPrefix(k, "GIT_TRACE2")
+	switch k {
+	case "PATH", "TMPDIR", "GIT_EXEC_PATH", "GIT_TRACE":
+		return true
+	}
+	return strings.HasPrefix(k, "GIT_TRACE_") || strings.HasPrefix(k, "GIT_TRACE2")
 }
 
 // Cmd is one run of git.

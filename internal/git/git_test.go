@@ -105,6 +105,29 @@ func TestIsolatedSeesNoUserSetup(t *testing.T) {
 	}
 }
 
+// TestIsolatedEnvironmentFromNothing: an Isolated call's environment holds
+// only PATH, TMPDIR, git's own and tracing variables and the policy's; the
+// user's others (an editor, a pager, a timezone) are not passed on.
+func TestIsolatedEnvironmentFromNothing(t *testing.T) {
+	t.Setenv("EDITOR", "vi")
+	t.Setenv("GIT_PAGER", "less")
+	t.Setenv("TZ", "Europe/Paris")
+	t.Setenv("GIT_TRACE2_EVENT", "/dev/null")
+	allowed := map[string]bool{"PATH": true, "TMPDIR": true, "LC_ALL": true, "LANGUAGE": true, "GIT_TRACE2_EVENT": true}
+	for _, kv := range isolatedVars {
+		k, _, _ := strings.Cut(kv, "=")
+		allowed[k] = true
+	}
+	for _, kv := range Env(Isolated) {
+		if k, _, _ := strings.Cut(kv, "="); !allowed[k] {
+			t.Errorf("Isolated passes %s on", kv)
+		}
+	}
+	if env := strings.Join(Env(User), "\n"); !strings.Contains(env, "EDITOR=vi") || !strings.Contains(env, "GIT_PAGER=less") {
+		t.Errorf("User does not pass the user's environment on:\n%s", env)
+	}
+}
+
 // TestMessagesInEnglish: both policies run git in the C locale, whose
 // messages the callers read.
 func TestMessagesInEnglish(t *testing.T) {

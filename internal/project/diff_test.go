@@ -1,4 +1,4 @@
-package bernstein
+package project
 
 import (
 	"os"

@@ -1,4 +1,9 @@
-package bernstein
+// Package project reads the project's history as work rows name it: a
+// revision resolved to a real commit, refused when it is a commit of
+// bernstein's own record, the trees a checkpoint or diff records, and the
+// patch between two trees, computed with fixed options so that it is the
+// same bytes on every host.
+package project
 
 import (
 	"fmt"
@@ -7,7 +12,7 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/progress"
+	"github.com/bernstein/bernstein/internal/core"
 )
 
 // Work earns only for the project's own history (docs/cli.md, Progress
@@ -42,18 +47,18 @@ func namesRecordRef(rev string) string {
 	return ""
 }
 
-// projectCommit is a commit of the project's history with the trees a work
-// row records.
-type projectCommit struct {
-	id     gitstore.Oid
-	commit gitstore.Commit
+// Commit is a commit of the project's history, as a work row records it.
+type Commit struct {
+	ID     gitstore.Oid
+	Commit gitstore.Commit
+	Rev    string // the revision it was named by
 }
 
-// readProjectCommit reads commit id (resolved from rev, given as field) and
-// refuses it when it is one of bernstein's own record commits: named
+// Read reads commit id (resolved from rev, given as field: ResolveCommit)
+// and refuses it when it is one of bernstein's own record commits: named
 // through a ref under refs/bernstein/, or shaped as a chain commit
 // (chain.RecordShape), wherever refs point today.
-func (s *Store) readProjectCommit(field, rev, id string) (*projectCommit, error) {
+func Read(c *core.Repo, field, rev, id string) (*Commit, error) {
 	refuse := func(why string) error {
 		return &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q is a commit of bernstein's own record (%s), not of the project's history: work is recorded for the project's commits only", rev, why)}
 	}
@@ -64,52 +69,38 @@ func (s *Store) readProjectCommit(field, rev, id string) (*projectCommit, error)
 	if err != nil {
 		return nil, &artifact.InputError{Field: field, Msg: fmt.Sprintf("%q does not name a commit of this repository", rev)}
 	}
-	data, err := s.objects.ReadType(oid, gitstore.TypeCommit)
+	data, err := c.Objects.ReadType(oid, gitstore.TypeCommit)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", field, id, err)
 	}
-	c, err := gitstore.ParseCommitLinks(data)
+	cm, err := gitstore.ParseCommitLinks(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", field, id, err)
 	}
-	why, err := chain.RecordShape(s.objects, c)
+	why, err := chain.RecordShape(c.Objects, cm)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", field, id, err)
 	}
 	if why != "" {
 		return nil, refuse("commit " + id[:12] + ": " + why)
 	}
-	return &projectCommit{id: oid, commit: c}, nil
+	return &Commit{ID: oid, Commit: cm, Rev: rev}, nil
 }
 
-// parentTree returns the tree of the commit's first parent, or the empty
-// tree for a root commit: what the commit changed is the difference.
-func (s *Store) parentTree(field, rev string, pc *projectCommit) (gitstore.Oid, error) {
-	if len(pc.commit.Parents) == 0 {
+// ParentTree returns the tree of pc's first parent, or the empty tree for
+// a root commit: what the commit changed is the difference.
+func ParentTree(c *core.Repo, field string, pc *Commit) (gitstore.Oid, error) {
+	if len(pc.Commit.Parents) == 0 {
 		return gitstore.EmptyTree, nil
 	}
-	p := pc.commit.Parents[0]
-	data, err := s.objects.ReadType(p, gitstore.TypeCommit)
+	p := pc.Commit.Parents[0]
+	data, err := c.Objects.ReadType(p, gitstore.TypeCommit)
 	if err != nil {
-		return gitstore.Oid{}, &artifact.InputError{Field: field, Msg: fmt.Sprintf("the first parent %s of %q is not in this repository (a shallow clone?), so what the commit changed cannot be told: fetch it (git fetch --deepen=1) first", p, rev)}
+		return gitstore.Oid{}, &artifact.InputError{Field: field, Msg: fmt.Sprintf("the first parent %s of %q is not in this repository (a shallow clone?), so what the commit changed cannot be told: fetch it (git fetch --deepen=1) first", p, pc.Rev)}
 	}
-	c, err := gitstore.ParseCommitLinks(data)
+	parent, err := gitstore.ParseCommitLinks(data)
 	if err != nil {
-		return gitstore.Oid{}, fmt.Errorf("the first parent %s of %s: %w", p, pc.id, err)
+		return gitstore.Oid{}, fmt.Errorf("the first parent %s of %s: %w", p, pc.ID, err)
 	}
-	return c.Tree, nil
-}
-
-// earnNote says why a work row about to be appended to task earns nothing
-// ("" when it earns), from the journal fold the row extends: the same rule
-// the fold applies (progress.Journal).
-func (t *tx) earnNote(task string, why func(j *progress.Journal) string) (string, error) {
-	c, err := t.JournalChain(task)
-	if err != nil {
-		return "", err
-	}
-	if w := why(&c.Journal.Progress); w != "" {
-		return "recorded, earns nothing: " + w, nil
-	}
-	return "", nil
+	return parent.Tree, nil
 }

@@ -1,22 +1,24 @@
-package bernstein
+package project
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/git"
 )
 
 // A stored patch is the same bytes on every host for the same two trees
 // (docs/format.md, Patches): git computes it with the options below, in a
 // throw-away git directory that borrows the repository's objects
-// (GIT_OBJECT_DIRECTORY), with an environment built from nothing. So no
+// (GIT_OBJECT_DIRECTORY), under the git layer's Isolated policy, whose
+// environment is built from nothing (docs/architecture.md). So no
 // configuration is read (the repository's, the user's, the system's, or one
 // passed in GIT_CONFIG_*), no attributes file (the work tree's
 // .gitattributes, info/attributes, the user's or the system's), no replace
@@ -56,31 +58,16 @@ func fixedDiff(objectsDir string, base, head gitstore.Oid) ([]byte, diffStat, er
 	if err := os.WriteFile(filepath.Join(sandbox, "HEAD"), []byte("ref: refs/heads/none\n"), 0o644); err != nil {
 		return nil, diffStat{}, fmt.Errorf("diff: %w", err)
 	}
-	args := make([]string, 0, 2*len(fixedDiffConfig)+len(fixedDiffOptions)+3)
-	for _, c := range fixedDiffConfig {
-		args = append(args, "-c", c)
-	}
-	args = append(append(append(args, "diff-tree"), fixedDiffOptions...), base.String(), head.String())
-	cmd := exec.Command("git", args...)
-	cmd.Dir = sandbox
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
+	args := append(append([]string{"diff-tree"}, fixedDiffOptions...), base.String(), head.String())
+	out, stderr, err := git.Cmd{Policy: git.Isolated, Dir: sandbox, Config: fixedDiffConfig, Args: args, Env: []string{
 		"HOME=" + sandbox, // no ~/.gitconfig, no ~/.config/git/attributes
 		"XDG_CONFIG_HOME=" + sandbox,
 		"GIT_DIR=" + sandbox,
 		"GIT_OBJECT_DIRECTORY=" + objectsDir, // its info/alternates are read as usual
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_CONFIG_SYSTEM=/dev/null",
-		"GIT_ATTR_NOSYSTEM=1",
-		"GIT_NO_REPLACE_OBJECTS=1",
-		"LC_ALL=C",
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	}}.Run()
 	if err != nil {
-		return nil, diffStat{}, fmt.Errorf("git diff-tree %s %s: %v: %s", base, head, err, strings.TrimSpace(stderr.String()))
+		return nil, diffStat{}, fmt.Errorf("git diff-tree %s %s: %v: %s", base, head, err, strings.TrimSpace(string(stderr)))
 	}
 	// The numstat lines come first, then a blank line and the patch.
 	if len(out) == 0 {
@@ -103,4 +90,27 @@ func fixedDiff(objectsDir string, base, head gitstore.Oid) ([]byte, diffStat, er
 		st.removed += r
 	}
 	return patch, st, nil
+}
+
+// Patch is what a diff capture records: the two commits, their trees, and
+// the patch between the trees with its counts.
+type Patch struct {
+	Base, Head            *Commit
+	Bytes                 []byte
+	Files, Added, Removed int64
+}
+
+// Diff computes the patch from base's tree to head's (none when the trees
+// are the same) with the fixed options.
+func Diff(c *core.Repo, base, head *Commit) (*Patch, error) {
+	p := &Patch{Base: base, Head: head}
+	if base.Commit.Tree == head.Commit.Tree {
+		return p, nil
+	}
+	patch, st, err := fixedDiff(filepath.Join(c.GitDir, "objects"), base.Commit.Tree, head.Commit.Tree)
+	if err != nil {
+		return nil, err
+	}
+	p.Bytes, p.Files, p.Added, p.Removed = patch, st.files, st.added, st.removed
+	return p, nil
 }

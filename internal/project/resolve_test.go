@@ -1,4 +1,4 @@
-package bernstein
+package project
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bernstein/bernstein/internal/core"
 )
 
 // TestHeadOfWorktree: HEAD is the worktree's own, with and without git.
@@ -42,6 +44,26 @@ func TestHeadOfWorktree(t *testing.T) {
 	if got, ok := s.resolvePlainCommit("HEAD"); !ok || got != git(wt, "rev-parse", "HEAD") {
 		t.Fatalf("detached HEAD resolved to %s", got)
 	}
+}
+
+// testRepo is a repository as this test resolves revisions in it.
+type testRepo struct{ c *core.Repo }
+
+func (r testRepo) resolvePlainCommit(rev string) (string, bool) { return resolvePlainCommit(r.c, rev) }
+
+func (r testRepo) resolveCommit(field, rev string) (string, error) {
+	return ResolveCommit(r.c, field, rev)
+}
+
+func (r testRepo) Close() error { return r.c.Close() }
+
+// Options name the repository Open opens and its BERNSTEIN_HOME.
+type Options struct{ Repo, Home string }
+
+// Open opens the repository o names.
+func Open(o Options) (testRepo, error) {
+	c, err := core.Open(o.Repo, core.Config{Home: o.Home})
+	return testRepo{c}, err
 }
 
 // gitIn runs git in dir with a fixed identity and returns its trimmed output.
