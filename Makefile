@@ -26,7 +26,7 @@ test: deps
 # and SIGKILLs for BERNSTEIN_CHAOS_SECONDS (default ten minutes); `make test`
 # runs the same harness for 20 seconds.
 chaos: deps
-	BERNSTEIN_CHAOS_SECONDS=$${BERNSTEIN_CHAOS_SECONDS:-600} $(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v .
+	BERNSTEIN_CHAOS_SECONDS=$${BERNSTEIN_CHAOS_SECONDS:-600} $(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./tests
 
 bench: build
 	$(GO) run ./bench

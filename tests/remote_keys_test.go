@@ -1,0 +1,118 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/keys"
+)
+
+// Keys across hosts, through a shared remote and `bernstein keys pin`
+// (not --allowed-signers): a clone pins what it checked, a fetch names the
+// writers it brings that nothing pins, and a key published on the remote
+// under a pinned writer's name is loud on the next fetch and grants nothing.
+func TestRemoteKeysPinnedAndChanged(t *testing.T) {
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	a.work("T-A", "summary", 1)
+	a.ok("push")
+
+	b, cl := cloneHost(t, url, root, "host-b")
+	aFP := sshKeygenFingerprint(t, writeTemp(t, a.authorizedKey()+"\n"))
+	if !strings.Contains(cl.out, "host-a") || !strings.Contains(cl.out, aFP) {
+		t.Fatalf("clone did not list host-a with %s:\n%s", aFP, cl.out)
+	}
+	r := b.want(1, "audit", "verify", "--strict")
+	if !strings.Contains(r.out, "unverifiable") {
+		t.Fatalf("before pinning, verify --strict:\n%s%s", r.out, r.err)
+	}
+	// host-b pins host-a after comparing the fingerprint with ssh-keygen's.
+	if out := b.ok("keys", "pin", "host-a"); !strings.Contains(out, "pinned host-a "+aFP) {
+		t.Fatalf("keys pin: %s", out)
+	}
+	if out := b.ok("audit", "verify", "--strict"); !strings.Contains(out, "verified: everything holds") {
+		t.Fatalf("after pinning: %s", out)
+	}
+
+	// A third host joins: host-b's fetch names it as a new, unpinned writer.
+	c, _ := cloneHost(t, url, root, "host-c")
+	c.work("T-C", "summary", 1)
+	c.ok("push")
+	r = b.want(0, "fetch")
+	cFP := sshKeygenFingerprint(t, writeTemp(t, c.authorizedKey()+"\n"))
+	if !strings.Contains(r.err, "new writer host-c publishes key "+cFP+", not pinned here") {
+		t.Fatalf("fetch bringing host-c's key:\n%s%s", r.out, r.err)
+	}
+	if strings.Contains(r.err, "WARNING") {
+		t.Fatalf("false alarm on fetch:\n%s", r.err)
+	}
+
+	// Someone with push access (not host-a's key) publishes another key
+	// under host-a's name, with plain git on the remote: a commit on top of
+	// host-a's key ref, a fast-forward.
+	bare := srv.dir("tasks.git")
+	other, _, err := keys.Create(filepath.Join(root, "mallory-home"), "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "refs/bernstein/writers/host-a"
+	tree := gitRun(t, bare, "rev-parse", ref+"^{tree}")
+	blob := strings.TrimSpace(gitStdin(t, bare, other.AuthorizedKey()+"\n", "hash-object", "-w", "--stdin"))
+	var entries []string
+	for _, l := range strings.Split(strings.TrimSpace(gitRun(t, bare, "ls-tree", strings.TrimSpace(tree))), "\n") {
+		if strings.HasSuffix(l, "\thost-a.pub") {
+			l = "100644 blob " + blob + "\thost-a.pub"
+		}
+		entries = append(entries, l)
+	}
+	newTree := strings.TrimSpace(gitStdin(t, bare, strings.Join(entries, "\n")+"\n", "mktree"))
+	// The message (the key record) is copied: only the .pub file changes.
+	_, msg, _ := strings.Cut(gitRun(t, bare, "cat-file", "commit", ref), "\n\n")
+	forged := strings.TrimSpace(gitStdin(t, bare, msg, "commit-tree", newTree, "-p", strings.TrimSpace(gitRun(t, bare, "rev-parse", ref))))
+	gitRun(t, bare, "update-ref", ref, forged)
+
+	r = b.want(0, "fetch")
+	newFP := sshKeygenFingerprint(t, writeTemp(t, other.AuthorizedKey()+"\n"))
+	want := "WARNING: the published key of writer host-a CHANGED: refs/bernstein/writers/host-a publishes " + newFP + ", but " + aFP + " is pinned"
+	if !strings.Contains(r.err, want) {
+		t.Fatalf("fetch of a substituted key: stderr\n%s\nwant %q", r.err, want)
+	}
+	if r := b.want(1, "keys", "pin", "--all"); !strings.Contains(r.err, "writer key changed") {
+		t.Fatalf("pin --all over a changed key: %s%s", r.out, r.err)
+	}
+	// The substitution grants nothing: everything host-a signed still
+	// verifies against the pinned key (host-c is not pinned: not --strict).
+	if r := b.run("audit", "verify"); r.code != 0 || strings.Contains(r.out, "TAMPERED") {
+		t.Fatalf("after the substitution: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	// A key ref rewritten into something that publishes no key is loud too.
+	junk := strings.TrimSpace(gitStdin(t, bare, "not a key record\n", "commit-tree", newTree, "-p", forged))
+	gitRun(t, bare, "update-ref", ref, junk)
+	r = b.want(0, "fetch")
+	if !strings.Contains(r.err, "WARNING: refs/bernstein/writers/host-a, the key ref of writer host-a, cannot be read") {
+		t.Fatalf("fetch of an unreadable key ref: stderr\n%s", r.err)
+	}
+	if out := b.ok("keys", "list"); !strings.Contains(out, "\trefs/bernstein/writers/host-a\tUNREADABLE\n") {
+		t.Fatalf("keys list:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, "pins")); err != nil {
+		t.Fatalf("no pins folder under host-b's BERNSTEIN_HOME: %v", err)
+	}
+}
+
+// gitStdin runs git in dir with stdin and returns its stdout.
+func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
