@@ -1,6 +1,11 @@
 // Package bernstein is the library every surface (CLI, MCP, HTTP) is a thin
 // adapter over: a Store keeps the work of agent tasks in an ordinary git
 // repository under refs/bernstein/*, and re-verifies whatever it reads.
+//
+// This package is the library's face: Open and Init, the Store's methods,
+// their request and result types, and the documents every surface prints.
+// Each method checks its input and calls the package that owns the concept
+// (docs/architecture.md draws them).
 package bernstein
 
 import (
@@ -11,7 +16,6 @@ import (
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/feed"
 	"github.com/bernstein/bernstein/internal/fold"
-	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/internal/tokenindex"
@@ -40,18 +44,6 @@ type Options struct {
 	// write stands; the next writer finishes what is left). Nil discards them.
 	Warn func(msg string)
 }
-
-// ErrNotRepository reports a directory that is not in a git repository.
-var ErrNotRepository = git.ErrNotRepository
-
-// ErrRepositoryFormat is wrapped by the error Open and Init return for a
-// repository whose format bernstein cannot write safely: one that git does
-// not address by SHA-1 alone.
-var ErrRepositoryFormat = git.ErrRepositoryFormat
-
-// RepositoryFormatError names the repository and what about its format was
-// refused.
-type RepositoryFormatError = git.RepositoryFormatError
 
 // Store is an open bernstein repository.
 type Store struct {

@@ -16,13 +16,6 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// ErrUnknownTask reports a task with no ledger.
-var ErrUnknownTask = ledger.ErrUnknownTask
-
-// ErrTaskExists refuses to create a task that has a ledger already; the
-// error reads "task T already exists". The id is fine: the task is there.
-var ErrTaskExists = ledger.ErrTaskExists
-
 // TaskSpec describes a task to create.
 type TaskSpec struct {
 	ID       string
