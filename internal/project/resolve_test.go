@@ -1,13 +1,12 @@
 package project
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bernstein/bernstein/internal/core"
+	"github.com/bernstein/bernstein/internal/git"
 )
 
 // TestHeadOfWorktree: HEAD is the worktree's own, with and without git.
@@ -69,12 +68,9 @@ func Open(o Options) (testRepo, error) {
 // gitIn runs git in dir with a fixed identity and returns its trimmed output.
 func gitIn(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
-	out, err := cmd.CombinedOutput()
+	out, err := git.Cmd{Policy: git.User, Dir: dir, Args: args, Env: []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e"}}.Output()
 	if err != nil {
-		t.Fatalf("git %v: %v %s", args, err, out)
+		t.Fatalf("git %v: %v", args, err)
 	}
 	return strings.TrimSpace(string(out))
 }

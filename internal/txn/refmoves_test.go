@@ -1,4 +1,4 @@
-package txn
+package txn_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/storetest"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -15,13 +16,14 @@ import (
 // keep was gone) deleted the files the next transaction had just renamed in.
 func TestApplyLockedPacksAreDistinct(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	s := newTestWriter(t)
-	head, err := s.c.Refs.Read("refs/bernstein/writers/test-writer")
+	r := storetest.New(t)
+	s := r.Writer
+	head, err := r.Core.Refs.Read("refs/bernstein/writers/test-writer")
 	if err != nil {
 		t.Fatal(err)
 	}
 	packs := func() map[string]bool {
-		names, _ := filepath.Glob(filepath.Join(s.c.GitDir, "objects", "pack", "pack-*.pack"))
+		names, _ := filepath.Glob(filepath.Join(r.Core.GitDir, "objects", "pack", "pack-*.pack"))
 		out := map[string]bool{}
 		for _, n := range names {
 			out[n] = true
