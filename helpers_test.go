@@ -15,11 +15,13 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 )
 
-// cliBin is the bernstein binary built once for the tests that run the CLI.
+// cliBin is the bernstein binary, built once for every package's tests
+// (internal/testbin).
 var cliBin string
 
 func TestMain(m *testing.M) {
@@ -35,21 +37,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "bernstein-test-bin")
-	if err != nil {
+	var err error
+	if cliBin, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cliBin = filepath.Join(dir, "bernstein")
-	build := exec.Command("go", "build", "-o", cliBin, "./cmd/bernstein")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // posterMain posts BERNSTEIN_TEST_POSTS reports (or forever when 0) and prints

@@ -17,29 +17,22 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/server"
 )
 
-// cliBin is the bernstein binary, built once: posts in the event tests come
-// from other processes, as they do in use.
+// cliBin is the bernstein binary, built once for every package's tests
+// (internal/testbin): posts in the event tests come from other processes,
+// as they do in use.
 var cliBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bernstein-server-test")
-	if err != nil {
+	var err error
+	if cliBin, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cliBin = filepath.Join(dir, "bernstein")
-	build := exec.Command("go", "build", "-o", cliBin, "../cmd/bernstein")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // repo is an initialised repository with a claimed task.
