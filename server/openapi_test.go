@@ -362,7 +362,7 @@ func apiTestDone(t *testing.T) {
 
 // apiTests are the tests whose responses TestOpenAPICoverage counts.
 var apiTests = []string{
-	"TestAPIPost", "TestAPIPostRefusals", "TestAPIPostAsMCP", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
+	"TestAPIPost", "TestAPIPostRefusals", "TestInputRules", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
 	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries",
 }
 
