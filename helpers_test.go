@@ -14,7 +14,6 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
@@ -54,8 +53,9 @@ func TestMain(m *testing.M) {
 func posterMain() int {
 	// BERNSTEIN_TEST_CRASH names a step of the write path at which the
 	// poster kills itself, as a power cut or the OOM killer would stop it.
+	hook := chaosPosterHook()
 	if step := os.Getenv("BERNSTEIN_TEST_CRASH"); step != "" {
-		gitstore.FaultHook = func(s string) error {
+		hook = func(s string) error {
 			if s == step {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
@@ -63,11 +63,10 @@ func posterMain() int {
 			return nil
 		}
 	}
-	chaosPosterHooks()
 	n, workers := 0, 1
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_GOROUTINES"), &workers)
-	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")})
+	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME"), FaultHook: hook})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -128,12 +127,45 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) open() *bernstein.Store {
 	f.t.Helper()
-	s, err := bernstein.Open(f.opts)
+	return f.openFaults(nil)
+}
+
+// openFaults opens the store with h as its fault hook (nil: none).
+func (f *fixture) openFaults(h *faults) *bernstein.Store {
+	f.t.Helper()
+	o := f.opts
+	if h != nil {
+		o.FaultHook = h.hook
+	}
+	s, err := bernstein.Open(o)
 	if err != nil {
 		f.t.Fatalf("open: %v", err)
 	}
 	f.t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// faults is a store's fault hook that a test arms (set) around the writes
+// it means and disarms (set(nil)) after.
+type faults struct {
+	mu sync.Mutex
+	fn func(step string) error
+}
+
+func (h *faults) set(fn func(step string) error) {
+	h.mu.Lock()
+	h.fn = fn
+	h.mu.Unlock()
+}
+
+func (h *faults) hook(step string) error {
+	h.mu.Lock()
+	fn := h.fn
+	h.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(step)
 }
 
 // claimed creates task and claims it for agent, returning the token.

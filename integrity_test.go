@@ -204,11 +204,12 @@ func TestRepackBetweenPackAndRefs(t *testing.T) {
 	for _, maint := range maintenance {
 		t.Run(strings.Join(maint, " "), func(t *testing.T) {
 			f := newFixture(t)
-			s := f.open()
+			h := &faults{}
+			s := f.openFaults(h)
 			tok := f.claimed(s, "R-2", "agent")
 			f.post(s, "R-2", "k", "agent", tok, report("version one"))
 			var ran atomic.Int32
-			gitstore.FaultHook = func(step string) error {
+			h.set(func(step string) error {
 				if step != "packed" || ran.Add(1) != 1 {
 					return nil
 				}
@@ -220,9 +221,9 @@ func TestRepackBetweenPackAndRefs(t *testing.T) {
 					t.Errorf("git %v: %v\n%s", maint, err, out)
 				}
 				return nil
-			}
+			})
 			_, err := s.Post(bernstein.PostRequest{Task: "R-2", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("version two")})
-			gitstore.FaultHook = nil
+			h.set(nil)
 			if err != nil {
 				t.Fatalf("post: %v", err)
 			}
@@ -278,7 +279,8 @@ func TestRolledBackJournalIsNotShown(t *testing.T) {
 // is redone on the new head.
 func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 	f := newFixture(t)
-	s := f.open()
+	h := &faults{}
+	s := f.openFaults(h)
 	tok := f.claimed(s, "G-1", "agent")
 	f.post(s, "G-1", "k", "agent", tok, report("version one"))
 	id, err := keys.Load(f.home)
@@ -288,7 +290,7 @@ func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 	journal := refs.Journal("G-1")
 	var moved atomic.Int32
 	var movedTo string
-	gitstore.FaultHook = func(step string) error {
+	h.set(func(step string) error {
 		if step == "intent written" && moved.Add(1) == 1 {
 			head := strings.TrimSpace(f.git("rev-parse", journal))
 			raw := f.git("cat-file", "commit", head)
@@ -312,9 +314,9 @@ func TestPostRetriesAfterPlainGitMovesARef(t *testing.T) {
 			f.git("update-ref", journal, movedTo, head)
 		}
 		return nil
-	}
+	})
 	res, err := s.Post(bernstein.PostRequest{Task: "G-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("version two")})
-	gitstore.FaultHook = nil
+	h.set(nil)
 	if err != nil {
 		t.Fatalf("post: %v", err)
 	}

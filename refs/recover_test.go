@@ -68,15 +68,14 @@ func TestRecoverRechecksUnderItsLock(t *testing.T) {
 	git(t, dir, "update-ref", refS, c[1].String())
 	in := Intent{Updates: []Update{{refJ, c[0], c[2]}, {refS, c[1], c[3]}}}
 	git(t, dir, "update-ref", refS, c[3].String()) // committed: the spine moved
-	gitstore.FaultHook = func(step string) error {
+	hook := func(step string) error {
 		if step == "recovering "+refJ {
 			// A plain git moves the journal after Recover read it.
 			git(t, dir, "update-ref", refJ, c[5].String())
 		}
 		return nil
 	}
-	defer func() { gitstore.FaultHook = nil }()
-	ok, err := (&Transactor{GitDir: dir, LockWait: 100 * time.Millisecond}).Recover(Pending{Intent: in})
+	ok, err := (&Transactor{GitDir: dir, LockWait: 100 * time.Millisecond, FaultHook: hook}).Recover(Pending{Intent: in})
 	if !ok || !errors.Is(err, ErrConflict) {
 		t.Fatalf("recover over a ref moved under it: %v %v", ok, err)
 	}

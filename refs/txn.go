@@ -28,13 +28,13 @@ var (
 	ErrFault = errors.New("injected fault")
 )
 
-// FaultPoint runs gitstore.FaultHook (set by tests) at step. The steps of a
-// transaction are "locked" (every lock file created, holding its new value,
-// and synced), "checked" (old values checked under the locks), "renamed <i>"
-// (after the i-th rename, 0-based) and "dirs synced"; the store adds its own
-// ("intent written", "packed"). A non-nil return stops the transaction right
-// there, leaving the files as a killed process would.
-func FaultPoint(step string) error { return gitstore.FaultPoint(step) }
+// FaultPoint runs t.FaultHook (set by tests) at step.
+func (t *Transactor) FaultPoint(step string) error {
+	if t.FaultHook == nil {
+		return nil
+	}
+	return t.FaultHook(step)
+}
 
 // Update moves Ref from Old to New. A zero Old means the ref must not exist.
 type Update struct {
@@ -56,6 +56,14 @@ type Transactor struct {
 	LockWait time.Duration // how long to wait for a ref lock held by someone else (default 5s)
 	// Warn, when set, is told of a stale lock the transaction removed.
 	Warn func(string)
+	// FaultHook, when set (by tests), is called at each step of a
+	// transaction: "locked" (every lock file created, holding its new
+	// value, and synced), "checked" (old values checked under the locks),
+	// "renamed <i>" (after the i-th rename, 0-based), "dirs synced" and
+	// "recovering <ref>"; the store adds its own ("intent written",
+	// "packed"). A non-nil return stops the transaction right there,
+	// leaving the files as a killed process would.
+	FaultHook func(step string) error
 }
 
 func (t *Transactor) warn(format string, args ...any) {
@@ -165,7 +173,7 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			return nil, err
 		}
 	}
-	if err := FaultPoint("locked"); err != nil {
+	if err := t.FaultPoint("locked"); err != nil {
 		return nil, err
 	}
 	for _, l := range locks {
@@ -179,7 +187,7 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			return nil, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
 		}
 	}
-	if err := FaultPoint("checked"); err != nil {
+	if err := t.FaultPoint("checked"); err != nil {
 		return nil, err
 	}
 	p.locks = locks
@@ -221,7 +229,7 @@ func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
 			}
 			return CommittedPending, fmt.Errorf("move %s: %w", l.u.Ref, err)
 		}
-		if err := FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
+		if err := t.FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
 			unblock()
 			return CommittedPending, err
 		}
@@ -230,7 +238,7 @@ func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
 	if err := syncRefDirs(locks); err != nil {
 		return CommittedPending, err
 	}
-	if err := FaultPoint("dirs synced"); err != nil {
+	if err := t.FaultPoint("dirs synced"); err != nil {
 		return CommittedPending, err
 	}
 	return Committed, nil
@@ -530,7 +538,7 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 			errs = append(errs, fmt.Errorf("%w: interrupted transaction cannot move %s: it is at %s, neither %s nor %s", ErrConflict, u.Ref, short(cur), short(u.Old), short(u.New)))
 			continue
 		}
-		if err := FaultPoint("recovering " + u.Ref); err != nil {
+		if err := t.FaultPoint("recovering " + u.Ref); err != nil {
 			return true, err
 		}
 		t.removeDeadLock(u)

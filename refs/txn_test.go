@@ -219,7 +219,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 	dir, c := newRepo(t, 64)
 	git(t, dir, "update-ref", refJ, c[0].String())
 	tx := &Transactor{GitDir: dir, LockWait: 10 * time.Second}
-	gitstore.FaultHook = func(step string) error {
+	tx.FaultHook = func(step string) error {
 		if step == "checked" {
 			cmd := exec.Command("git", "-C", dir, "update-ref", refJ, c[5].String())
 			if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), ".lock") {
@@ -229,7 +229,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 		return nil
 	}
 	out, err := tx.Apply([]Update{{refJ, c[0], c[1]}})
-	gitstore.FaultHook = nil
+	tx.FaultHook = nil
 	if out != Committed || err != nil || rev(t, dir, refJ) != c[1].String() {
 		t.Fatalf("apply: %v %v", out, err)
 	}
@@ -390,14 +390,13 @@ func TestInterruptedTransactionRecovers(t *testing.T) {
 			if err := os.WriteFile(keep, []byte(Intent{Updates: us}.Encode()), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			gitstore.FaultHook = func(s string) error {
+			stop := func(s string) error {
 				if s == step {
 					return ErrFault
 				}
 				return nil
 			}
-			out, err := (&Transactor{GitDir: dir}).Apply(us)
-			gitstore.FaultHook = nil
+			out, err := (&Transactor{GitDir: dir, FaultHook: stop}).Apply(us)
 			if !errors.Is(err, ErrFault) || (out != NotCommitted) == (step == "locked" || step == "checked") {
 				t.Fatalf("apply stopped at %s: %v %v", step, out, err)
 			}
@@ -522,9 +521,8 @@ func TestSnapshotPackRefsBetweenReads(t *testing.T) {
 	git(t, dir, "update-ref", refJ, c[0].String())
 	git(t, dir, "pack-refs", "--all", "--prune")   // packed-refs: c[0]
 	git(t, dir, "update-ref", refJ, c[1].String()) // loose: c[1]
-	testHookBetweenReads = func() { git(t, dir, "pack-refs", "--all", "--prune") }
-	defer func() { testHookBetweenReads = nil }()
-	snap, err := Reader{Dir: dir}.Snapshot(JournalPrefix)
+	rd := Reader{Dir: dir, testHookBetweenReads: func() { git(t, dir, "pack-refs", "--all", "--prune") }}
+	snap, err := rd.Snapshot(JournalPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
