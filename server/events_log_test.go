@@ -203,9 +203,9 @@ func TestEventsTwoServers(t *testing.T) {
 // log, once, in order, then goes on live; so does one whose memory no
 // longer holds them.
 func TestEventsReplayFromLog(t *testing.T) {
-	defer server.SetRingSize(4)()
 	r := newTaskRepo(t, "RL-1")
-	hs, stop := r.serve()
+	small := server.WithRingSize(server.Options{}, 4)
+	hs, stop := r.serveWith(small)
 	c := connect(t, hs.URL+server.EventsPath, "")
 	for i := 1; i <= 10; i++ {
 		r.post("k", "version "+jsonNumber(i))
@@ -228,7 +228,7 @@ func TestEventsReplayFromLog(t *testing.T) {
 	stop()
 
 	// A new server over the same log: it published none of these.
-	hs, stop = r.serve()
+	hs, stop = r.serveWith(small)
 	defer stop()
 	c = connect(t, hs.URL+server.EventsPath+"?task=RL-1", all[2].ID)
 	got = c.artifacts(7)

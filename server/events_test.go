@@ -97,11 +97,18 @@ func (r *repo) post(key, body string) {
 // serve starts a server (watching) over a fresh store of the repository.
 func (r *repo) serve() (*httptest.Server, func()) {
 	r.t.Helper()
+	return r.serveWith(server.Options{})
+}
+
+// serveWith is serve with options o.
+func (r *repo) serveWith(o server.Options) (*httptest.Server, func()) {
+	r.t.Helper()
 	s, err := bernstein.Open(r.opts)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	srv, err := server.New(s, server.Options{Version: "test"})
+	o.Version = "test"
+	srv, err := server.New(s, o)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -410,9 +417,8 @@ func TestEventsManyClientsManyPosters(t *testing.T) {
 
 // TestEventsHeartbeat: an idle stream carries heartbeat comments.
 func TestEventsHeartbeat(t *testing.T) {
-	defer server.SetHeartbeat(50 * time.Millisecond)()
 	r := newTaskRepo(t, "H-1")
-	hs, stop := r.serve()
+	hs, stop := r.serveWith(server.WithHeartbeat(server.Options{}, 50*time.Millisecond))
 	defer stop()
 	c := connect(t, hs.URL+server.EventsPath, "")
 	defer c.close()

@@ -238,10 +238,9 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 // TestStreamOutlivesTimeouts checks that the event stream is not cut by the
 // read and write timeouts of ordinary requests, and still delivers.
 func TestStreamOutlivesTimeouts(t *testing.T) {
-	defer server.SetHeartbeat(100 * time.Millisecond)()
 	s, _, tokens := limStore(t, "T-1")
-	base := limServe(t, s, server.Options{Limits: server.Limits{ReadHeaderTimeout: 200 * time.Millisecond,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}})
+	base := limServe(t, s, server.WithHeartbeat(server.Options{Limits: server.Limits{ReadHeaderTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}}, 100*time.Millisecond))
 	res, err := http.Get(base + server.EventsPath + "?task=T-1")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/mcpserver"
@@ -35,6 +36,11 @@ type Options struct {
 	// Limits bound connections, streams and MCP sessions; zero fields take
 	// their defaults (DefaultLimits).
 	Limits Limits
+
+	// Test knobs (export_test.go): the event stream's heartbeat, and how
+	// many events the bus keeps in memory. Zero takes the default.
+	heartbeat time.Duration
+	ringSize  int
 }
 
 // mcpHandler is the MCP endpoint over store, its sessions within o.Limits.
@@ -120,6 +126,9 @@ func New(store *bernstein.Store, o Options) (*Server, error) {
 	bus, err := NewBus(store, o.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if o.ringSize > 0 {
+		bus.ringSize = o.ringSize
 	}
 	return &Server{store: store, bus: bus, opts: o}, nil
 }
