@@ -64,6 +64,13 @@ type Transactor struct {
 	// "packed"). A non-nil return stops the transaction right there,
 	// leaving the files as a killed process would.
 	FaultHook func(step string) error
+
+	// Test hooks: told of a ref lock found held (before the wait for it),
+	// of an empty young lock an intent names (before the wait to see
+	// whether it fills), and of the turnstile taken by excludeReaders
+	// (before the wait for the readers).
+	testHookBusy, testHookYoungLock func(lock string)
+	testHookTurnstile               func()
 }
 
 func (t *Transactor) warn(format string, args ...any) {
@@ -289,6 +296,9 @@ func (t *Transactor) lock(u Update) (*refLock, error) {
 			}
 			return nil, fmt.Errorf("%w: %s exists; if no git or bernstein process is running, remove it", ErrLocked, l.lock)
 		}
+		if t.testHookBusy != nil {
+			t.testHookBusy(l.lock)
+		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 50*time.Millisecond)
 	}
@@ -420,6 +430,9 @@ func turnstilePath(gitDir string) string {
 // at once.
 func (t *Transactor) excludeReaders() func() {
 	gate := flockPath(turnstilePath(t.GitDir), syscall.LOCK_EX)
+	if t.testHookTurnstile != nil {
+		t.testHookTurnstile()
+	}
 	unlock := flockPath(readersLockPath(t.GitDir), syscall.LOCK_EX)
 	return func() {
 		unlock()
@@ -623,6 +636,9 @@ func (t *Transactor) removeDeadLock(u Update) {
 				return
 			}
 			if age := time.Since(fi.ModTime()); age < deadLockAge {
+				if t.testHookYoungLock != nil {
+					t.testHookYoungLock(lock)
+				}
 				time.Sleep(deadLockAge - age)
 				continue
 			}

@@ -201,10 +201,12 @@ func TestApplyRespectsGitLocks(t *testing.T) {
 	if l := lockFiles(t, dir); len(l) != 1 {
 		t.Fatalf("locks: %v", l)
 	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		os.Remove(lock)
-	}()
+	// The lock goes while the transaction waits for it.
+	tx.testHookBusy = func(l string) {
+		if l == lock {
+			os.Remove(lock)
+		}
+	}
 	tx.LockWait = 5 * time.Second
 	out, err = tx.Apply([]Update{{refJ, gitstore.ZeroOid, c[1]}, {refA, c[0], c[1]}})
 	if out != Committed || err != nil || rev(t, dir, refA) != c[1].String() {
