@@ -51,9 +51,21 @@ func TestMain(m *testing.M) {
 // BERNSTEIN_TEST_GOROUTINES posters run side by side, poster i on task i and
 // key i (modulo the lists).
 func posterMain() int {
-	// BERNSTEIN_TEST_CRASH names a step of the write path at which the
-	// poster kills itself, as a power cut or the OOM killer would stop it.
+	// BERNSTEIN_TEST_REACHED names a step of the write path the poster
+	// reports on stdout ("reached <step>") each time it reaches it, before
+	// it goes on. BERNSTEIN_TEST_CRASH names a step at which the poster
+	// kills itself, as a power cut or the OOM killer would stop it.
 	hook := chaosPosterHook()
+	if step := os.Getenv("BERNSTEIN_TEST_REACHED"); step != "" {
+		hook = func(s string) error {
+			if s == step {
+				ackOut.Lock()
+				os.Stdout.WriteString("reached " + step + "\n")
+				ackOut.Unlock()
+			}
+			return nil
+		}
+	}
 	if step := os.Getenv("BERNSTEIN_TEST_CRASH"); step != "" {
 		hook = func(s string) error {
 			if s == step {

@@ -57,20 +57,20 @@ type Transactor struct {
 	// Warn, when set, is told of a stale lock the transaction removed.
 	Warn func(string)
 	// FaultHook, when set (by tests), is called at each step of a
-	// transaction: "locked" (every lock file created, holding its new
-	// value, and synced), "checked" (old values checked under the locks),
-	// "renamed <i>" (after the i-th rename, 0-based), "dirs synced" and
-	// "recovering <ref>"; the store adds its own ("intent written",
-	// "packed"). A non-nil return stops the transaction right there,
+	// transaction: "waiting for <ref>" (its lock is someone else's, each
+	// time before the transaction waits a moment more), "locked" (every
+	// lock file created, holding its new value, and synced), "checked" (old
+	// values checked under the locks), "renamed <i>" (after the i-th rename,
+	// 0-based), "dirs synced" and "recovering <ref>"; the store adds its own
+	// ("intent written", "packed"). A non-nil return stops the transaction right there,
 	// leaving the files as a killed process would.
 	FaultHook func(step string) error
 
-	// Test hooks: told of a ref lock found held (before the wait for it),
-	// of an empty young lock an intent names (before the wait to see
-	// whether it fills), and of the turnstile taken by excludeReaders
-	// (before the wait for the readers).
-	testHookBusy, testHookYoungLock func(lock string)
-	testHookTurnstile               func()
+	// Test hooks: told of an empty young lock an intent names (before the
+	// wait to see whether it fills), and of the turnstile taken by
+	// excludeReaders (before the wait for the readers).
+	testHookYoungLock func(lock string)
+	testHookTurnstile func()
 }
 
 func (t *Transactor) warn(format string, args ...any) {
@@ -296,8 +296,8 @@ func (t *Transactor) lock(u Update) (*refLock, error) {
 			}
 			return nil, fmt.Errorf("%w: %s exists; if no git or bernstein process is running, remove it", ErrLocked, l.lock)
 		}
-		if t.testHookBusy != nil {
-			t.testHookBusy(l.lock)
+		if err := t.FaultPoint("waiting for " + u.Ref); err != nil {
+			return nil, err
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 50*time.Millisecond)

@@ -202,10 +202,11 @@ func TestApplyRespectsGitLocks(t *testing.T) {
 		t.Fatalf("locks: %v", l)
 	}
 	// The lock goes while the transaction waits for it.
-	tx.testHookBusy = func(l string) {
-		if l == lock {
+	tx.FaultHook = func(step string) error {
+		if step == "waiting for "+refA {
 			os.Remove(lock)
 		}
+		return nil
 	}
 	tx.LockWait = 5 * time.Second
 	out, err = tx.Apply([]Update{{refJ, gitstore.ZeroOid, c[1]}, {refA, c[0], c[1]}})

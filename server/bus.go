@@ -125,7 +125,8 @@ type Bus struct {
 	logged  []logEntry
 
 	mu       sync.Mutex
-	ringSize int     // how many events ring holds at most (ringSize; tests lower it)
+	ringSize int // how many events ring holds at most (ringSize; tests lower it)
+	now      func() time.Time
 	ring     []Event // the latest events, oldest first
 	next     int64   // the id the next event takes
 	last     int64   // the id of the latest event published
@@ -143,10 +144,15 @@ type Bus struct {
 // other bus of the repository does, else it follows. It does not watch yet:
 // see Run.
 func NewBus(store *bernstein.Store, logger *slog.Logger) (*Bus, error) {
+	return newBus(store, logger, time.Now)
+}
+
+// newBus is NewBus with the clock a new log numbers from.
+func newBus(store *bernstein.Store, logger *slog.Logger, now func() time.Time) (*Bus, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize,
+	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now,
 		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
@@ -313,7 +319,7 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		// told to reload (stream.reset) instead of being answered with
 		// the events of another numbering.
 		b.fresh = true
-		b.last = max(b.last, time.Now().UnixMilli())
+		b.last = max(b.last, b.now().UnixMilli())
 		b.next = max(b.next, b.last+1)
 	}
 	b.mu.Unlock()

@@ -278,8 +278,9 @@ func TestEventsStreamReset(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(r.dir, ".git", "bernstein", "events")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond) // a new log numbers from the clock
-	hs, stop = r.serve()
+	// A new log numbers from the clock: the new server's runs an hour on.
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	hs, stop = r.serveWith(server.WithClock(server.Options{}, later))
 	defer stop()
 	r.post("k", "v3")
 	probe := connect(t, hs.URL+server.EventsPath, "")

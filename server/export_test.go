@@ -15,3 +15,10 @@ func WithRingSize(o Options, n int) Options {
 	o.ringSize = n
 	return o
 }
+
+// WithClock returns o with the clock a new event log numbers its events
+// from set to now, for a test.
+func WithClock(o Options, now func() time.Time) Options {
+	o.clock = now
+	return o
+}

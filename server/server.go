@@ -37,10 +37,12 @@ type Options struct {
 	// their defaults (DefaultLimits).
 	Limits Limits
 
-	// Test knobs (export_test.go): the event stream's heartbeat, and how
-	// many events the bus keeps in memory. Zero takes the default.
+	// Test knobs (export_test.go): the event stream's heartbeat, how many
+	// events the bus keeps in memory, the clock a new event log numbers
+	// from. Zero takes the default.
 	heartbeat time.Duration
 	ringSize  int
+	clock     func() time.Time
 }
 
 // mcpHandler is the MCP endpoint over store, its sessions within o.Limits.
@@ -123,13 +125,18 @@ func New(store *bernstein.Store, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	bus, err := NewBus(store, o.Logger)
+	clock := o.clock
+	if clock == nil {
+		clock = time.Now
+	}
+	bus, err := newBus(store, o.Logger, clock)
 	if err != nil {
 		return nil, err
 	}
 	if o.ringSize > 0 {
 		bus.ringSize = o.ringSize
 	}
+
 	return &Server{store: store, bus: bus, opts: o}, nil
 }
 
