@@ -41,9 +41,11 @@ import (
 // must be there, versions contiguous, `audit verify` and `git fsck --strict`
 // clean, and the event stream must have delivered every version.
 //
-// `make test` runs it for BERNSTEIN_CHAOS_SECONDS (default 20); `make chaos`
-// runs it for ten minutes. BERNSTEIN_TEST_SEED replays a run's choices (the
-// kills' timing, batch sizes, what each reader reads) as far as the
+// `make test` runs it for BERNSTEIN_CHAOS_SECONDS (default 20), and on
+// until it has seen a compaction and 20 acknowledged posts (a loaded machine
+// takes longer to get there); `make chaos` runs it for ten minutes.
+// BERNSTEIN_TEST_SEED replays a run's choices (which poster is killed after
+// how many posts, batch sizes, what each reader reads) as far as the
 // machine's timing allows.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
@@ -67,7 +69,7 @@ func TestChaos(t *testing.T) {
 	f.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "base")
 	h := &chaos{f: f, seed: seed, rng: rand.New(rand.NewSource(seed)), ackDir: t.TempDir(), stop: make(chan struct{}),
 		acked: map[string]string{}, latest: map[string]seen{}, shown: map[string]shownAs{}, heads: map[string]string{},
-		posted: make(chan struct{})}
+		posted: make(chan struct{}), compacted: make(chan struct{}), enough: make(chan struct{})}
 	for _, task := range tasks {
 		h.latest[task] = seen{versions: map[string]int64{}, rows: 0}
 	}
@@ -126,7 +128,21 @@ func TestChaos(t *testing.T) {
 	// posts drawn from 0 (at once: anywhere in its start-up, recovery
 	// included) to 3 since it started (its other goroutines are then
 	// anywhere in their writes), until the run's time is up.
-	over := time.After(time.Duration(seconds) * time.Second)
+	// The run lasts its seconds, and then until it has tested enough (a
+	// compaction beside git's maintenance, 20 acknowledged posts: on a
+	// loaded machine they take longer), at most ten times as long.
+	over := make(chan struct{})
+	go func() {
+		<-time.After(time.Duration(seconds) * time.Second)
+		limit := time.After(time.Duration(9*seconds) * time.Second)
+		for _, c := range []chan struct{}{h.compacted, h.enough} {
+			select {
+			case <-c:
+			case <-limit:
+			}
+		}
+		close(over)
+	}()
 run:
 	for {
 		i := h.intn(posters)
@@ -311,6 +327,9 @@ type chaos struct {
 	heads     map[string]string  // spine heads the MCP task handle named -> the call
 	finished  bool               // the test returned: no more logging
 	posted    chan struct{}      // closed (and replaced) at each acknowledged post
+	compacted chan struct{}      // closed at the first compaction
+	enough    chan struct{}      // closed at the 20th acknowledged post
+	wasEnough bool               // enough is closed
 
 	kills       atomic.Int64
 	alarms      atomic.Int64 // reads that claimed something was wrong
@@ -511,7 +530,9 @@ func (h *chaos) startPoster(tasks, tokens []string, batch bool) *chaosPoster {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if sc.Text() == "compacted" {
-				h.compactions.Add(1)
+				if h.compactions.Add(1) == 1 {
+					close(h.compacted)
+				}
 				continue
 			}
 			a, ok := parseAck(sc.Text())
@@ -520,6 +541,10 @@ func (h *chaos) startPoster(tasks, tokens []string, batch bool) *chaosPoster {
 			}
 			h.mu.Lock()
 			h.acked[a.id()] = a.spine
+			if len(h.acked) >= 20 && !h.wasEnough {
+				h.wasEnough = true
+				close(h.enough)
+			}
 			l := h.latest[a.task]
 			l.versions[a.key] = max(l.versions[a.key], a.version)
 			l.rows = max(l.rows, a.index+1)
