@@ -376,8 +376,9 @@ func TestPackRefsDuringPostsKeepsExitCodesHonest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
+	// 120 posts, and on until pack-refs ran five times beside them.
 	acked := 0
-	for i := 0; i < 120; i++ {
+	for i := 0; (i < 120 || packs.Load() < 5) && i < 10000; i++ {
 		_, err := s2.Post(bernstein.PostRequest{Task: "P-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report(fmt.Sprint("post ", i))})
 		if err == nil {
 			acked++
