@@ -61,9 +61,6 @@ type (
 	PrePushError       = remote.PrePushError
 )
 
-// sync moves this repository's refs to and from its remotes.
-func (s *Store) sync() *remote.Syncer { return remote.NewSyncer(s.core, s.w) }
-
 // Remotes lists the repository's git remotes, as 'git remote' does.
 func (s *Store) Remotes() ([]string, error) { return remote.List(s.core.GitDir) }
 
@@ -77,18 +74,18 @@ func (s *Store) Settle() error { return s.w.Settle() }
 // one ref transaction under the writer lock, as a post moves them; a ref
 // that moved since fails it with refs.ErrConflict, nothing moved. The
 // objects must be in the repository already (fetched).
-func (s *Store) FastForward(updates []refs.Update) error { return s.sync().FastForward(updates) }
+func (s *Store) FastForward(updates []refs.Update) error { return s.sync.FastForward(updates) }
 
 // Fetch brings remote's refs/bernstein/* into the remote-tracking refs
 // refs/bernstein-remotes/<remote>/*, then moves the local refs forward to
 // them, all in one transaction or none: when any ref diverged nothing
 // moves and the error is a *DivergedError.
-func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync().Fetch(name) }
+func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync.Fetch(name) }
 
 // Push sends every local refs/bernstein/* ref that this host moved past the
 // remote's head, in one atomic push, never forced (see remote.Syncer.Push
 // for what it retries and which errors it returns).
-func (s *Store) Push(name string) (*PushResult, error) { return s.sync().Push(name) }
+func (s *Store) Push(name string) (*PushResult, error) { return s.sync.Push(name) }
 
 // CheckRemote reports ErrUnknownRemote unless the repository o names has
 // remote.

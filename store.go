@@ -23,6 +23,7 @@ import (
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/remote"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -43,6 +44,16 @@ type Options struct {
 	// Warn receives problems that arise after a write was committed (the
 	// write stands; the next writer finishes what is left). Nil discards them.
 	Warn func(msg string)
+	// FaultHook, for tests and measurements, is called at each step of a
+	// write that a crash could interrupt (gitstore.Repo's and
+	// refs.Transactor's steps, and the store's "intent written" and
+	// "packed"); a non-nil return stops the write right there, as a killed
+	// process would stop it. Nil in use.
+	FaultHook func(step string) error
+	// PushArgBudget, for tests, bounds the bytes of <commit>:<ref> refspecs
+	// a push passes on git's command line (a larger push goes through
+	// temporary refs); 0 is the default.
+	PushArgBudget int
 }
 
 // Store is an open bernstein repository.
@@ -54,6 +65,7 @@ type Store struct {
 	w      *txn.Writer // the write transaction
 	feeds  *feed.Reader
 	tokens *tokenindex.Index // live claim tokens by hash
+	sync   *remote.Syncer    // moves refs to and from the remotes
 }
 
 func repoDir(o Options) string {
@@ -69,7 +81,7 @@ func repoDir(o Options) string {
 // Open opens the repository o names. It creates nothing: reading commands
 // never create keys or refs.
 func Open(o Options) (*Store, error) {
-	c, err := core.Open(repoDir(o), core.Config{Home: o.Home, AllowedSigners: o.AllowedSigners, LockWait: o.LockWait, Now: o.Now, Warn: o.Warn})
+	c, err := core.Open(repoDir(o), core.Config{Home: o.Home, AllowedSigners: o.AllowedSigners, LockWait: o.LockWait, Now: o.Now, Warn: o.Warn, FaultHook: o.FaultHook})
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +93,7 @@ func Open(o Options) (*Store, error) {
 		feeds:  feed.NewReader(c, prover),
 		tokens: tokenindex.New(c, prover, folds),
 	}
+	s.sync = remote.NewSyncer(c, s.w, o.PushArgBudget)
 	return s, nil
 }
 

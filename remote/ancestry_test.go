@@ -33,7 +33,7 @@ func (s *testStore) CreateTask(spec TaskSpec) (struct{}, error) {
 func newTestStore(t testing.TB) (*testStore, struct{ Repo string }) {
 	t.Helper()
 	r := storetest.New(t)
-	return &testStore{Syncer: NewSyncer(r.Core, r.Writer), refs: r.Core.Refs, heads: r.Heads, repo: r}, struct{ Repo string }{r.Dir}
+	return &testStore{Syncer: NewSyncer(r.Core, r.Writer, 0), refs: r.Core.Refs, heads: r.Heads, repo: r}, struct{ Repo string }{r.Dir}
 }
 
 // TestFetchRelate: the walk that compares two heads of a chain.

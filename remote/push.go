@@ -106,17 +106,9 @@ func more(n int) string {
 // pushArgBudget bounds the bytes of <commit>:<ref> refspecs passed to git
 // push on its command line (about 2,500 refs); a larger push goes through
 // temporary refs and one pattern (see pushViaRefs), which costs three
-// `git update-ref` runs more.
-var pushArgBudget = 256 << 10
-
-// SetPushArgBudget sets the bytes of <commit>:<ref> refspecs a push passes
-// on git's command line, for the tests of the push through temporary refs;
-// it returns what puts it back.
-func SetPushArgBudget(n int) (restore func()) {
-	saved := pushArgBudget
-	pushArgBudget = n
-	return func() { pushArgBudget = saved }
-}
+// `git update-ref` runs more. A syncer's argBudget, when set (by tests),
+// takes its place.
+const pushArgBudget = 256 << 10
 
 // PushTempRoot holds the temporary refs of a large push:
 // refs/bernstein-push/<pid>/<rest>.
@@ -454,7 +446,11 @@ func (s *Syncer) gitPush(remote string, plan []refs.Update, atomic bool) (map[st
 	}
 	args = append(args, remote)
 	var cleanup func()
-	if size <= pushArgBudget {
+	budget := pushArgBudget
+	if s.argBudget > 0 {
+		budget = s.argBudget
+	}
+	if size <= budget {
 		for _, u := range plan {
 			args = append(args, u.New.String()+":"+u.Ref)
 		}

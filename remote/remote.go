@@ -33,10 +33,16 @@ import (
 type Syncer struct {
 	c *core.Repo
 	w *txn.Writer
+	// argBudget replaces pushArgBudget when it is not 0 (tests).
+	argBudget int
 }
 
-// NewSyncer is the syncer of repository c, whose writer is w.
-func NewSyncer(c *core.Repo, w *txn.Writer) *Syncer { return &Syncer{c: c, w: w} }
+// NewSyncer is the syncer of repository c, whose writer is w; argBudget,
+// when not 0, bounds the bytes of refspecs a push passes on git's command
+// line instead of the default (tests).
+func NewSyncer(c *core.Repo, w *txn.Writer, argBudget int) *Syncer {
+	return &Syncer{c: c, w: w, argBudget: argBudget}
+}
 
 // TrackingRoot is the namespace of the remote-tracking copies of
 // refs/bernstein/*: refs/bernstein-remotes/<remote>/<rest>.

@@ -38,6 +38,10 @@ type Config struct {
 	// Warn receives problems that arise after a write was committed (the
 	// write stands; the next writer finishes what is left). Nil discards them.
 	Warn func(msg string)
+	// FaultHook, for tests and measurements, is called at each step of a
+	// write that a crash could interrupt (the object store's and the ref
+	// transactor's); a non-nil return stops the write there.
+	FaultHook func(step string) error
 }
 
 // Repo is one open repository.
@@ -91,6 +95,7 @@ func Open(dir string, c Config) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
+	objects.FaultHook = c.FaultHook
 	home := c.Home
 	if home == "" {
 		if home, err = keys.Home(); err != nil {
@@ -103,7 +108,7 @@ func Open(dir string, c Config) (*Repo, error) {
 	}
 	r := &Repo{
 		GitDir: gitDir, OwnDir: ownDir, Bare: bare, Dir: dir, Home: home, Objects: objects,
-		Refs: refs.Reader{Dir: gitDir}, Txr: &refs.Transactor{GitDir: gitDir, LockWait: c.LockWait}, Now: now,
+		Refs: refs.Reader{Dir: gitDir}, Txr: &refs.Transactor{GitDir: gitDir, LockWait: c.LockWait, FaultHook: c.FaultHook}, Now: now,
 		allowedSigners: c.AllowedSigners, warn: c.Warn,
 		trees: map[gitstore.Oid][]gitstore.TreeEntry{},
 	}

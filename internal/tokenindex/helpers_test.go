@@ -14,6 +14,7 @@ import (
 type Store struct {
 	tokens Index
 	refs   refs.Reader
+	gitDir string
 	repo   *storetest.Repo
 }
 
@@ -33,7 +34,7 @@ type testOptions struct {
 }
 
 func storeOf(r *storetest.Repo) *Store {
-	s := &Store{refs: r.Core.Refs, repo: r}
+	s := &Store{refs: r.Core.Refs, gitDir: r.Core.GitDir, repo: r}
 	s.tokens = Index{c: r.Core, prover: r.Prover, folder: r.Folds}
 	return s
 }

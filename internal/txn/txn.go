@@ -364,7 +364,7 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 		}
 		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
-	if err := refs.FaultPoint("intent written"); err != nil {
+	if err := t.w.c.Txr.FaultPoint("intent written"); err != nil {
 		<-written
 		return refs.NotCommitted, nil, err
 	}
@@ -391,7 +391,7 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 		prep.Abort()
 		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
-	if err := refs.FaultPoint("packed"); err != nil {
+	if err := t.w.c.Txr.FaultPoint("packed"); err != nil {
 		return refs.NotCommitted, nil, err
 	}
 	out, err := prep.Commit()
