@@ -35,11 +35,8 @@ var ErrKeyChanged = pins.ErrKeyChanged
 // ErrNotPinned reports an unpin of a writer the pin file does not name.
 var ErrNotPinned = pins.ErrNotPinned
 
-// pinFile is this repository's pin file.
-func (s *Store) pinFile() pins.File { return s.core.PinFile() }
-
 // PinFile is the path of this repository's pin file.
-func (s *Store) PinFile() string { return s.pinFile().Path }
+func (s *Store) PinFile() string { return s.core.PinFile().Path }
 
 // WriterKeys lists every writer whose key is published or pinned here.
 func (s *Store) WriterKeys() ([]WriterTrust, error) {
@@ -71,12 +68,12 @@ func (s *Store) WriterKeys() ([]WriterTrust, error) {
 // refused with ErrKeyChanged unless Replace: a changed key is loud, the way
 // ssh treats a changed host key.
 func (s *Store) PinKeys(o PinOptions) ([]WriterTrust, error) {
-	return s.pinFile().Pin(o, s.PublishedKeys)
+	return s.core.PinFile().Pin(o, s.PublishedKeys)
 }
 
 // UnpinKeys removes writers from this repository's pin file.
 func (s *Store) UnpinKeys(writers []string) error {
-	return s.pinFile().Unpin(writers)
+	return s.core.PinFile().Unpin(writers)
 }
 
 // WriterKey is a writer's key as a repository publishes it: not trusted by

@@ -50,7 +50,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	}
 	// The trust set is read (again, if the pin file changed) as the view
 	// is taken, so a pin made before the request is in its keys.
-	env, err := s.proofEnv(snap)
+	env, err := s.prover.Env(snap)
 	if err != nil {
 		return nil, err
 	}

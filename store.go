@@ -129,12 +129,6 @@ func (s *Store) Identity() (*keys.Identity, error) { return s.core.Identity() }
 // process) is read again.
 func (s *Store) Trust() (*keys.TrustSet, error) { return s.core.Trust() }
 
-// proofEnv is what proving rows needs (internal/proof).
-type proofEnv = proof.Env
-
-// proofEnv reads the published keys as view has them, and the trust set.
-func (s *Store) proofEnv(view refs.Source) (*proofEnv, error) { return s.prover.Env(view) }
-
 // VerifyEnv assembles what verification reads: the refs of view (one
 // consistent snapshot), the pinned keys, the published keys.
 func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {

@@ -251,10 +251,6 @@ func (s *Store) current(task string) (*fold.Task, error) {
 // taskScope is the refs a task's folds read.
 func taskScope(task string) []string { return fold.Scope(task) }
 
-// ledgerState reads the current ledger state of task: the rows that count.
-// A ledger none of whose rows counts is unproven, not unknown.
-func (s *Store) ledgerState(task string) (*ledger.State, error) { return s.folds.LedgerState(task) }
-
 // Progress projects task's progress vector from its journal and ledger.
 func (s *Store) Progress(task string) (*progress.Wire, error) {
 	f, err := s.current(task)

@@ -180,7 +180,7 @@ func (s *Store) RunGate(task, gate string, argv []string, o RunOptions) (*WorkRe
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.ledgerState(task)
+	st, err := s.folds.LedgerState(task)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (s *Store) RunEvidence(task string, producers []string, o RunOptions) ([]*W
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.ledgerState(task)
+	st, err := s.folds.LedgerState(task)
 	if err != nil {
 		return nil, err
 	}
