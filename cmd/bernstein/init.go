@@ -32,6 +32,13 @@ With --remote REMOTE it also sets up that remote's fetch and push refspecs
 for refs/bernstein/*, as 'bernstein remote setup REMOTE' does; a remote the
 repository does not have is refused before anything is set up.
 
+It also sets up git's diff of artifact versions in the repository's own files
+(never in the user's configuration): the line
+"artifacts/*/v*.json diff=bernstein" in .git/info/attributes and
+diff.bernstein.textconv in .git/config, so that 'git diff' of two versions and
+'git log -p' of a journal show a report's markdown lines and a table's rows,
+not one line of JSON (docs/format.md, "Diffing with git").
+
 Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,15 +61,18 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 					return err
 				}
 			}
-			if asJSON {
-				if setup != nil {
-					return printJSON(io, struct {
-						*bernstein.InitResult
-						Remote *bernstein.RemoteSetupResult `json:"remote"`
-					}{res, setup})
-				}
-				return printJSON(io, res)
+			driver, err := bernstein.SetupDiffDriver(res.GitDir)
+			if err != nil {
+				return fmt.Errorf("setting up git's diff of artifact versions: %w", err)
 			}
+			if asJSON {
+				return printJSON(io, struct {
+					*bernstein.InitResult
+					DiffDriver *bernstein.DiffDriverResult  `json:"diff_driver"`
+					Remote     *bernstein.RemoteSetupResult `json:"remote,omitempty"`
+				}{res, driver, setup})
+			}
+			printDiffDriver(io, driver)
 			if setup != nil {
 				defer printSetup(io, setup)
 			}
@@ -90,4 +100,15 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&remote, "remote", "", "also set up this remote's refspecs for refs/bernstein/* (see 'bernstein remote setup')")
 	return cmd
+}
+
+// printDiffDriver says what setting up git's diff of artifact versions
+// changed (nothing when it was set up already).
+func printDiffDriver(io *IO, d *bernstein.DiffDriverResult) {
+	if d.TextconvKept != "" {
+		fmt.Fprintf(io.Err, "note: diff.%s.textconv is set already (%s): kept\n", bernstein.DiffDriver, d.TextconvKept)
+	}
+	if d.Changed() {
+		fmt.Fprintf(io.Out, "git diff:   artifact versions as text (diff.%s.textconv, %s)\n", bernstein.DiffDriver, d.Attributes)
+	}
 }
