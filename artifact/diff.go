@@ -323,9 +323,20 @@ func compareTables(from, to Payload) *TableDiff {
 		}
 		return rc
 	}
+	// alike: rows that agree on at least half of the common columns.
+	alike := func(f, t []string) bool {
+		same := 0
+		for _, p := range common {
+			if cell(f, p.f) == cell(t, p.t) {
+				same++
+			}
+		}
+		return 2*same >= len(common) && same > 0
+	}
 	// A block of removed rows next to a block of added ones: the same rows
 	// changed. A row pairs first with one whose first common cell is the
-	// same (a keyed table: "parse" stays "parse"), then in order.
+	// same (a keyed table: "parse" stays "parse"), then in order with one
+	// it is alike; the others are removed and added.
 	for i := 0; i < len(ops); {
 		if ops[i].kind == opEq {
 			td.RowsSame++
@@ -359,7 +370,7 @@ func compareTables(from, to Payload) *TableDiff {
 			}
 		}
 		for _, ti := range ins {
-			if _, ok := pairOf[ti]; !ok && len(freeDel) > 0 {
+			if _, ok := pairOf[ti]; !ok && len(freeDel) > 0 && alike(from.Rows[freeDel[0]], to.Rows[ti]) {
 				pairOf[ti], usedDel[freeDel[0]] = freeDel[0], true
 				freeDel = freeDel[1:]
 			}

@@ -223,6 +223,18 @@ func TestCompareTables(t *testing.T) {
 	if s := Compare(from, from); !s.Same || len(s.Table.Rows) != 0 {
 		t.Errorf("a table compared with itself: %+v", s.Table)
 	}
+	// Rows that share no cell are one removed and one added, not changed;
+	// rows alike on half their cells are the same row changed.
+	a := Payload{Type: TypeTable, Columns: []string{"k", "v"}, Rows: [][]string{{"x", "1"}, {"plan", "40"}}}
+	b := Payload{Type: TypeTable, Columns: []string{"k", "v"}, Rows: [][]string{{"y", "1"}, {"link", "8"}}}
+	got2 := Compare(a, b).Table
+	if got2.RowsChanged != 1 || got2.RowsAdded != 1 || got2.RowsRemoved != 1 {
+		t.Errorf("pairing: %+v", got2.Rows)
+	}
+	if c := got2.Rows; len(c) != 3 || c[0].Change != RowRemoved || c[0].Row[0] != "plan" || c[1].Change != RowChanged ||
+		!reflect.DeepEqual(c[1].Cells, []CellChange{{Column: "k", From: "x", To: "y"}}) || c[2].Change != RowAdded || c[2].Row[0] != "link" {
+		t.Errorf("rows: %+v", c)
+	}
 	// A column renamed is a column removed and one added, however equal
 	// its cells.
 	renamed := Payload{Type: TypeTable, Columns: []string{"step", "millis", "note"}, Rows: from.Rows}
