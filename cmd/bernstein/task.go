@@ -369,7 +369,7 @@ artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
 			}
 			if p := info.Progress; p != nil {
 				fmt.Fprintf(w, "progress: %s\n", p.Vector.String())
-				fmt.Fprintf(w, "vector:   %s (%d earned steps)\n", p.VectorHash, p.EarnedSteps)
+				fmt.Fprintf(w, "vector:   %s (%s)\n", p.VectorHash, count(p.EarnedSteps, "earned step"))
 				printProof(w, "proof:    ", p.Proof)
 			}
 			return nil
