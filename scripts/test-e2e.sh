@@ -5,9 +5,9 @@
 #   e2e/mcp/package-lock.json) drives bernstein over stdio and streamable
 #   HTTP;
 # - e2e/browser: Debian's chromium, driven by playwright-core (pinned in
-#   e2e/browser/package-lock.json; it downloads no browser), opens the live
-#   task page of `bernstein serve` (docs/http.md, Pages). Its screenshot goes
-#   to e2e/browser/artifacts/task-page.png.
+#   e2e/browser/package-lock.json; it downloads no browser), opens the pages
+#   of `bernstein serve` (docs/http.md, Pages). Its screenshots (each view at
+#   1280 and 375 wide) go to e2e/browser/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -4,8 +4,8 @@
 // agent's would; the page must show it without a navigation, highlighted,
 // bound to the run position that produced it. The binary comes from
 // BERNSTEIN_BIN, the browser from CHROMIUM (default /usr/bin/chromium);
-// scripts/test-e2e.sh sets both. The screenshot goes to
-// e2e/browser/artifacts/task-page.png (git-ignored).
+// scripts/test-e2e.sh sets both. The screenshots (each view at 1280 and 375
+// wide) go to e2e/browser/artifacts/ (git-ignored).
 //
 // Every wait is a locator or a page condition, never a sleep.
 
