@@ -108,9 +108,9 @@ type TaskListEntry struct {
 	Integrity TaskIntegrity `json:"integrity"`
 }
 
-// ListVerifier verifies the artifacts of the tasks of one view against one
-// spine index, built when first needed: a list of n tasks pays for the
-// spines once, then for each task's own versions.
+// ListVerifier verifies the artifacts of the tasks of one view against the
+// view's one spine index (viewindex.go), built when first needed: a list of
+// n tasks pays for the spines once, then for each task's own versions.
 type ListVerifier struct {
 	v   *ReadView
 	ver *verify.Verifier
@@ -128,11 +128,11 @@ func (l *ListVerifier) Artifacts(task string) (*verify.TaskReport, error) {
 		return nil, err
 	}
 	if l.ver == nil {
-		env, err := l.v.s.VerifyEnv(l.v.snap)
+		env, err := l.v.s.VerifyEnv(l.v.idx)
 		if err != nil {
 			return nil, err
 		}
-		if l.ver, err = verify.NewVerifier(env); err != nil {
+		if l.ver, err = verifierFor(env); err != nil {
 			return nil, err
 		}
 	}

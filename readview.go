@@ -27,9 +27,10 @@ import (
 type ReadView struct {
 	s     *Store
 	snap  *refs.Snapshot
-	task  string // "" for a view of every task
-	spine string // the key of the spines, the published keys and the trust set
-	proof string // the proof version: the published keys and the trust set
+	idx   *indexedView // snap, with its spine index built once (viewindex.go)
+	task  string       // "" for a view of every task
+	spine string       // the key of the spines, the published keys and the trust set
+	proof string       // the proof version: the published keys and the trust set
 }
 
 // ReadView takes one consistent snapshot for reads of task, or (task "")
@@ -47,7 +48,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &ReadView{s: s, snap: snap, task: task}
+	v := &ReadView{s: s, snap: snap, task: task, idx: &indexedView{Source: snap}}
 	spines, names, err := snap.List(refs.SpinePrefix)
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func (v *ReadView) Task(task string) (*TaskInfo, error) {
 	if err := v.covers(task); err != nil {
 		return nil, err
 	}
-	f, err := v.s.foldTask(v.snap, task)
+	f, err := v.s.foldTask(v.idx, task)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +183,11 @@ func (v *ReadView) Artifacts(task string) (*verify.TaskReport, error) {
 	if err := requireTask(v.snap, task); err != nil {
 		return nil, err
 	}
-	env, err := v.s.VerifyEnv(v.snap)
+	env, err := v.s.VerifyEnv(v.idx)
 	if err != nil {
 		return nil, err
 	}
-	ver, err := verify.NewVerifier(env)
+	ver, err := verifierFor(env)
 	if err != nil {
 		return nil, err
 	}

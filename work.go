@@ -588,7 +588,7 @@ func (s *Store) sealFault(env *proofEnv, task string, head gitstore.Oid) (*verif
 	for i, cc := range commits {
 		hashes[i] = record.Sum(cc.Record)
 	}
-	v, err := verify.NewVerifier(env.Env)
+	v, err := verifierFor(env.Env) // one spine index for every task of a ReadView
 	if err != nil {
 		return nil, err
 	}
