@@ -296,7 +296,8 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
   it('moves the strip on a checkpoint of a new commit and a gate pass; later posts bind to the new checkpoint', async () => {
     const strip = page.locator('#progress-strip');
     const before = await strip.getAttribute('data-vector-hash');
-    await ws.git('commit', '-q', '--allow-empty', '-m', 'second');
+    writeFileSync(join(ws.repo, 'work.txt'), 'second\n');
+    await ws.git('commit', '-q', '-am', 'second');
     const cp = await ws.cliJSON('checkpoint', TASK);
     const commit2 = cp.data.commit;
     lastCheckpoint = commit2;
