@@ -78,36 +78,26 @@ func Steps(task string, rows []record.Row, l *ledger.State) ([]Step, error) {
 }
 
 // whyNothing says, before r is folded into j, why r would earn nothing:
-// the rule of Apply and Project that leaves earned_steps where it is.
-// Steps uses it only for a row of work that did not earn.
+// the rule of Apply and Project that leaves earned_steps where it is (for
+// checkpoints and diffs, the fold's own reasons: Journal.Checkpoint and
+// Journal.Diff). Steps uses it only for a row of work that did not earn.
 func whyNothing(j *Journal, r record.Row, l *ledger.State) string {
-	short := func(s string) string {
-		if len(s) > 12 {
-			return s[:12]
-		}
-		return s
-	}
 	switch r.Kind {
 	case record.KindCheckpoint:
-		var c struct {
-			Commit string `json:"commit"`
+		// The fold's own rule and words (Journal.Checkpoint).
+		var c checkpointData
+		if json.Unmarshal(r.Data, &c) != nil {
+			return "its data does not decode"
 		}
-		if json.Unmarshal(r.Data, &c) != nil || c.Commit == "" {
-			return "names no commit"
-		}
-		return fmt.Sprintf("commit %s was checkpointed before: a commit counts once", short(c.Commit))
+		_, why := j.Checkpoint(c.Tree, c.ParentTree)
+		return why
 	case record.KindDiffCaptured:
-		var d struct {
-			Patch struct {
-				Hash record.Hash `json:"hash"`
-				Size int64       `json:"size"`
-			} `json:"patch"`
+		var d diffData
+		if json.Unmarshal(r.Data, &d) != nil {
+			return "its data does not decode"
 		}
-		json.Unmarshal(r.Data, &d)
-		if d.Patch.Size <= 0 || d.Patch.Hash == "" {
-			return "an empty patch: base and head have the same tree"
-		}
-		return "this patch was captured before: a change counts once"
+		_, why := j.Diff(d.BaseTree, d.HeadTree, d.Patch.Size, d.Patch.Hash)
+		return why
 	case record.KindGateAttempt:
 		var g struct {
 			Gate     string `json:"gate"`

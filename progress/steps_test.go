@@ -13,14 +13,14 @@ import (
 // earns nothing, the rule that says why.
 func TestSteps(t *testing.T) {
 	rows := chainRows(t, "T-1", []record.Row{
-		checkpoint(t, commitA),                  // 0 +1
+		checkpoint(t, treeA),                    // 0 +1
 		artifactRow(t, "notes", 1),              // 1 moves nothing, by its kind
-		diff(t, commitA, commitB, patch1, 1),    // 2 +1
-		checkpoint(t, commitB),                  // 3 +1
-		checkpoint(t, commitB),                  // 4 the same commit
+		diff(t, treeA, treeB, patch1, 1),        // 2 +1
+		checkpoint(t, treeB),                    // 3 +1
+		checkpoint(t, treeB),                    // 4 the same tree
 		gate(t, "build", "make", 137, false),    // 5 failed
 		gate(t, "build", "make", 0, true),       // 6 +1
-		diff(t, commitA, commitB, patch1, 1),    // 7 the same patch
+		diff(t, treeB, treeA, patch1r, 1),       // 7 the same change, the other way
 		evidence(t, "tests", 0, true),           // 8 +1
 		gate(t, "adhoc", "true", 0, true),       // 9 not declared
 		gate(t, "build", "true", 0, true),       // 10 not the declared command
@@ -28,9 +28,10 @@ func TestSteps(t *testing.T) {
 		evidence(t, "tests", 0, true),           // 12 passed before
 		evidence(t, "tests", 1, false),          // 13 -1: taken back
 		evidence(t, "nobody", 0, true),          // 14 not declared
-		diff(t, commitB, commitB, "", 0),        // 15 empty patch
-		checkpoint(t, ""),                       // 16 names no commit
-		row(t, "future_kind", map[string]int{}), // 17 a kind this version does not read
+		diff(t, treeB, treeB, "", 0),            // 15 the same trees
+		cp(t, treeC, treeC),                     // 16 a commit that changes nothing
+		legacyCheckpoint(t, commitOf(treeD)),    // 17 no trees recorded
+		row(t, "future_kind", map[string]int{}), // 18 a kind this version does not read
 	})
 	var st ledger.State
 	for _, r := range working(t) {
@@ -42,10 +43,11 @@ func TestSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := []int64{1, 1, 2, 3, 3, 3, 4, 4, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4}
-	why := []string{"", "", "", "", "was checkpointed before", "gate build failed (exit 137)", "", "captured before", "",
+	after := []int64{1, 1, 2, 3, 3, 3, 4, 4, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4}
+	// The fold's own words for checkpoints and diffs.
+	why := []string{"", "", "", "", TreeCounted, "gate build failed (exit 137)", "", ChangeCaptured, "",
 		"gate adhoc is not declared", "not gate build's declared command", "gate build passed before", "evidence tests passed before",
-		"its step is taken back", "producer nobody is not declared", "an empty patch", "names no commit", ""}
+		"its step is taken back", "producer nobody is not declared", SameTrees, TreeUnchanged, NoTrees, ""}
 	moved := map[int]string{0: "checkpoints +1", 2: "diffs_captured +1", 5: "gate_attempts +1", 6: "gates_passed +1,gate_attempts +1", 13: "evidence_passed -1"}
 	if len(steps) != len(rows) {
 		t.Fatalf("%d steps for %d rows", len(steps), len(rows))

@@ -16,6 +16,7 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/internal/forgetest"
+	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -336,7 +337,7 @@ func TestPageTimeline(t *testing.T) {
 		// What each counted row earned, by hand: checkpoint +1, summary v1,
 		// the same checkpoint, diff +1, build +1, build again, tests +1, v2.
 		earned := []string{"1", "0", "0", "1", "1", "0", "1", "0"}
-		whys := map[int]string{2: "checkpointed before", 5: "passed before"}
+		whys := map[int]string{2: progress.TreeCounted, 5: "passed before"}
 		for i, e := range earned {
 			if faultAt >= 0 && i >= faultAt {
 				break
