@@ -275,12 +275,13 @@ func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
 		Long: `Print the task's progress vector: a pure projection of its journal and ledger
 rows (checkpoints of new trees, changes captured (pairs of trees), gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
-and attempts; docs/cli.md, Progress vector). It cannot be posted, only earned; artifacts never move it, and
-repeating work earns nothing. Only rows whose commits a trusted writer signed
-count (your own writer's key, keys pinned with 'bernstein keys pin' or
---allowed-signers); the proof line names any row that did not count.
---output-json prints the wire form, with earned_steps, phase_ordinal,
-vector_hash, the heads it was folded at and the proof.
+and attempts; docs/cli.md, Progress vector). It cannot be posted, only
+earned; artifacts never move it, and repeating work earns nothing. Only rows
+whose commits a trusted writer signed count (your own writer's key, keys
+pinned with 'bernstein keys pin' or --allowed-signers); the proof line names
+any row that did not count. --output-json prints the wire form, with
+earned_steps, phase_ordinal, vector_hash, the heads it was folded at and the
+proof.
 
 Exit status: 0 printed (proof verified, or unverifiable where no key is
 trusted at all); 1 unknown task or error; 2 rows did not count (forged,
