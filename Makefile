@@ -17,9 +17,11 @@ build: deps
 run: build
 	@scripts/demo.sh
 
-test: deps
+# The tests that run the CLI use bin/bernstein, built once here
+# (internal/testbin; without BERNSTEIN_TEST_BIN they build it once a run).
+test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	BERNSTEIN_TEST_BIN=$(CURDIR)/bin/bernstein $(GO) test -count=1 -timeout 30m ./...
 	GO="$(GO)" scripts/test-e2e.sh
 
 # A long chaos run: posters in several processes, readers, git maintenance

@@ -12,7 +12,6 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -67,18 +66,16 @@ func batchPosterMain(s *bernstein.Store) int {
 	return 0
 }
 
-// countingTransactions counts the ref transactions that reach their end
-// ("dirs synced") while it is installed; the caller must not run in
-// parallel with other tests.
-func countingTransactions(t *testing.T) *atomic.Int32 {
+// countingTransactions counts the ref transactions of the store whose
+// hook h is that reach their end ("dirs synced") from now on.
+func countingTransactions(h *faults) *atomic.Int32 {
 	var n atomic.Int32
-	gitstore.FaultHook = func(step string) error {
+	h.set(func(step string) error {
 		if step == "dirs synced" {
 			n.Add(1)
 		}
 		return nil
-	}
-	t.Cleanup(func() { gitstore.FaultHook = nil })
+	})
 	return &n
 }
 
@@ -87,7 +84,8 @@ func countingTransactions(t *testing.T) *atomic.Int32 {
 // and disturbs nothing else), in one ref transaction.
 func TestPostBatch(t *testing.T) {
 	f := newFixture(t)
-	s := f.open()
+	h := &faults{}
+	s := f.openFaults(h)
 	alice := f.claimed(s, "B-1", "alice")
 	bob := f.claimed(s, "B-2", "bob")
 	first := f.post(s, "B-1", "k", "alice", alice, report("version one"))
@@ -101,7 +99,7 @@ func TestPostBatch(t *testing.T) {
 		{Task: "B-2", Key: "k", Agent: "bob", ClaimToken: bob, Payload: report("bob's")},
 		{Task: "B-404", Key: "k", Agent: "bob", ClaimToken: bob, Payload: report("no such task")},
 	}
-	txns := countingTransactions(t)
+	txns := countingTransactions(h)
 	outs, err := s.PostBatch(reqs)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/bernstein/bernstein"
-	"github.com/bernstein/bernstein/gitstore"
 )
 
 // The poster's side of the chaos harness (chaos_test.go): how a poster
@@ -99,15 +98,15 @@ func syncPath(p string) error {
 	return d.Sync()
 }
 
-// chaosPosterHooks: with BERNSTEIN_TEST_COUNT_COMPACTIONS set, the poster
-// prints "compacted" each time its store's compaction has installed a
-// merged pack (the pack directory synced, called from Compact), the only
-// place a compaction shows from outside the store.
-func chaosPosterHooks() {
-	if os.Getenv("BERNSTEIN_TEST_COUNT_COMPACTIONS") == "" || gitstore.FaultHook != nil {
-		return
+// chaosPosterHook: with BERNSTEIN_TEST_COUNT_COMPACTIONS set, the poster's
+// store prints "compacted" each time its compaction has installed a merged
+// pack (the pack directory synced, called from Compact), the only place a
+// compaction shows from outside the store.
+func chaosPosterHook() func(step string) error {
+	if os.Getenv("BERNSTEIN_TEST_COUNT_COMPACTIONS") == "" {
+		return nil
 	}
-	gitstore.FaultHook = func(step string) error {
+	return func(step string) error {
 		if step == "pack dir synced" && calledFrom("/gitstore.(*Repo).Compact") {
 			ackOut.Lock()
 			os.Stdout.WriteString("compacted\n")

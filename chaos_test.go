@@ -41,9 +41,11 @@ import (
 // must be there, versions contiguous, `audit verify` and `git fsck --strict`
 // clean, and the event stream must have delivered every version.
 //
-// `make test` runs it for BERNSTEIN_CHAOS_SECONDS (default 20); `make chaos`
-// runs it for ten minutes. BERNSTEIN_TEST_SEED replays a run's choices (the
-// kills' timing, batch sizes, what each reader reads) as far as the
+// `make test` runs it for BERNSTEIN_CHAOS_SECONDS (default 20), and on
+// until it has seen a compaction and 20 acknowledged posts (a loaded machine
+// takes longer to get there); `make chaos` runs it for ten minutes.
+// BERNSTEIN_TEST_SEED replays a run's choices (which poster is killed after
+// how many posts, batch sizes, what each reader reads) as far as the
 // machine's timing allows.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
@@ -66,7 +68,8 @@ func TestChaos(t *testing.T) {
 	}
 	f.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "base")
 	h := &chaos{f: f, seed: seed, rng: rand.New(rand.NewSource(seed)), ackDir: t.TempDir(), stop: make(chan struct{}),
-		acked: map[string]string{}, latest: map[string]seen{}, shown: map[string]shownAs{}, heads: map[string]string{}}
+		acked: map[string]string{}, latest: map[string]seen{}, shown: map[string]shownAs{}, heads: map[string]string{},
+		posted: make(chan struct{}), compacted: make(chan struct{}), enough: make(chan struct{})}
 	for _, task := range tasks {
 		h.latest[task] = seen{versions: map[string]int64{}, rows: 0}
 	}
@@ -121,13 +124,45 @@ func TestChaos(t *testing.T) {
 	}
 	run(func() { h.readMCP(mcpc, tasks) })
 	run(func() { h.readHTTP(srv, tasks) })
-	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Duration(20+h.intn(400)) * time.Millisecond)
+	// Kills: a poster drawn at random once it has acknowledged a number of
+	// posts drawn from 0 (at once: anywhere in its start-up, recovery
+	// included) to 3 since it started (its other goroutines are then
+	// anywhere in their writes), until the run's time is up.
+	// The run lasts its seconds, and then until it has tested enough (a
+	// compaction beside git's maintenance, 20 acknowledged posts: on a
+	// loaded machine they take longer), at most ten times as long.
+	over := make(chan struct{})
+	go func() {
+		<-time.After(time.Duration(seconds) * time.Second)
+		limit := time.After(time.Duration(9*seconds) * time.Second)
+		for _, c := range []chan struct{}{h.compacted, h.enough} {
+			select {
+			case <-c:
+			case <-limit:
+			}
+		}
+		close(over)
+	}()
+run:
+	for {
 		i := h.intn(posters)
+		for want := int64(h.intn(4)); procs[i].acks.Load() < want; {
+			select {
+			case <-over:
+				break run
+			case <-procs[i].progress:
+			case <-procs[i].done:
+				want = 0 // it ended by itself (an alarm): start another
+			}
+		}
 		procs[i].kill()
 		h.kills.Add(1)
 		procs[i] = h.startPoster(tasks, tokens, i == 0)
+		select {
+		case <-over:
+			break run
+		default:
+		}
 	}
 	close(h.stop)
 	for _, p := range procs {
@@ -291,6 +326,10 @@ type chaos struct {
 	shown     map[string]shownAs // "task key version" -> the spine entry a reader showed
 	heads     map[string]string  // spine heads the MCP task handle named -> the call
 	finished  bool               // the test returned: no more logging
+	posted    chan struct{}      // closed (and replaced) at each acknowledged post
+	compacted chan struct{}      // closed at the first compaction
+	enough    chan struct{}      // closed at the 20th acknowledged post
+	wasEnough bool               // enough is closed
 
 	kills       atomic.Int64
 	alarms      atomic.Int64 // reads that claimed something was wrong
@@ -309,8 +348,17 @@ func (h *chaos) intn(n int) int {
 	return h.rng.Intn(n)
 }
 
-// pause lets a server reader leave the cores to the posters a moment.
-func (h *chaos) pause() { time.Sleep(time.Duration(h.intn(20)) * time.Millisecond) }
+// pause lets a server reader leave the cores to the posters until one of
+// them acknowledges another post (or the run stops).
+func (h *chaos) pause() {
+	h.mu.Lock()
+	next := h.posted
+	h.mu.Unlock()
+	select {
+	case <-next:
+	case <-h.stop:
+	}
+}
 
 func count(m *sync.Map, kind string) {
 	v, _ := m.LoadOrStore(kind, new(atomic.Int64))
@@ -450,8 +498,10 @@ func (h *chaos) missed(surface, command, output string) {
 }
 
 type chaosPoster struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd      *exec.Cmd
+	done     chan struct{}
+	acks     atomic.Int64  // posts it acknowledged
+	progress chan struct{} // a send (when there is room) after each
 }
 
 // startPoster starts a poster process in its own process group. It logs
@@ -474,13 +524,15 @@ func (h *chaos) startPoster(tasks, tokens []string, batch bool) *chaosPoster {
 	if err := cmd.Start(); err != nil {
 		h.f.t.Fatal(err)
 	}
-	p := &chaosPoster{cmd: cmd, done: make(chan struct{})}
+	p := &chaosPoster{cmd: cmd, done: make(chan struct{}), progress: make(chan struct{}, 1)}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if sc.Text() == "compacted" {
-				h.compactions.Add(1)
+				if h.compactions.Add(1) == 1 {
+					close(h.compacted)
+				}
 				continue
 			}
 			a, ok := parseAck(sc.Text())
@@ -489,11 +541,22 @@ func (h *chaos) startPoster(tasks, tokens []string, batch bool) *chaosPoster {
 			}
 			h.mu.Lock()
 			h.acked[a.id()] = a.spine
+			if len(h.acked) >= 20 && !h.wasEnough {
+				h.wasEnough = true
+				close(h.enough)
+			}
 			l := h.latest[a.task]
 			l.versions[a.key] = max(l.versions[a.key], a.version)
 			l.rows = max(l.rows, a.index+1)
 			h.latest[a.task] = l
+			close(h.posted)
+			h.posted = make(chan struct{})
 			h.mu.Unlock()
+			p.acks.Add(1)
+			select {
+			case p.progress <- struct{}{}:
+			default:
+			}
 		}
 		cmd.Wait()
 		// A poster that failed on its own (not killed) is a finding.

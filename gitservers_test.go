@@ -1,6 +1,7 @@
 package bernstein_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -11,9 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Real git servers on loopback for the remote tests: a bare repository over
@@ -122,56 +123,62 @@ func startDaemon(t *testing.T, root string) *gitServer {
 	return nil
 }
 
-// tryDaemon starts git daemon on port and waits until it accepts
-// connections; nil when it exited (another process took the port).
+// tryDaemon starts git daemon on port and waits until it says it listens
+// ("Ready to rumble", which --verbose has it log once its sockets are
+// bound); nil when it exited (another process took the port).
 func tryDaemon(t *testing.T, root string, port int) *gitServer {
 	t.Helper()
 	// git-daemon itself, not `git daemon`: the git wrapper would run it as a
 	// child that outlives a kill of the wrapper.
 	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), "--export-all", "--enable=receive-pack", "--base-path="+root,
-		"--reuseaddr", "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--informative-errors", root)
-	// A file, not a pipe: the daemon's children (one per connection)
-	// inherit its stderr, and Wait would wait for the last of them.
-	logPath := filepath.Join(t.TempDir(), "daemon.log")
-	logFile, err := os.Create(logPath)
+		"--reuseaddr", "--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--informative-errors", "--verbose", root)
+	// A pipe of our own, not exec's: the daemon's children (one per
+	// connection) inherit its stderr, and Wait would wait for the last of
+	// them to close an exec pipe.
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
-	cmd.Stderr = logFile
+	cmd.Stderr = pw
 	// Its own process group, so that the clean-up stops the daemon and
 	// the children serving connections.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start git daemon: %v", err)
 	}
+	pw.Close()
+	var logMu sync.Mutex
+	var log strings.Builder
+	stderr := func() string { logMu.Lock(); defer logMu.Unlock(); return log.String() }
+	ready := make(chan struct{})
+	go func() {
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		said := false
+		for sc.Scan() {
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if !said && strings.Contains(sc.Text(), "Ready to rumble") {
+				said = true
+				close(ready)
+			}
+		}
+	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			t.Logf("git daemon on %s exited (%v): %s", addr, err, stderr())
-			return nil
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			t.Cleanup(func() {
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-			})
-			return &gitServer{name: "daemon", root: root, url: func(repo string) string { return "git://" + addr + "/" + repo }}
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			t.Fatalf("git daemon did not listen on %s: %s", addr, stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-exited:
+		t.Logf("git daemon on %s exited (%v): %s", addr, err, stderr())
+		return nil
+	case <-ready:
 	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	return &gitServer{name: "daemon", root: root, url: func(repo string) string { return "git://" + addr + "/" + repo }}
 }
 
 func startHTTPBackend(t *testing.T, root string) *gitServer {

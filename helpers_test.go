@@ -14,12 +14,13 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 )
 
-// cliBin is the bernstein binary built once for the tests that run the CLI.
+// cliBin is the bernstein binary, built once for every package's tests
+// (internal/testbin).
 var cliBin string
 
 func TestMain(m *testing.M) {
@@ -35,21 +36,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "bernstein-test-bin")
-	if err != nil {
+	var err error
+	if cliBin, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cliBin = filepath.Join(dir, "bernstein")
-	build := exec.Command("go", "build", "-o", cliBin, "./cmd/bernstein")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // posterMain posts BERNSTEIN_TEST_POSTS reports (or forever when 0) and prints
@@ -59,10 +51,23 @@ func TestMain(m *testing.M) {
 // BERNSTEIN_TEST_GOROUTINES posters run side by side, poster i on task i and
 // key i (modulo the lists).
 func posterMain() int {
-	// BERNSTEIN_TEST_CRASH names a step of the write path at which the
-	// poster kills itself, as a power cut or the OOM killer would stop it.
+	// BERNSTEIN_TEST_REACHED names a step of the write path the poster
+	// reports on stdout ("reached <step>") each time it reaches it, before
+	// it goes on. BERNSTEIN_TEST_CRASH names a step at which the poster
+	// kills itself, as a power cut or the OOM killer would stop it.
+	hook := chaosPosterHook()
+	if step := os.Getenv("BERNSTEIN_TEST_REACHED"); step != "" {
+		hook = func(s string) error {
+			if s == step {
+				ackOut.Lock()
+				os.Stdout.WriteString("reached " + step + "\n")
+				ackOut.Unlock()
+			}
+			return nil
+		}
+	}
 	if step := os.Getenv("BERNSTEIN_TEST_CRASH"); step != "" {
-		gitstore.FaultHook = func(s string) error {
+		hook = func(s string) error {
 			if s == step {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
@@ -70,11 +75,10 @@ func posterMain() int {
 			return nil
 		}
 	}
-	chaosPosterHooks()
 	n, workers := 0, 1
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_POSTS"), &n)
 	fmt.Sscan(os.Getenv("BERNSTEIN_TEST_GOROUTINES"), &workers)
-	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")})
+	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME"), FaultHook: hook})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -135,12 +139,45 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) open() *bernstein.Store {
 	f.t.Helper()
-	s, err := bernstein.Open(f.opts)
+	return f.openFaults(nil)
+}
+
+// openFaults opens the store with h as its fault hook (nil: none).
+func (f *fixture) openFaults(h *faults) *bernstein.Store {
+	f.t.Helper()
+	o := f.opts
+	if h != nil {
+		o.FaultHook = h.hook
+	}
+	s, err := bernstein.Open(o)
 	if err != nil {
 		f.t.Fatalf("open: %v", err)
 	}
 	f.t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// faults is a store's fault hook that a test arms (set) around the writes
+// it means and disarms (set(nil)) after.
+type faults struct {
+	mu sync.Mutex
+	fn func(step string) error
+}
+
+func (h *faults) set(fn func(step string) error) {
+	h.mu.Lock()
+	h.fn = fn
+	h.mu.Unlock()
+}
+
+func (h *faults) hook(step string) error {
+	h.mu.Lock()
+	fn := h.fn
+	h.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(step)
 }
 
 // claimed creates task and claims it for agent, returning the token.

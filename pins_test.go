@@ -330,9 +330,15 @@ func TestPinTakesEffectInAnOpenStore(t *testing.T) {
 	tok := f.claimed(b, "T-B", "agent-b")
 
 	server := f.open() // test-writer, which has not pinned host-b
-	// Let the refs settle, so that the token index trusts its signal and
-	// would answer without listing the ledgers again.
-	time.Sleep(150 * time.Millisecond)
+	// The refs have settled (their modification times a minute back), so
+	// that the token index trusts its signal and would answer without
+	// listing the ledgers again.
+	for _, p := range []string{"packed-refs", "refs/bernstein/ledger", "refs/bernstein", "refs/bernstein/writers"} {
+		old := time.Now().Add(-time.Minute)
+		if err := os.Chtimes(filepath.Join(f.dir, ".git", filepath.FromSlash(p)), old, old); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
 	if _, err := server.ClaimByToken(tok); err == nil {
 		t.Fatal("a claim by an unpinned writer was honoured")
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,15 +287,11 @@ func TestTimedOutAndKilledCommandsFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		// Gone, or a zombie its new parent has not reaped yet.
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gate's child %d outlived the timeout: %s", pid, stat)
-		}
+	// Gone, or a zombie its new parent has not reaped yet: its pidfd reads
+	// as ready once it has ended.
+	if ended, err := waitEnded(pid, 5*time.Second); err != nil || !ended {
+		stat, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		t.Fatalf("the gate's child %d outlived the timeout: %v %s", pid, err, stat)
 	}
 
 	start = time.Now()
@@ -329,5 +326,29 @@ func TestTimedOutAndKilledCommandsFail(t *testing.T) {
 		`"ledger_attempts":0,"ledger_phase":"created","schema_version":3,"task_id":"K-1","terminal":false}`)
 	if got.Progress.EarnedSteps != 0 || got.JournalRows != 9 {
 		t.Fatalf("after the runs: earned %d, %d journal rows", got.Progress.EarnedSteps, got.JournalRows)
+	}
+}
+
+// waitEnded waits at most limit for process pid to end, on a pidfd (which
+// polls as readable once the process has ended, reaped or not).
+func waitEnded(pid int, limit time.Duration) (bool, error) {
+	const sysPidfdOpen = 434
+	fd, _, e := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	if e == syscall.ESRCH {
+		return true, nil // gone, and reaped
+	}
+	if e != 0 {
+		return false, e
+	}
+	defer syscall.Close(int(fd))
+	for {
+		var set syscall.FdSet
+		set.Bits[fd/64] |= 1 << (fd % 64)
+		tv := syscall.NsecToTimeval(limit.Nanoseconds())
+		n, err := syscall.Select(int(fd)+1, &set, nil, nil, &tv)
+		if err == syscall.EINTR {
+			continue
+		}
+		return n > 0, err
 	}
 }

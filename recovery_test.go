@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein"
-	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/systrace"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -187,6 +186,8 @@ func TestErrorAfterCommitPointIsAWarning(t *testing.T) {
 			var warned []string
 			o := f.opts
 			o.Warn = func(m string) { mu.Lock(); warned = append(warned, m); mu.Unlock() }
+			h := &faults{}
+			o.FaultHook = h.hook
 			s, err := bernstein.Open(o)
 			if err != nil {
 				t.Fatal(err)
@@ -195,15 +196,15 @@ func TestErrorAfterCommitPointIsAWarning(t *testing.T) {
 			tok := f.claimed(s, "EC-1", "agent")
 			f.post(s, "EC-1", "k", "agent", tok, report("version one"))
 			hit := false
-			gitstore.FaultHook = func(st string) error {
+			h.set(func(st string) error {
 				if st == step && !hit {
 					hit = true
 					return errors.New("input/output error")
 				}
 				return nil
-			}
+			})
 			res, err := s.Post(bernstein.PostRequest{Task: "EC-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("version two")})
-			gitstore.FaultHook = nil
+			h.set(nil)
 			if !hit {
 				t.Fatalf("the write never reached %q", step)
 			}

@@ -828,8 +828,9 @@ func more(n int) string {
 // pushArgBudget bounds the bytes of <commit>:<ref> refspecs passed to git
 // push on its command line (about 2,500 refs); a larger push goes through
 // temporary refs and one pattern (see pushViaRefs), which costs three
-// `git update-ref` runs more.
-var pushArgBudget = 256 << 10
+// `git update-ref` runs more. A store's pushBudget, when set (by tests),
+// takes its place.
+const pushArgBudget = 256 << 10
 
 // pushTempRoot holds the temporary refs of a large push:
 // refs/bernstein-push/<pid>/<rest>.
@@ -1264,7 +1265,11 @@ func (s *Store) gitPush(remote string, plan []refs.Update, atomic bool) (map[str
 	}
 	args = append(args, remote)
 	var cleanup func()
-	if size <= pushArgBudget {
+	budget := pushArgBudget
+	if s.pushBudget > 0 {
+		budget = s.pushBudget
+	}
+	if size <= budget {
 		for _, u := range plan {
 			args = append(args, u.New.String()+":"+u.Ref)
 		}

@@ -12,14 +12,10 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// SetPushArgBudget sets the bytes of <commit>:<ref> refspecs a push passes
-// on git's command line (pushArgBudget), for the tests of the push through
-// temporary refs; it returns what puts it back.
-func SetPushArgBudget(n int) (restore func()) {
-	saved := pushArgBudget
-	pushArgBudget = n
-	return func() { pushArgBudget = saved }
-}
+// SetPushArgBudget sets the bytes of <commit>:<ref> refspecs s's pushes
+// pass on git's command line (pushArgBudget), for the tests of the push
+// through temporary refs.
+func SetPushArgBudget(s *Store, n int) { s.pushBudget = n }
 
 // PushTempRoot is where a large push keeps its temporary refs.
 const PushTempRoot = pushTempRoot

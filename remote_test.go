@@ -821,6 +821,7 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 	srv := newGitServer(t, "file")
 	url := srv.newRemote(t, "tasks.git")
 	root := t.TempDir()
+	h := &faults{}
 	mk := func(name string) (*fixture, *bernstein.Store) {
 		f := &fixture{t: t, dir: filepath.Join(root, name), home: filepath.Join(root, name+"-home")}
 		f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
@@ -829,7 +830,7 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 		if _, err := bernstein.Init(f.opts, name); err != nil {
 			t.Fatal(err)
 		}
-		return f, f.open()
+		return f, f.openFaults(h)
 	}
 	fa, sa := mk("host-a")
 	fb, sb := mk("host-b")
@@ -839,14 +840,14 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := refsOf(t, fb.dir, refs.Prefix)
-	gitstore.FaultHook = func(step string) error {
+	h.set(func(step string) error {
 		if step == "renamed 0" {
 			return refs.ErrFault
 		}
 		return nil
-	}
+	})
 	_, err := sb.Fetch("origin")
-	gitstore.FaultHook = nil
+	h.set(nil)
 	if !errors.Is(err, refs.ErrFault) {
 		t.Fatalf("fetch: %v", err)
 	}
@@ -913,7 +914,7 @@ func TestPushViaTemporaryRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	defer bernstein.SetPushArgBudget(100)() // two refspecs
+	bernstein.SetPushArgBudget(s, 100) // two refspecs
 	// A dead push's leftovers (pid 1 is alive; a pid past pid_max is not).
 	audit := refs.Audit("test-writer")
 	gitRun(t, opts.Repo, "update-ref", bernstein.PushTempRoot+"99999999/audit/test-writer", strings.TrimSpace(gitRun(t, opts.Repo, "rev-parse", audit)))

@@ -39,6 +39,12 @@ type Options struct {
 	// Warn receives problems that arise after a write was committed (the
 	// write stands; the next writer finishes what is left). Nil discards them.
 	Warn func(msg string)
+	// FaultHook, for tests and measurements, is called at each step of a
+	// write that a crash could interrupt (gitstore.Repo's and
+	// refs.Transactor's steps, and the store's "intent written" and
+	// "packed"); a non-nil return stops the write right there, as a killed
+	// process would stop it. Nil in use.
+	FaultHook func(step string) error
 }
 
 // ErrNotRepository reports a directory that is not in a git repository.
@@ -92,6 +98,8 @@ type Store struct {
 	repoIDOnce sync.Once
 	repoIDVal  string
 	heads      headMemo // ancestry already proven against the heads this writer wrote (heads.go)
+	// pushBudget, when set (by tests), replaces pushArgBudget.
+	pushBudget int
 }
 
 // entryHead is what a writer needs of a spine or audit head to extend it.
@@ -165,6 +173,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	objects.FaultHook = o.FaultHook
 	home := o.Home
 	if home == "" {
 		if home, err = keys.Home(); err != nil {
@@ -178,7 +187,7 @@ func Open(o Options) (*Store, error) {
 	s := &Store{
 		gitDir: gitDir, ownDir: ownDir, bare: bare, dir: dir, objects: objects,
 		refs: refs.Reader{Dir: gitDir},
-		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait},
+		txr:  &refs.Transactor{GitDir: gitDir, LockWait: o.LockWait, FaultHook: o.FaultHook},
 		opts: o, home: home, now: now,
 		lockPath:   filepath.Join(gitDir, "bernstein", "write.lock"),
 		trees:      map[gitstore.Oid][]gitstore.TreeEntry{},

@@ -174,7 +174,11 @@ func exitStderr(err error) string {
 
 // TestKilledPosters: posters killed with SIGKILL at random moments never
 // leave a journal row without its spine and audit entries or the reverse, and
-// every acknowledged post survives.
+// every acknowledged post survives. The moments are events, not delays: odd
+// rounds kill as soon as the poster started (anywhere in its start-up,
+// recovery included); even rounds once it has acknowledged a post, when it
+// says it reached a step of the write path drawn at random, the k-th time
+// (k from 1 to 3), while it goes on past it.
 func TestKilledPosters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill stress")
@@ -187,6 +191,11 @@ func TestKilledPosters(t *testing.T) {
 	kills := 0
 	for kills < 60 {
 		cmd := f.poster("K-1", "summary", "agent", tok, 0)
+		step := writeSteps[rng.Intn(len(writeSteps))].step
+		nth := 1 + rng.Intn(3)
+		if kills%2 == 0 {
+			cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_REACHED="+step)
+		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -195,30 +204,47 @@ func TestKilledPosters(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := make(chan int, 1<<16)
+		reached := make(chan struct{}, 1<<16)
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				var v int
 				if _, err := fmt.Sscanf(sc.Text(), "ok %d", &v); err == nil {
 					lines <- v
+				} else if sc.Text() == "reached "+step {
+					reached <- struct{}{}
 				}
 			}
 			close(lines)
 		}()
-		// Odd rounds kill anywhere from start-up on; even rounds wait for the
-		// first acknowledged post, then kill in the middle of later ones.
-		delay := time.Duration(rng.Intn(40000)) * time.Microsecond
 		if kills%2 == 0 {
-			select {
-			case v, ok := <-lines:
-				if ok {
+			// The first acknowledged post, then the step's k-th time.
+			v, ok := <-lines
+			if !ok {
+				t.Fatalf("the poster acknowledged nothing")
+			}
+			acked[v] = true
+			// (The first post's steps came before its acknowledgement.)
+		drain:
+			for {
+				select {
+				case <-reached:
+				default:
+					break drain
+				}
+			}
+			for n := 0; n < nth; {
+				select {
+				case <-reached:
+					n++
+				case v, ok := <-lines:
+					if !ok {
+						t.Fatal("the poster exited by itself")
+					}
 					acked[v] = true
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the poster acknowledged nothing in 10s")
 			}
 		}
-		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGKILL)
 		for v := range lines {
 			acked[v] = true
@@ -273,6 +299,8 @@ func TestPlainGitLockRespected(t *testing.T) {
 	f := newFixture(t)
 	o := f.opts
 	o.LockWait = 300 * time.Millisecond
+	h := &faults{}
+	o.FaultHook = h.hook
 	s, err := bernstein.Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -332,13 +360,23 @@ func TestPlainGitLockRespected(t *testing.T) {
 	rd2 := bufio.NewReader(out2)
 	rd2.ReadString('\n')
 	rd2.ReadString('\n')
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		fmt.Fprintf(in2, "abort\n")
-		in2.Close()
-	}()
+	// The holder lets go while the post waits for the lock (the store's
+	// hook says when it waits).
+	released := false
+	h.set(func(step string) error {
+		if step == "waiting for "+journal && !released {
+			released = true
+			fmt.Fprintf(in2, "abort\n")
+			in2.Close()
+			holder2.Wait()
+		}
+		return nil
+	})
 	res, err := s.Post(bernstein.PostRequest{Task: "X-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("three")})
-	holder2.Wait()
+	h.set(nil)
+	if !released {
+		t.Fatal("the post did not wait for the lock")
+	}
 	if err != nil {
 		t.Fatalf("post that waited for the lock: %v", err)
 	}

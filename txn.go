@@ -413,7 +413,7 @@ func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 		}
 		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
-	if err := refs.FaultPoint("intent written"); err != nil {
+	if err := t.s.txr.FaultPoint("intent written"); err != nil {
 		<-written
 		return refs.NotCommitted, nil, err
 	}
@@ -440,7 +440,7 @@ func (t *tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 		prep.Abort()
 		return refs.NotCommitted, nil, fmt.Errorf("write objects: %w", err)
 	}
-	if err := refs.FaultPoint("packed"); err != nil {
+	if err := t.s.txr.FaultPoint("packed"); err != nil {
 		return refs.NotCommitted, nil, err
 	}
 	out, err := prep.Commit()

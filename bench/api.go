@@ -111,11 +111,17 @@ func (b *bench) setupStore(dir string) (*bernstein.Store, string, error) {
 
 // openFresh sets up dir and opens a new Store on it for the measured run.
 func (b *bench) openFresh(dir string) (*bernstein.Store, string, map[string]int, error) {
+	return b.openFreshHook(dir, nil)
+}
+
+// openFreshHook is openFresh with the store's fault hook (which times the
+// steps of a write).
+func (b *bench) openFreshHook(dir string, hook func(step string) error) (*bernstein.Store, string, map[string]int, error) {
 	tok, before, err := b.setupRepo(dir)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	s, err := bernstein.Open(bernstein.Options{Repo: dir, Home: b.home})
+	s, err := bernstein.Open(bernstein.Options{Repo: dir, Home: b.home, FaultHook: hook})
 	return s, tok, before, err
 }
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bernstein/bernstein"
-	"github.com/bernstein/bernstein/gitstore"
 )
 
 // Flags of the post section.
@@ -420,15 +419,11 @@ func (b *bench) printSteps(n, keys, size int) error {
 	if err != nil {
 		return err
 	}
-	s, tok, before, err := b.openFresh(dir)
-	if err != nil {
-		return err
-	}
 	var mu sync.Mutex
 	var t0 time.Time
 	at := map[string][]time.Duration{}
 	var order []string
-	gitstore.FaultHook = func(step string) error {
+	s, tok, before, err := b.openFreshHook(dir, func(step string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if _, ok := at[step]; !ok {
@@ -436,6 +431,9 @@ func (b *bench) printSteps(n, keys, size int) error {
 		}
 		at[step] = append(at[step], time.Since(t0))
 		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var total []time.Duration
 	for i := 0; i < n; i++ {
@@ -448,12 +446,10 @@ func (b *bench) printSteps(n, keys, size int) error {
 		total = append(total, time.Since(t0))
 		mu.Unlock()
 		if err != nil {
-			gitstore.FaultHook = nil
 			s.Close()
 			return err
 		}
 	}
-	gitstore.FaultHook = nil
 	if err := s.Close(); err != nil {
 		return err
 	}

@@ -10,10 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // packCounts maps the base of every pack r has mapped to its object count.
@@ -344,17 +342,14 @@ func TestCompactGitDeltaPacks(t *testing.T) {
 	checkReadsLikeGit(t, openRepo(t, dir), want)
 }
 
-// TestCompactGeometric writes 2000 single-object packs with Compact(16)
+// TestCompactGeometric writes 300 single-object packs with Compact(16)
 // after each write: the pack count stays bounded, no object is lost or
 // duplicated, and the objects rewritten by all compactions together stay
 // within n·(log2 n + 1) (merging everything each time would be quadratic).
-// Every write syncs to disk, so -short writes 400.
+// The same over 2,000 writes, and the ratio, is `make bench`'s (growth).
 func TestCompactGeometric(t *testing.T) {
 	t.Parallel()
-	n, limit := 2000, 16
-	if testing.Short() {
-		n = 400
-	}
+	n, limit := 300, 16
 	dir := newBare(t)
 	early := openRepo(t, dir) // opened before anything exists
 	r := openRepo(t, dir)
@@ -388,7 +383,7 @@ func TestCompactGeometric(t *testing.T) {
 		} else if c > maxPacks {
 			maxPacks = c
 		}
-		if i%400 == 0 {
+		if i%50 == 0 {
 			if _, data, err := early.Read(o.ID); err != nil || !bytes.Equal(data, o.Data) {
 				t.Fatalf("early reader, write %d: %v", i, err)
 			}
@@ -488,7 +483,10 @@ func TestCompactReaderOpenedBefore(t *testing.T) {
 }
 
 // TestCompactWhileReading runs readers (one sharing the writer's Repo, one
-// with its own) against a writer that compacts after every write.
+// with its own) against a writer that compacts after every write. The
+// readers read at every step of every write and compaction (the writer's
+// fault hook hands them the turn and waits for their reads) and between a
+// compaction's deletion of its inputs and the next write.
 func TestCompactWhileReading(t *testing.T) {
 	t.Parallel()
 	dir := newBare(t)
@@ -500,33 +498,45 @@ func TestCompactWhileReading(t *testing.T) {
 		objs[i] = NewObject(TypeBlob, textBytes(int64(i), 200+i))
 	}
 	var written, reads atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for _, rd := range []*Repo{w, other} {
-		wg.Add(1)
-		go func(rd *Repo) {
-			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
-				time.Sleep(100 * time.Microsecond) // leave the CPUs to the other tests
+	readers := []*Repo{w, other}
+	turn := make([]chan bool, len(readers)) // true: read once; false: stop
+	done := make(chan error, len(readers))
+	for j, rd := range readers {
+		turn[j] = make(chan bool)
+		go func() {
+			for i := j; <-turn[j]; i += 7919 {
 				k := written.Load()
 				if k == 0 {
+					done <- nil
 					continue
 				}
-				o := objs[(i*7919)%int(k)]
+				o := objs[i%int(k)]
 				_, data, err := rd.ReadVerified(o.ID)
-				if err != nil || !bytes.Equal(data, o.Data) {
-					errs <- fmt.Errorf("read %s while compacting: %v", o.ID, err)
-					return
+				switch {
+				case err != nil || !bytes.Equal(data, o.Data):
+					err = fmt.Errorf("read %s while compacting: %v", o.ID, err)
+				case !rd.Has(o.ID):
+					err = fmt.Errorf("Has(%s) false while compacting", o.ID)
+				default:
+					reads.Add(1)
 				}
-				if !rd.Has(o.ID) {
-					errs <- fmt.Errorf("Has(%s) false while compacting", o.ID)
-					return
-				}
-				reads.Add(1)
+				done <- err
 			}
-		}(rd)
+		}()
 	}
+	// readNow lets every reader read once, beside the writer stopped where
+	// it is.
+	readNow := func() {
+		for _, c := range turn {
+			c <- true
+		}
+		for range readers {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	w.FaultHook = func(string) error { readNow(); return nil }
 	for i, o := range objs {
 		if _, err := w.WritePack([]Object{o}); err != nil {
 			t.Fatal(err)
@@ -535,15 +545,14 @@ func TestCompactWhileReading(t *testing.T) {
 		if _, err := w.Compact(8); err != nil {
 			t.Fatal(err)
 		}
+		readNow()
 	}
-	stop.Store(true)
-	wg.Wait()
-	close(errs)
-	if reads.Load() < 100 {
-		t.Fatalf("only %d reads ran during the compactions", reads.Load())
+	w.FaultHook = nil
+	for _, c := range turn {
+		c <- false
 	}
-	for err := range errs {
-		t.Error(err)
+	if reads.Load() < 1000 {
+		t.Fatalf("only %d reads ran during the writes and compactions", reads.Load())
 	}
 	if total := checkPacksOnDisk(t, dir, w); total != n {
 		t.Fatalf("packs hold %d objects", total)

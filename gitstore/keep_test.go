@@ -172,13 +172,13 @@ func TestWritePackKeptArguments(t *testing.T) {
 // kept pack is renamed into place, that the keep file is already there with
 // its full content: the pack is never visible (its .idx in place) without it.
 func TestWritePackKeptNeverVisibleUnkept(t *testing.T) {
-	// Not parallel: the hook is package-wide.
+	// The hook is this repository's.
 	dir := newBare(t)
 	r := openRepo(t, dir)
 	objs, _ := sampleObjects(t)
 	var renames []string
 	var problems []string
-	testHookRename = func(to string) {
+	r.testHookRename = func(to string) {
 		renames = append(renames, filepath.Ext(to))
 		if filepath.Ext(to) == ".keep" {
 			return
@@ -188,7 +188,7 @@ func TestWritePackKeptNeverVisibleUnkept(t *testing.T) {
 			problems = append(problems, fmt.Sprintf("at the rename to %s the keep file holds %q (%v)", filepath.Base(to), b, err))
 		}
 	}
-	defer func() { testHookRename = nil }()
+	defer func() { r.testHookRename = nil }()
 	base, err := r.WritePackKept(objs, "bernstein visible")
 	if err != nil {
 		t.Fatal(err)
@@ -310,12 +310,12 @@ func TestCleanStale(t *testing.T) {
 // TestTempFilesAreOurs checks the temporary files of a write and of a
 // compaction carry bernstein's prefix, never git's.
 func TestTempFilesAreOurs(t *testing.T) {
-	// Not parallel: the hook is package-wide.
+	// The hook is this repository's.
 	dir := newBare(t)
 	r := openRepo(t, dir)
 	tmpDir := filepath.Join(dir, "objects", tempDirName)
 	var seen []string
-	testHookRename = func(string) {
+	r.testHookRename = func(string) {
 		ents, _ := os.ReadDir(tmpDir)
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "tmp_") {
@@ -323,7 +323,7 @@ func TestTempFilesAreOurs(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testHookRename = nil }()
+	defer func() { r.testHookRename = nil }()
 	for i := 0; i < 3; i++ {
 		if _, err := r.WritePack([]Object{blob(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
@@ -362,11 +362,11 @@ func checkPrefixes(t *testing.T, names []string, want ...string) {
 // before its rename: the write fails and leaves neither a keep nor a
 // temporary file behind.
 func TestWritePackKeptFailureLeavesNoKeep(t *testing.T) {
-	// Not parallel: the hook is package-wide.
+	// The hook is this repository's.
 	dir := newBare(t)
 	r := openRepo(t, dir)
 	tmpDir := filepath.Join(dir, "objects", tempDirName)
-	testHookRename = func(to string) {
+	r.testHookRename = func(to string) {
 		if filepath.Ext(to) != ".idx" {
 			return
 		}
@@ -377,7 +377,7 @@ func TestWritePackKeptFailureLeavesNoKeep(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testHookRename = nil }()
+	defer func() { r.testHookRename = nil }()
 	if base, err := r.WritePackKept([]Object{blob("lost index\n")}, "bernstein doomed"); err == nil {
 		t.Fatalf("WritePackKept without its index = %s, want an error", base)
 	}
@@ -395,17 +395,17 @@ func TestWritePackKeptFailureLeavesNoKeep(t *testing.T) {
 // the pack directory at once, a live writer's included, but never looks
 // into bernstein's temporary directory, so the write completes.
 func TestWriteSurvivesGitPrune(t *testing.T) {
-	// Not parallel: the hook is package-wide.
+	// The hook is this repository's.
 	dir := newBare(t)
 	r := openRepo(t, dir)
 	pruned := false
-	testHookRename = func(to string) {
+	r.testHookRename = func(to string) {
 		if !pruned {
 			pruned = true
 			git(t, dir, "prune", "--expire=now")
 		}
 	}
-	defer func() { testHookRename = nil }()
+	defer func() { r.testHookRename = nil }()
 	base, err := r.WritePackKept([]Object{blob("written while git prunes\n")}, "bernstein pruned")
 	if err != nil || !pruned {
 		t.Fatalf("WritePackKept under git prune: %v (pruned %v)", err, pruned)

@@ -41,6 +41,21 @@ type Repo struct {
 
 	emptyTree atomic.Bool
 	lastPack  atomic.Pointer[packIndex] // the pack the last read found its object in
+
+	// FaultHook, when set (by tests, before the repository is used), is
+	// called at each step of a write that a crash could interrupt; a
+	// non-nil return stops the write right there, leaving the files as a
+	// killed process would. Pack writes (WritePack, WritePackKept and the
+	// merged pack of Compact) call it with "pack temps synced", "pack .keep
+	// renamed", "pack .pack renamed", "pack .idx renamed" and "pack dir
+	// synced"; the ref layer has its own (refs.Transactor).
+	FaultHook func(step string) error
+	// testHookRename, when set, runs just before each rename into the pack
+	// directory, with the final path.
+	testHookRename func(to string)
+	// testHookListed, when set, runs in rescan between the listing of the
+	// pack directory and the opening of the packs it found.
+	testHookListed func(r *Repo)
 }
 
 type deltaKey struct {
@@ -132,10 +147,6 @@ func (r *Repo) Close() error {
 	return nil
 }
 
-// testHookListed, when set, runs in rescan between the listing of the pack
-// directory and the opening of the packs it found (tests force races there).
-var testHookListed func(r *Repo)
-
 // rescan maps packs that appeared since the last scan and retires those whose
 // files are gone. It reports unsettled when a listed pack vanished before it
 // could be opened: a repack or compaction was under way, and the listing no
@@ -146,8 +157,8 @@ func (r *Repo) rescan() (unsettled bool, err error) {
 	if err != nil && !os.IsNotExist(err) {
 		return false, fmt.Errorf("read %s: %w", packDir, err)
 	}
-	if testHookListed != nil {
-		testHookListed(r)
+	if r.testHookListed != nil {
+		r.testHookListed(r)
 	}
 	present := map[string]bool{}
 	var fresh []*packIndex

@@ -9,16 +9,15 @@ import (
 )
 
 // The tests here force interleavings of a reader's rescan with writers and
-// compactions through testHookListed, which runs between the listing of the
-// pack directory and the opening of what it listed. They are not parallel:
-// the hook is package-wide.
+// compactions through the reader's testHookListed, which runs between the
+// listing of the pack directory and the opening of what it listed.
 
 // listedOnce sets testHookListed to run do once, on rd's first rescan, and
 // returns a pointer to the number of rescans rd made.
 func listedOnce(t *testing.T, rd *Repo, do func()) *int {
 	t.Helper()
 	rescans := 0
-	testHookListed = func(r *Repo) {
+	rd.testHookListed = func(r *Repo) {
 		if r != rd {
 			return
 		}
@@ -27,7 +26,7 @@ func listedOnce(t *testing.T, rd *Repo, do func()) *int {
 			do()
 		}
 	}
-	t.Cleanup(func() { testHookListed = nil })
+	t.Cleanup(func() { rd.testHookListed = nil })
 	return &rescans
 }
 
@@ -121,9 +120,9 @@ func TestReadPackMappedMeanwhile(t *testing.T) {
 				nested := false
 				listedOnce(t, rd, func() {
 					// Run the other party without re-entering this hook.
-					hook := testHookListed
-					testHookListed = nil
-					defer func() { testHookListed = hook }()
+					hook := rd.testHookListed
+					rd.testHookListed = nil
+					defer func() { rd.testHookListed = hook }()
 					if err := tc.do(rd, o); err != nil {
 						t.Error(err)
 					}
@@ -169,7 +168,7 @@ func TestReadRescansBounded(t *testing.T) {
 			}
 			last := replace("", 0)
 			rescans := 0
-			testHookListed = func(r *Repo) {
+			rd.testHookListed = func(r *Repo) {
 				if r != rd {
 					return
 				}
@@ -179,7 +178,7 @@ func TestReadRescansBounded(t *testing.T) {
 				}
 				last = replace(last, rescans)
 			}
-			t.Cleanup(func() { testHookListed = nil })
+			t.Cleanup(func() { rd.testHookListed = nil })
 			id := HashObject(TypeBlob, []byte("nowhere"))
 			switch lookup {
 			case "Read":

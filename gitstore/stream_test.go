@@ -9,10 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,32 +48,6 @@ func packBytes(t testing.TB, gitDir string) int64 {
 	return n
 }
 
-// peakHeap runs do while a goroutine samples the heap in use, and returns
-// the highest sample less the heap in use just before (after a collection).
-// On Linux it also returns how much the process's peak resident memory
-// (VmHWM, reset before do) rose above its resident memory before; -1 where
-// that cannot be read.
-func peakHeap(t testing.TB, do func()) (heap, rss int64) {
-	t.Helper()
-	runtime.GC()
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	rssBase := procStatus("VmRSS")
-	if rssBase >= 0 && os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) != nil {
-		rssBase = -1 // the peak cannot be reset
-	}
-	peak := sampleHeap(do)
-	rss = -1
-	if rssBase >= 0 {
-		if hwm := procStatus("VmHWM"); hwm >= 0 {
-			rss = hwm - rssBase
-		}
-	}
-	return int64(peak) - int64(base), rss
-}
-
 // sampleHeap runs do while a goroutine samples the heap in use every 200µs,
 // and returns the highest sample.
 func sampleHeap(do func()) uint64 {
@@ -107,64 +79,6 @@ func sampleHeap(do func()) uint64 {
 	wg.Wait()
 	sample()
 	return peak.Load()
-}
-
-// procStatus returns a field of /proc/self/status in bytes, or -1.
-func procStatus(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return -1
-			}
-			return kb << 10
-		}
-	}
-	return -1
-}
-
-// TestCompactMemoryBounded merges 40 packs of 1 MiB of incompressible blobs
-// and checks that the heap Compact uses stays far below what it merges: the
-// merged pack streams to its file, so memory is bounded by the largest
-// object and a few dozen bytes per object, not by the packs' total. Not
-// parallel, so that the heap sampled is this test's own.
-func TestCompactMemoryBounded(t *testing.T) {
-	const packs, perPack, size = 40, 16, 64 << 10
-	const bound = 16 << 20
-	dir := newBare(t)
-	ids := noisePacks(t, dir, packs, perPack, size)
-	total := packBytes(t, dir)
-	if total < packs<<20 {
-		t.Fatalf("the packs total %d bytes", total)
-	}
-	r := openRepo(t, dir)
-	var n int
-	var err error
-	heap, rss := peakHeap(t, func() { n, err = r.Compact(16) })
-	if err != nil || n != packs {
-		t.Fatalf("Compact = %d, %v", n, err)
-	}
-	t.Logf("merging %d packs of %.1f MiB in all: heap rose by at most %.1f MiB, peak RSS by %.1f MiB",
-		n, float64(total)/(1<<20), float64(heap)/(1<<20), float64(rss)/(1<<20))
-	if heap > bound {
-		t.Errorf("Compact of %d MiB of packs used %.1f MiB of heap; want under %d MiB", total>>20, float64(heap)/(1<<20), bound>>20)
-	}
-	if rss > bound {
-		t.Errorf("Compact of %d MiB of packs raised the peak resident memory by %.1f MiB; want under %d MiB", total>>20, float64(rss)/(1<<20), bound>>20)
-	}
-	if got := checkPacksOnDisk(t, dir, r); got != len(ids) {
-		t.Fatalf("the merged pack holds %d objects, want %d", got, len(ids))
-	}
-	fresh := openRepo(t, dir)
-	for _, id := range ids {
-		if _, _, err := fresh.ReadVerified(id); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // TestCompactRefusesCorruptEntry: an entry whose bytes do not match the

@@ -120,24 +120,12 @@ const (
 // CleanStale removes only keep files that begin with it.
 const KeepPrefix = "bernstein "
 
-// testHookRename, when set, runs just before each rename into the pack
-// directory, with the final path.
-var testHookRename func(to string)
-
-// FaultHook, when set (by tests), is called at each step of a write that a
-// crash could interrupt; a non-nil return stops the write right there,
-// leaving the files as a killed process would. Pack writes (WritePack,
-// WritePackKept and the merged pack of Compact) call it with "pack temps
-// synced", "pack .keep renamed", "pack .pack renamed", "pack .idx renamed"
-// and "pack dir synced"; the ref layer adds its own steps.
-var FaultHook func(step string) error
-
-// FaultPoint runs FaultHook at step.
-func FaultPoint(step string) error {
-	if FaultHook == nil {
+// faultPoint runs the repository's FaultHook at step.
+func (r *Repo) faultPoint(step string) error {
+	if r.FaultHook == nil {
 		return nil
 	}
-	return FaultHook(step)
+	return r.FaultHook(step)
 }
 
 // WritePack stores objects as one new pack and its index, both synced to disk
@@ -666,7 +654,7 @@ func (st *PackStage) finish() error {
 		return err
 	}
 	st.state = stageWritten
-	if err := FaultPoint("pack temps synced"); err != nil {
+	if err := st.r.faultPoint("pack temps synced"); err != nil {
 		return fmt.Errorf("%w: %w", errFault, err)
 	}
 	return nil
@@ -700,8 +688,8 @@ func (st *PackStage) Install() (string, error) {
 		return "", err
 	}
 	for i, f := range files {
-		if testHookRename != nil {
-			testHookRename(base + f.ext)
+		if st.r.testHookRename != nil {
+			st.r.testHookRename(base + f.ext)
 		}
 		if err := os.Rename(f.tmp, base+f.ext); err != nil {
 			for _, g := range files[i:] {
@@ -709,7 +697,7 @@ func (st *PackStage) Install() (string, error) {
 			}
 			return fail(err)
 		}
-		if err := FaultPoint("pack " + f.ext + " renamed"); err != nil {
+		if err := st.r.faultPoint("pack " + f.ext + " renamed"); err != nil {
 			return "", fmt.Errorf("%w: %w", errFault, err)
 		}
 	}
@@ -717,7 +705,7 @@ func (st *PackStage) Install() (string, error) {
 	if err := syncDir(filepath.Dir(base)); err != nil {
 		return fail(err)
 	}
-	if err := FaultPoint("pack dir synced"); err != nil {
+	if err := st.r.faultPoint("pack dir synced"); err != nil {
 		return "", fmt.Errorf("%w: %w", errFault, err)
 	}
 	return base, nil

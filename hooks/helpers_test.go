@@ -13,26 +13,21 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/testbin"
 )
 
-// cliBin is the bernstein binary, built once: the hooks call it by its
-// absolute path, as installed hooks do.
+// cliBin is the bernstein binary, built once for every package's tests
+// (internal/testbin): the hooks call it by its absolute path, as installed
+// hooks do.
 var cliBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bernstein-hooks-test-bin")
-	if err != nil {
+	var err error
+	if cliBin, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cliBin = filepath.Join(dir, "bernstein")
-	if out, err := exec.Command("go", "build", "-o", cliBin, "../cmd/bernstein").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build bernstein: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // baseEnv is the environment of every child process: no BERNSTEIN_* or

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/internal/forgetest"
+	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/mcpserver"
 	"github.com/bernstein/bernstein/record"
 )
@@ -141,42 +141,15 @@ func reopen(t *testing.T, r *repo) *repo {
 	return &o
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// TestMain removes the bernstein binary the tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
-// bernsteinBinary builds the bernstein command once for the tests that run
-// it.
+// bernsteinBinary is the bernstein command, built once for every
+// package's tests (internal/testbin).
 func bernsteinBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bernstein-mcp-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bernstein")
-		build := exec.Command("go", "build", "-o", binPath, "github.com/bernstein/bernstein/cmd/bernstein")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build bernstein: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
 
 // toolResult is a tools/call result as the wire carries it.

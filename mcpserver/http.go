@@ -72,6 +72,9 @@ type HTTP struct {
 	sessions map[string]*sessionUse // by Mcp-Session-Id
 	opening  map[record.Hash]int    // sessions being opened, by token hash
 	evicted  int64
+	// testHookUse, when set (by tests), is told of every request beginning
+	// or ending on a session, with the requests it then has in flight.
+	testHookUse func(id string, inflight int)
 }
 
 // sessionUse is what the handler knows of one session.
@@ -166,6 +169,9 @@ func (h *HTTP) use(id string, d int) {
 	if u, ok := h.sessions[id]; ok {
 		u.inflight += d
 		u.last = time.Now()
+		if h.testHookUse != nil {
+			h.testHookUse(id, u.inflight)
+		}
 	}
 }
 

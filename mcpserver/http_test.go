@@ -295,29 +295,55 @@ func TestHTTPSessionCaps(t *testing.T) {
 }
 
 // TestHTTPIdleSessionsReaped checks that a session no request uses is closed
-// after SessionIdle.
+// after SessionIdle, and that one a request is using is not.
 func TestHTTPIdleSessionsReaped(t *testing.T) {
 	r := newRepo(t)
 	r.createTask("T-1")
 	tok := r.claim("T-1", "owner")
-	h := mcpserver.NewHTTP(r.store, mcpserver.Options{}, mcpserver.HTTPLimits{SessionIdle: 200 * time.Millisecond})
+	h := mcpserver.NewHTTP(r.store, mcpserver.Options{}, mcpserver.HTTPLimits{SessionIdle: 500 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	var ids []string
-	for range 5 {
+	inUse := make(chan string, 16)
+	h.OnUse(func(id string, inflight int) {
+		if inflight > 0 {
+			inUse <- id
+		}
+	})
+	// The first is kept in use: a request on it is still sending its body
+	// (which holds the SDK's idle timer) while the others go idle.
+	first, _ := openSession(t, srv.URL, tok)
+	body, send := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Mcp-Session-Id", first)
+	answered := make(chan int, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			answered <- 0
+			return
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		answered <- res.StatusCode
+	}()
+	send.Write([]byte(`{"jsonrpc":"2.0",`))
+	if id := <-inUse; id != first {
+		t.Fatalf("a request on %s, want %s", id, first)
+	}
+	ids := []string{first}
+	for range 4 {
 		id, _ := openSession(t, srv.URL, tok)
 		ids = append(ids, id)
 	}
 	if n := h.Sessions(); n != 5 {
 		t.Fatalf("%d sessions open, want 5", n)
 	}
-	// One kept in use outlives the others.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.Sessions() > 1 && time.Now().Before(deadline) {
-		if st := pingSession(t, srv.URL, tok, ids[0]); st != http.StatusOK {
-			t.Fatalf("the session in use: %d", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	for _, id := range ids[1:] {
+		<-h.SessionClosed(id)
 	}
 	if n := h.Sessions(); n != 1 {
 		t.Fatalf("%d sessions open after the idle ones' timeout, want 1", n)
@@ -327,9 +353,13 @@ func TestHTTPIdleSessionsReaped(t *testing.T) {
 			t.Errorf("an idle session answered %d after its timeout", st)
 		}
 	}
-	for h.Sessions() > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	// Its request ends: it goes idle too.
+	send.Write([]byte(`"id":2,"method":"ping"}`))
+	send.Close()
+	if st := <-answered; st != http.StatusOK {
+		t.Fatalf("the request on the session in use: %d", st)
 	}
+	<-h.SessionClosed(first)
 	if n := h.Sessions(); n != 0 {
 		t.Errorf("%d sessions open after every one went idle", n)
 	}

@@ -2,28 +2,21 @@ package mcpserver
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/postbody"
 	"github.com/bernstein/bernstein/progress"
 )
 
 // The advertised schemas are written by hand so that a client sees exactly
 // what the server enforces (docs/format.md, Limits): which fields each artifact type
 // takes, the enums, and the limits. They use only keywords that draft-07 and
-// 2020-12 validators read alike (no $schema, no prefixItems).
+// 2020-12 validators read alike (no $schema, no prefixItems). The post's
+// input schema is the decoder's own (internal/postbody).
 
-// Patterns of docs/format.md (Limits), in the ECMA-262 subset every validator reads.
+// Patterns of the output schemas.
 const (
-	taskIDPattern = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
-	keyPattern    = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`
-	// urlPattern: http or https (the scheme is case-insensitive) and a host,
-	// with no user name or password before it.
-	urlPattern = `^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+(?:[/?#]|$)`
-	// textPattern refuses control characters other than tab, newline and
-	// carriage return (the C0 and C1 controls and DEL).
-	textPattern = `^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]*$`
 	hashPattern = `^sha256:[0-9a-f]{64}$`
 	hexPattern  = `^[0-9a-f]{64}$`
 )
@@ -36,108 +29,10 @@ const (
 
 type obj = map[string]any
 
-func taskIDSchema() obj {
-	return obj{
-		"type":        "string",
-		"description": "The task id: 1 to 128 of letters, digits and _ . : - starting with a letter or digit, never containing \"..\".",
-		"minLength":   1,
-		"maxLength":   128,
-		"pattern":     taskIDPattern,
-		"not":         obj{"pattern": `\.\.`},
-	}
-}
-
-// textSchema is a string of at most max characters without control
-// characters other than tab, newline and carriage return.
-func textSchema(description string, min, max int) obj {
-	s := obj{"type": "string", "description": description, "maxLength": max, "pattern": textPattern}
-	if min > 0 {
-		s["minLength"] = min
-	}
-	return s
-}
-
-// forbid says that none of fields may be present.
-func forbid(fields ...string) obj {
-	present := make([]any, len(fields))
-	for i, f := range fields {
-		present[i] = obj{"required": []string{f}}
-	}
-	return obj{"not": obj{"anyOf": present}}
-}
-
-// typeBranch is the oneOf branch of one artifact type: its discriminator,
-// the fields it needs and the fields it refuses.
-func typeBranch(typ, title string, required, refused []string) obj {
-	b := forbid(refused...)
-	b["title"] = title
-	b["properties"] = obj{"artifact_type": obj{"const": typ}}
-	b["required"] = required
-	return b
-}
-
-func postInputSchema() obj {
-	cell := textSchema(fmt.Sprintf("A cell: at most %d characters.", artifact.MaxCellChars), 0, artifact.MaxCellChars)
-	column := textSchema(fmt.Sprintf("A column name: non-empty, at most %d characters, not starting with a byte-order mark (U+FEFF).", artifact.MaxCellChars), 1, artifact.MaxCellChars)
-	column["not"] = obj{"pattern": "^\ufeff"} // the character itself: ECMA-262 and RE2 read it alike
-	return obj{
-		"type":        "object",
-		"description": "Post one artifact version to a task whose live claim the caller holds. The caller is the transport's identity, never an argument. artifact_type decides the other fields: report takes body; table takes columns and rows; link takes url and link_kind. The payload's canonical JSON is at most 1 MiB.",
-		"properties": obj{
-			"task_id": taskIDSchema(),
-			"key": obj{
-				"type":        "string",
-				"description": "The artifact key: 1 to 128 of letters, digits and _ . - starting with a letter or digit. Posting a key again makes its next version.",
-				"minLength":   1,
-				"maxLength":   artifact.MaxKeyBytes,
-				"pattern":     keyPattern,
-			},
-			"artifact_type": obj{
-				"type":        "string",
-				"description": "report (markdown body), table (columns and rows) or link (url and link_kind).",
-				"enum":        artifact.Types,
-			},
-			"body": textSchema(fmt.Sprintf("report: the markdown body; not blank, at most %d bytes of UTF-8.", artifact.MaxPayloadBytes), 1, artifact.MaxPayloadBytes),
-			"columns": obj{
-				"type":        "array",
-				"description": fmt.Sprintf("table: the column names, in order; 1 to %d, distinct.", artifact.MaxColumns),
-				"minItems":    1,
-				"maxItems":    artifact.MaxColumns,
-				"uniqueItems": true,
-				"items":       column,
-			},
-			"rows": obj{
-				"type":        "array",
-				"description": fmt.Sprintf("table: the rows, each with one cell per column; at most %d rows ([] for none).", artifact.MaxRows),
-				"maxItems":    artifact.MaxRows,
-				"items": obj{
-					"type":     "array",
-					"maxItems": artifact.MaxColumns,
-					"items":    cell,
-				},
-			},
-			"url": obj{
-				"type":        "string",
-				"description": fmt.Sprintf("link: an http or https URL with a host and no user name or password (links are pushed to every remote); at most %d characters, no spaces or control characters.", artifact.MaxURLChars),
-				"minLength":   1,
-				"maxLength":   artifact.MaxURLChars,
-				"pattern":     urlPattern,
-			},
-			"link_kind": obj{
-				"type":        "string",
-				"description": "link: what the URL is.",
-				"enum":        artifact.LinkKinds,
-			},
-		},
-		"required":             []string{"task_id", "key", "artifact_type"},
-		"additionalProperties": false,
-		"oneOf": []any{
-			typeBranch(artifact.TypeReport, "report", []string{"body"}, []string{"columns", "rows", "url", "link_kind"}),
-			typeBranch(artifact.TypeTable, "table", []string{"columns", "rows"}, []string{"body", "url", "link_kind"}),
-			typeBranch(artifact.TypeLink, "link", []string{"url", "link_kind"}, []string{"body", "columns", "rows"}),
-		},
-	}
-}
+// postInputSchema is the post's schema, as the decoder enforces it
+// (internal/postbody): the OpenAPI description's PostArtifact is the same
+// but for task_id.
+func postInputSchema() obj { return postbody.Schema(postbody.MCP) }
 
 func hashSchema(description string, allowEmpty bool) obj {
 	p := hashPattern
@@ -178,7 +73,7 @@ func handleInputSchema() obj {
 	return obj{
 		"type":                 "object",
 		"description":          "Read a task's handle: its status, chain heads and progress vector.",
-		"properties":           obj{"task_id": taskIDSchema()},
+		"properties":           obj{"task_id": postbody.TaskIDSchema()},
 		"required":             []string{"task_id"},
 		"additionalProperties": false,
 	}

@@ -24,12 +24,16 @@ import (
 // spread over several lines is refused line by line. (The SDK's own
 // transport ends the session on the first line it cannot take.)
 //
+// A call whose id is that of a call not yet answered is answered with a
+// -32600 invalid request (with that id) and not passed on: the SDK would
+// drop it without an answer.
+//
 // When the client closes its input, the calls it already sent are answered
 // before the session ends: a client that writes its requests and closes the
 // pipe still reads every response (a post that was made is never left
 // unacknowledged).
 func StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
-	calls := &inFlight{inits: map[string]bool{}}
+	calls := &inFlight{inits: map[string]bool{}, pending: map[string]bool{}}
 	calls.cond = sync.NewCond(&calls.mu)
 	w := &answeringWriter{out: out, calls: calls}
 	return &mcp.IOTransport{
@@ -57,13 +61,12 @@ const maxDepth = 1000
 // SDK ends a session that sends one once such a version is negotiated.
 const batchesUntil = "2025-06-18"
 
-// inFlight counts the calls read and the responses written, and follows
-// the initialize calls to learn the negotiated protocol version.
+// inFlight holds the ids of the calls read and not yet answered, and
+// follows the initialize calls to learn the negotiated protocol version.
 type inFlight struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
-	calls    int
-	answered int
+	pending  map[string]bool // keys (keyOf) of the calls read and not yet answered
 	closed   bool            // the session is closing: nothing more will be answered
 	inits    map[string]bool // ids of initialize calls not yet answered
 	protocol string          // the protocol version the server answered
@@ -76,17 +79,19 @@ func (f *inFlight) close() {
 	f.cond.Broadcast()
 }
 
-func (f *inFlight) add(calls, answered int) {
+// answered drops the calls of keys from the pending ones.
+func (f *inFlight) answered(keys []string) {
 	f.mu.Lock()
-	f.calls += calls
-	f.answered += answered
+	for _, k := range keys {
+		delete(f.pending, k)
+	}
 	f.mu.Unlock()
 	f.cond.Broadcast()
 }
 
 // wait returns once every call read has been answered, or after limit.
 func (f *inFlight) wait(limit time.Duration) {
-	f.waitFor(limit, func() bool { return f.answered >= f.calls })
+	f.waitFor(limit, func() bool { return len(f.pending) == 0 })
 }
 
 // negotiated returns the protocol version once every initialize call read
@@ -256,21 +261,30 @@ func (r *drainingReader) check(line []byte) error {
 		}
 		msgs = []jsonrpc.Message{msg}
 	}
-	// Count the calls as the SDK decodes them.
-	calls := 0
+	// Hold the calls as the SDK decodes them; a call whose id is still
+	// pending is answered here (the SDK would drop it unanswered).
+	r.calls.mu.Lock()
+	for i, m := range msgs {
+		req, ok := m.(*jsonrpc.Request)
+		if !ok || !req.IsCall() || !r.calls.pending[keyOf(req.ID)] {
+			continue
+		}
+		r.calls.mu.Unlock()
+		b, _ := json.Marshal(req.ID.Raw())
+		if len(msgs) > 1 {
+			return r.out.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: batch message %d repeats the id %s of a call not yet answered", i, b))
+		}
+		return r.out.refuse(b, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: the id %s is that of a call not yet answered", b))
+	}
 	for _, m := range msgs {
 		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
-			calls++
+			r.calls.pending[keyOf(req.ID)] = true
 			if req.Method == "initialize" {
-				r.calls.mu.Lock()
 				r.calls.inits[keyOf(req.ID)] = true
-				r.calls.mu.Unlock()
 			}
 		}
 	}
-	if calls > 0 {
-		r.calls.add(calls, 0)
-	}
+	r.calls.mu.Unlock()
 	r.rest = append(append(r.rest[:0], line...), '\n')
 	return nil
 }
@@ -374,9 +388,9 @@ func (r *drainingReader) Close() error {
 	return nil
 }
 
-// answeringWriter passes output through, counting the responses (the SDK
-// writes one whole line, a message or a batch, per Write) and noting the
-// protocol version initialize answers with.
+// answeringWriter passes output through, dropping the calls it answers from
+// the pending ones (the SDK writes one whole line, a message or a batch, per
+// Write) and noting the protocol version initialize answers with.
 type answeringWriter struct {
 	mu    sync.Mutex // one line at a time: the SDK's and the refusals
 	out   io.Writer
@@ -384,18 +398,19 @@ type answeringWriter struct {
 }
 
 func (w *answeringWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	n, err := w.out.Write(p)
-	w.mu.Unlock()
+	// The calls are no longer pending before their answers are out (as the
+	// SDK forgets them): a client may reuse an id as soon as it reads the
+	// answer.
 	ms, _ := decodeLine(p)
-	answered := 0
+	var answered []string
 	for _, m := range ms {
 		if !m.hasID() || m.Method != "" {
 			continue
 		}
-		answered++
+		k := idKey(m.ID)
+		answered = append(answered, k)
 		w.calls.mu.Lock()
-		if k := idKey(m.ID); w.calls.inits[k] {
+		if w.calls.inits[k] {
 			delete(w.calls.inits, k)
 			if m.Result != nil && m.Result.ProtocolVersion != "" {
 				w.calls.protocol = m.Result.ProtocolVersion
@@ -403,10 +418,12 @@ func (w *answeringWriter) Write(p []byte) (int, error) {
 		}
 		w.calls.mu.Unlock()
 	}
-	if answered > 0 {
-		w.calls.add(0, answered)
+	if len(answered) > 0 {
+		w.calls.answered(answered)
 	}
-	return n, err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.Write(p)
 }
 
 // refuse writes a JSON-RPC error response for an input line that was not

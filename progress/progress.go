@@ -42,9 +42,18 @@ type Journal struct {
 	// Trees holds each tree a checkpoint earned for: a tree that differed
 	// from its commit's first parent's tree.
 	Trees map[string]bool `json:"trees,omitempty"`
-	// Changes holds each change a diff earned for: its two trees, the
-	// smaller id first, joined by "..".
-	Changes map[string]bool `json:"changes,omitempty"`
+	// Joined links the trees the earning diffs connected into a forest
+	// (each tree to its parent; a root is absent), and Diffs counts those
+	// diffs. A diff earns only when it joins two trees not yet connected:
+	// the same change either way round, or one already implied by a chain
+	// of captured changes (a..b, b..c, then a..c), earns nothing, so n
+	// distinct trees earn at most n-1 diffs, whatever the order of the
+	// rows (the rank of a graph does not depend on the order of its edges).
+	Joined map[string]string `json:"joined,omitempty"`
+	Diffs  int64             `json:"diffs,omitempty"`
+	// Sizes holds, less one, the number of trees under each root that has
+	// any (the smaller component goes under the larger: paths stay short).
+	Sizes map[string]int64 `json:"sizes,omitempty"`
 	// GateAttempts counts every gate_attempt row, declared or ad hoc.
 	GateAttempts int64 `json:"gate_attempts"`
 	// GatePasses holds, per gate name, the commands that passed under it.
@@ -93,7 +102,7 @@ const (
 	TreeCounted    = "its tree was counted by an earlier checkpoint"
 	SameTrees      = "base and head have the same tree: there is no change"
 	EmptyPatch     = "the stored patch is empty"
-	ChangeCaptured = "this change (the same two trees, in either order) was captured before"
+	ChangeCaptured = "its two trees are already joined by changes captured before (this change either way round, or a chain of changes that implies it)"
 )
 
 // Checkpoint says whether a checkpoint row recording tree, whose first
@@ -128,11 +137,42 @@ func (j *Journal) Diff(baseTree, headTree string, patchSize int64, patchHash rec
 	if b < a {
 		a, b = b, a
 	}
-	key = a + ".." + b
-	if j.Changes[key] {
+	if j.root(a) == j.root(b) {
 		return "", ChangeCaptured
 	}
-	return key, ""
+	return a + ".." + b, ""
+}
+
+// root is the root of tree's component in the forest of joined trees.
+func (j *Journal) root(tree string) string {
+	for {
+		p, ok := j.Joined[tree]
+		if !ok {
+			return tree
+		}
+		tree = p
+	}
+}
+
+// join connects the components of two trees (not yet connected), the
+// smaller under the larger so that paths stay logarithmic.
+func (j *Journal) join(a, b string) {
+	ra, rb := j.root(a), j.root(b)
+	if j.Joined == nil {
+		j.Joined = map[string]string{}
+	}
+	if j.Sizes == nil {
+		j.Sizes = map[string]int64{}
+	}
+	sa, sb := j.Sizes[ra]+1, j.Sizes[rb]+1 // sizes are stored less one
+	if sa < sb || sa == sb && rb < ra {
+		ra, rb = rb, ra
+		sa, sb = sb, sa
+	}
+	j.Joined[rb] = ra
+	delete(j.Sizes, rb)
+	j.Sizes[ra] = sa + sb - 1
+	j.Diffs++
 }
 
 // passed is the one rule for a command's outcome: it passed when the row
@@ -164,10 +204,8 @@ func (j *Journal) Apply(r record.Row) error {
 			return fmt.Errorf("diff_captured row %d: %w", r.Index, err)
 		}
 		if key, _ := j.Diff(d.BaseTree, d.HeadTree, d.Patch.Size, d.Patch.Hash); key != "" {
-			if j.Changes == nil {
-				j.Changes = map[string]bool{}
-			}
-			j.Changes[key] = true
+			a, b, _ := strings.Cut(key, "..")
+			j.join(a, b)
 		}
 	case record.KindGateAttempt:
 		var g struct {
@@ -215,10 +253,17 @@ func (j Journal) Clone() Journal {
 			c.Trees[k] = v
 		}
 	}
-	if j.Changes != nil {
-		c.Changes = make(map[string]bool, len(j.Changes))
-		for k, v := range j.Changes {
-			c.Changes[k] = v
+	c.Diffs = j.Diffs
+	if j.Joined != nil {
+		c.Joined = make(map[string]string, len(j.Joined))
+		for k, v := range j.Joined {
+			c.Joined[k] = v
+		}
+	}
+	if j.Sizes != nil {
+		c.Sizes = make(map[string]int64, len(j.Sizes))
+		for k, v := range j.Sizes {
+			c.Sizes[k] = v
 		}
 	}
 	if j.GatePasses != nil {
@@ -298,7 +343,7 @@ type Vector struct {
 func Project(task string, j Journal, l *ledger.State) Vector {
 	v := Vector{
 		SchemaVersion: SchemaVersion, TaskID: task,
-		Checkpoints: int64(len(j.Trees)), DiffsCaptured: int64(len(j.Changes)),
+		Checkpoints: int64(len(j.Trees)), DiffsCaptured: j.Diffs,
 		GateAttempts: j.GateAttempts,
 	}
 	if l != nil {

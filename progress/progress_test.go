@@ -332,11 +332,11 @@ func TestScripts(t *testing.T) {
 					row(t, record.KindDiffCaptured, record.DiffCaptured{Base: treeA, Head: treeD, BaseTree: treeA, HeadTree: treeD, Files: 1,
 						Patch: record.Output{Path: "outputs/000009-diff.patch", Size: 12}}), // a size but no hash: nothing to tell it by
 					diff(t, treeA, "", patch1, 1),    // one tree missing
-					diff(t, treeA, treeC, patch2, 1), // a pair not captured before, from trees that were
+					diff(t, treeA, treeC, patch2, 1), // a pair not captured before, implied by A..B and B..C
 				}
 			},
-			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 4},
-			want:   `{"checkpoints":0,"diffs_captured":4,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
+			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3},
+			want:   `{"checkpoints":0,"diffs_captured":3,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "declared gate fails, passes, passes again; ad-hoc gate passes",
@@ -839,7 +839,7 @@ func TestJournalJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"schema":3,"trees":{"` + treeA + `":true},"changes":{"` + treeA + ".." + treeB + `":true},"gate_attempts":2,"gate_passes":{"build":{"make":true}},"evidence":{"tests":true}}`
+	want := `{"schema":3,"trees":{"` + treeA + `":true},"joined":{"` + treeB + `":"` + treeA + `"},"diffs":1,"sizes":{"` + treeA + `":1},"gate_attempts":2,"gate_passes":{"build":{"make":true}},"evidence":{"tests":true}}`
 	if string(b) != want {
 		t.Fatalf("journal JSON\n got %s\nwant %s", b, want)
 	}
@@ -889,7 +889,7 @@ func TestRepeatsDoNotGrow(t *testing.T) {
 			many.Apply(r)
 		}
 	}
-	if len(many.Trees) != 1 || len(many.Changes) != 1 || len(many.GatePasses) != 2 || len(many.GatePasses["build"]) != 1 || len(many.Evidence) != 1 {
+	if len(many.Trees) != 1 || many.Diffs != 1 || len(many.GatePasses) != 2 || len(many.GatePasses["build"]) != 1 || len(many.Evidence) != 1 {
 		t.Fatalf("a thousand repeats grew the fold: %+v", many)
 	}
 	if many.GateAttempts != 2000 {
@@ -1058,6 +1058,7 @@ func TestWhyNot(t *testing.T) {
 	}{
 		{treeB, treeC, 5, ""},
 		{treeA, treeB, 5, ChangeCaptured},
+		{treeB, treeP, 5, ""},
 		{treeB, treeA, 5, ChangeCaptured},
 		{treeC, treeC, 5, SameTrees},
 		{treeC, treeD, 0, EmptyPatch},
@@ -1067,5 +1068,84 @@ func TestWhyNot(t *testing.T) {
 		if why != c.want || (why == "") != (key != "") {
 			t.Errorf("diff %s..%s: %q %q, want %q", c.base, c.head, key, why, c.want)
 		}
+	}
+}
+
+// TestDiffsEarnAtMostTheChanges: a diff earns only when it joins two trees
+// no captured changes connect yet, so n distinct trees earn at most n-1
+// diffs, and the count is the same in every order of the rows (it is the
+// number of trees less the number of groups the diffs connect them into,
+// counted here apart from the fold).
+func TestDiffsEarnAtMostTheChanges(t *testing.T) {
+	trees := []string{treeA, treeB, treeC, treeD, treeP}
+	var pairs [][2]string
+	for i := range trees {
+		for k := i + 1; k < len(trees); k++ {
+			pairs = append(pairs, [2]string{trees[i], trees[k]})
+		}
+	}
+	// groups counts the connected groups among the trees the pairs name.
+	groups := func(ps [][2]string) (named, n int) {
+		group := map[string]int{}
+		next := 0
+		for _, p := range ps {
+			ga, oka := group[p[0]]
+			gb, okb := group[p[1]]
+			switch {
+			case !oka && !okb:
+				group[p[0]], group[p[1]] = next, next
+				next++
+			case !oka:
+				group[p[0]] = gb
+			case !okb:
+				group[p[1]] = ga
+			case ga != gb:
+				for k, g := range group {
+					if g == gb {
+						group[k] = ga
+					}
+				}
+			}
+		}
+		seen := map[int]bool{}
+		for _, g := range group {
+			seen[g] = true
+		}
+		return len(group), len(seen)
+	}
+	rng := rand.New(rand.NewSource(17))
+	for round := 0; round < 300; round++ {
+		k := 1 + rng.Intn(len(pairs))
+		ps := make([][2]string, 0, k)
+		for _, i := range rng.Perm(len(pairs))[:k] {
+			p := pairs[i]
+			if rng.Intn(2) == 0 {
+				p[0], p[1] = p[1], p[0]
+			}
+			ps = append(ps, p)
+		}
+		named, n := groups(ps)
+		want := int64(named - n)
+		for perm := 0; perm < 3; perm++ {
+			var j Journal
+			for _, i := range rng.Perm(len(ps)) {
+				if err := j.Apply(diff(t, ps[i][0], ps[i][1], patch1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := Project("T-1", j, nil).DiffsCaptured; got != want {
+				t.Fatalf("round %d: %d diffs over %d trees in %d groups earned %d, want %d", round, len(ps), named, n, got, want)
+			}
+		}
+	}
+	// Two separate changes, then one that connects them: each earns.
+	var j Journal
+	for _, r := range []record.Row{diff(t, treeA, treeB, patch1, 1), diff(t, treeC, treeD, patch1, 1), diff(t, treeB, treeC, patch1, 1)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Diffs != 3 {
+		t.Fatalf("A..B, C..D, B..C earned %d, want 3", j.Diffs)
 	}
 }

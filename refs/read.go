@@ -21,6 +21,9 @@ var ErrNotFound = errors.New("ref not found")
 // then packed-refs.
 type Reader struct {
 	Dir string // the common git directory (where refs/ and packed-refs live)
+	// testHookBetweenReads, when set, runs between a snapshot's reads of
+	// loose refs and of packed-refs.
+	testHookBetweenReads func()
 }
 
 // Read returns the object id ref points at.
@@ -174,10 +177,6 @@ type Snapshot struct {
 	scope []string
 }
 
-// testHookBetweenReads, when set, runs between a snapshot's reads of loose
-// refs and of packed-refs.
-var testHookBetweenReads func()
-
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
 // (every ref under it), any other is one ref.
 func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
@@ -203,8 +202,8 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	if testHookBetweenReads != nil {
-		testHookBetweenReads()
+	if r.testHookBetweenReads != nil {
+		r.testHookBetweenReads()
 	}
 	packed, err := r.packed()
 	if err != nil {

@@ -2,11 +2,12 @@ package refs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,15 +69,14 @@ func TestRecoverRechecksUnderItsLock(t *testing.T) {
 	git(t, dir, "update-ref", refS, c[1].String())
 	in := Intent{Updates: []Update{{refJ, c[0], c[2]}, {refS, c[1], c[3]}}}
 	git(t, dir, "update-ref", refS, c[3].String()) // committed: the spine moved
-	gitstore.FaultHook = func(step string) error {
+	hook := func(step string) error {
 		if step == "recovering "+refJ {
 			// A plain git moves the journal after Recover read it.
 			git(t, dir, "update-ref", refJ, c[5].String())
 		}
 		return nil
 	}
-	defer func() { gitstore.FaultHook = nil }()
-	ok, err := (&Transactor{GitDir: dir, LockWait: 100 * time.Millisecond}).Recover(Pending{Intent: in})
+	ok, err := (&Transactor{GitDir: dir, LockWait: 100 * time.Millisecond, FaultHook: hook}).Recover(Pending{Intent: in})
 	if !ok || !errors.Is(err, ErrConflict) {
 		t.Fatalf("recover over a ref moved under it: %v %v", ok, err)
 	}
@@ -129,16 +129,21 @@ func TestRecoverLeavesAFreshEmptyLockThatFillsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(100 * time.Millisecond)
-		live.WriteString(c[2].String() + "\n")
-		live.Close()
-	}()
+	// It writes while Recover waits to see whether the empty lock fills.
+	tx := &Transactor{GitDir: dir}
+	filled := false
+	tx.testHookYoungLock = func(l string) {
+		if l == lock && !filled {
+			filled = true
+			live.WriteString(c[2].String() + "\n")
+			live.Close()
+		}
+	}
 	// Not committed: nothing moved, and Recover removes the dead writer's locks.
-	ok, err := (&Transactor{GitDir: dir}).Recover(Pending{Intent: Intent{Updates: []Update{{refJ, c[0], c[1]}}}})
-	<-done
+	ok, err := tx.Recover(Pending{Intent: Intent{Updates: []Update{{refJ, c[0], c[1]}}}})
+	if !filled {
+		t.Fatal("Recover did not wait on the empty lock")
+	}
 	if ok || err != nil {
 		t.Fatalf("recover: %v %v", ok, err)
 	}
@@ -147,59 +152,64 @@ func TestRecoverLeavesAFreshEmptyLockThatFillsUp(t *testing.T) {
 	}
 }
 
-// Readers never starve a writer: a stream of overlapping readers, which
-// alone would keep the readers' lock shared for good, lets a waiting
-// writer in, because readers that come after it pass the turnstile it
-// holds.
+// Readers never starve a writer: a reader that comes while a writer waits
+// for the readers inside (who, overlapping, would keep the readers' lock
+// shared for good) waits behind the writer at the turnstile it holds.
 func TestWriterIsNotStarvedByReaders(t *testing.T) {
 	dir := t.TempDir()
 	tx := &Transactor{GitDir: dir}
-	var stop atomic.Bool
-	var reads atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 500 * time.Microsecond)
-			for !stop.Load() {
-				unlock := shareWithReaders(dir)
-				reads.Add(1)
-				time.Sleep(2 * time.Millisecond)
-				unlock()
-			}
-		}()
-	}
-	time.Sleep(50 * time.Millisecond) // readers overlap from here on
-	start := reads.Load()
-	in := make(chan int64, 1)
+	first := shareWithReaders(dir) // a reader inside
+	waiting := make(chan struct{})
+	tx.testHookTurnstile = func() { close(waiting) }
+	writerIn, writerOut := make(chan struct{}), make(chan struct{})
 	go func() {
 		unblock := tx.excludeReaders()
-		in <- reads.Load() - start
+		close(writerIn)
+		<-writerOut
 		unblock()
 	}()
-	// Without the turnstile the writer waits while the readers go round; the
-	// test lets them take the lock up to 2,000 times before it gives up.
-	var waited int64 = -1
-	deadline := time.Now().Add(20 * time.Second)
-	for waited < 0 && time.Now().Before(deadline) {
+	<-waiting // the writer holds the turnstile and waits for the readers
+	secondIn := make(chan struct{})
+	go func() {
+		unlock := shareWithReaders(dir)
+		close(secondIn)
+		unlock()
+	}()
+	// The second reader is in, or waits at the turnstile (the kernel lists
+	// its lock request as blocked): only then does the first leave.
+	fi, err := os.Stat(turnstilePath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprintf(":%d ", fi.Sys().(*syscall.Stat_t).Ino)
+	for blocked := false; !blocked; {
 		select {
-		case n := <-in:
-			waited = n
-		case <-time.After(time.Millisecond):
-			if reads.Load()-start > 2000 {
-				stop.Store(true)
+		case <-secondIn:
+			t.Fatal("a reader that came after the writer went in beside the reader it waits for")
+		default:
+		}
+		locks, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(locks), "\n") {
+			if strings.Contains(l, "-> FLOCK") && strings.Contains(l, " READ ") && strings.Contains(l, ino) {
+				blocked = true
 			}
 		}
+		runtime.Gosched()
 	}
-	stop.Store(true)
-	wg.Wait()
-	if waited < 0 {
-		waited = <-in
+	first()
+	select {
+	case <-writerIn:
+	case <-secondIn:
+		t.Fatal("a reader that came after the writer went in before it")
 	}
-	// Readers already inside when the writer came, and those that passed
-	// the turnstile just before it, finish; no more.
-	if waited > 40 {
-		t.Fatalf("the writer waited while readers took the lock %d times", waited)
+	select {
+	case <-secondIn:
+		t.Fatal("a reader went in while the writer held the lock")
+	default:
 	}
+	close(writerOut)
+	<-secondIn
 }

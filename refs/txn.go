@@ -28,13 +28,13 @@ var (
 	ErrFault = errors.New("injected fault")
 )
 
-// FaultPoint runs gitstore.FaultHook (set by tests) at step. The steps of a
-// transaction are "locked" (every lock file created, holding its new value,
-// and synced), "checked" (old values checked under the locks), "renamed <i>"
-// (after the i-th rename, 0-based) and "dirs synced"; the store adds its own
-// ("intent written", "packed"). A non-nil return stops the transaction right
-// there, leaving the files as a killed process would.
-func FaultPoint(step string) error { return gitstore.FaultPoint(step) }
+// FaultPoint runs t.FaultHook (set by tests) at step.
+func (t *Transactor) FaultPoint(step string) error {
+	if t.FaultHook == nil {
+		return nil
+	}
+	return t.FaultHook(step)
+}
 
 // Update moves Ref from Old to New. A zero Old means the ref must not exist.
 type Update struct {
@@ -56,6 +56,21 @@ type Transactor struct {
 	LockWait time.Duration // how long to wait for a ref lock held by someone else (default 5s)
 	// Warn, when set, is told of a stale lock the transaction removed.
 	Warn func(string)
+	// FaultHook, when set (by tests), is called at each step of a
+	// transaction: "waiting for <ref>" (its lock is someone else's, each
+	// time before the transaction waits a moment more), "locked" (every
+	// lock file created, holding its new value, and synced), "checked" (old
+	// values checked under the locks), "renamed <i>" (after the i-th rename,
+	// 0-based), "dirs synced" and "recovering <ref>"; the store adds its own
+	// ("intent written", "packed"). A non-nil return stops the transaction right there,
+	// leaving the files as a killed process would.
+	FaultHook func(step string) error
+
+	// Test hooks: told of an empty young lock an intent names (before the
+	// wait to see whether it fills), and of the turnstile taken by
+	// excludeReaders (before the wait for the readers).
+	testHookYoungLock func(lock string)
+	testHookTurnstile func()
 }
 
 func (t *Transactor) warn(format string, args ...any) {
@@ -165,7 +180,7 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			return nil, err
 		}
 	}
-	if err := FaultPoint("locked"); err != nil {
+	if err := t.FaultPoint("locked"); err != nil {
 		return nil, err
 	}
 	for _, l := range locks {
@@ -179,7 +194,7 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			return nil, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
 		}
 	}
-	if err := FaultPoint("checked"); err != nil {
+	if err := t.FaultPoint("checked"); err != nil {
 		return nil, err
 	}
 	p.locks = locks
@@ -221,7 +236,7 @@ func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
 			}
 			return CommittedPending, fmt.Errorf("move %s: %w", l.u.Ref, err)
 		}
-		if err := FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
+		if err := t.FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
 			unblock()
 			return CommittedPending, err
 		}
@@ -230,7 +245,7 @@ func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
 	if err := syncRefDirs(locks); err != nil {
 		return CommittedPending, err
 	}
-	if err := FaultPoint("dirs synced"); err != nil {
+	if err := t.FaultPoint("dirs synced"); err != nil {
 		return CommittedPending, err
 	}
 	return Committed, nil
@@ -280,6 +295,9 @@ func (t *Transactor) lock(u Update) (*refLock, error) {
 				}
 			}
 			return nil, fmt.Errorf("%w: %s exists; if no git or bernstein process is running, remove it", ErrLocked, l.lock)
+		}
+		if err := t.FaultPoint("waiting for " + u.Ref); err != nil {
+			return nil, err
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 50*time.Millisecond)
@@ -412,6 +430,9 @@ func turnstilePath(gitDir string) string {
 // at once.
 func (t *Transactor) excludeReaders() func() {
 	gate := flockPath(turnstilePath(t.GitDir), syscall.LOCK_EX)
+	if t.testHookTurnstile != nil {
+		t.testHookTurnstile()
+	}
 	unlock := flockPath(readersLockPath(t.GitDir), syscall.LOCK_EX)
 	return func() {
 		unlock()
@@ -530,7 +551,7 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 			errs = append(errs, fmt.Errorf("%w: interrupted transaction cannot move %s: it is at %s, neither %s nor %s", ErrConflict, u.Ref, short(cur), short(u.Old), short(u.New)))
 			continue
 		}
-		if err := FaultPoint("recovering " + u.Ref); err != nil {
+		if err := t.FaultPoint("recovering " + u.Ref); err != nil {
 			return true, err
 		}
 		t.removeDeadLock(u)
@@ -615,6 +636,9 @@ func (t *Transactor) removeDeadLock(u Update) {
 				return
 			}
 			if age := time.Since(fi.ModTime()); age < deadLockAge {
+				if t.testHookYoungLock != nil {
+					t.testHookYoungLock(lock)
+				}
 				time.Sleep(deadLockAge - age)
 				continue
 			}

@@ -201,10 +201,13 @@ func TestApplyRespectsGitLocks(t *testing.T) {
 	if l := lockFiles(t, dir); len(l) != 1 {
 		t.Fatalf("locks: %v", l)
 	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		os.Remove(lock)
-	}()
+	// The lock goes while the transaction waits for it.
+	tx.FaultHook = func(step string) error {
+		if step == "waiting for "+refA {
+			os.Remove(lock)
+		}
+		return nil
+	}
 	tx.LockWait = 5 * time.Second
 	out, err = tx.Apply([]Update{{refJ, gitstore.ZeroOid, c[1]}, {refA, c[0], c[1]}})
 	if out != Committed || err != nil || rev(t, dir, refA) != c[1].String() {
@@ -219,7 +222,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 	dir, c := newRepo(t, 64)
 	git(t, dir, "update-ref", refJ, c[0].String())
 	tx := &Transactor{GitDir: dir, LockWait: 10 * time.Second}
-	gitstore.FaultHook = func(step string) error {
+	tx.FaultHook = func(step string) error {
 		if step == "checked" {
 			cmd := exec.Command("git", "-C", dir, "update-ref", refJ, c[5].String())
 			if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), ".lock") {
@@ -229,7 +232,7 @@ func TestApplyInteropWithGit(t *testing.T) {
 		return nil
 	}
 	out, err := tx.Apply([]Update{{refJ, c[0], c[1]}})
-	gitstore.FaultHook = nil
+	tx.FaultHook = nil
 	if out != Committed || err != nil || rev(t, dir, refJ) != c[1].String() {
 		t.Fatalf("apply: %v %v", out, err)
 	}
@@ -283,15 +286,13 @@ func TestApplyUnderPackRefs(t *testing.T) {
 			}
 		}(args)
 	}
-	// Distinct commits to move through: made up front so git's object
-	// writes do not race the test's own.
-	var ids []gitstore.Oid
-	for i := 0; i < 150; i++ {
-		ids = append(ids, gitstore.HashObject(gitstore.TypeCommit, []byte(fmt.Sprintf("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\n%d\n", i))))
-	}
+	// Distinct commits to move through (ids only: nothing written that
+	// git's object writes could race): 150 transactions, and on until git
+	// ran ten times beside them.
 	tx := &Transactor{GitDir: dir, LockWait: 10 * time.Second}
 	old := gitstore.ZeroOid
-	for i, id := range ids {
+	for i := 0; (i < 150 || gitRuns.Load() < 10) && i < 100000; i++ {
+		id := gitstore.HashObject(gitstore.TypeCommit, []byte(fmt.Sprintf("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\n%d\n", i)))
 		var out Outcome
 		var err error
 		for attempt := 0; attempt < 50; attempt++ {
@@ -390,14 +391,13 @@ func TestInterruptedTransactionRecovers(t *testing.T) {
 			if err := os.WriteFile(keep, []byte(Intent{Updates: us}.Encode()), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			gitstore.FaultHook = func(s string) error {
+			stop := func(s string) error {
 				if s == step {
 					return ErrFault
 				}
 				return nil
 			}
-			out, err := (&Transactor{GitDir: dir}).Apply(us)
-			gitstore.FaultHook = nil
+			out, err := (&Transactor{GitDir: dir, FaultHook: stop}).Apply(us)
 			if !errors.Is(err, ErrFault) || (out != NotCommitted) == (step == "locked" || step == "checked") {
 				t.Fatalf("apply stopped at %s: %v %v", step, out, err)
 			}
@@ -522,9 +522,8 @@ func TestSnapshotPackRefsBetweenReads(t *testing.T) {
 	git(t, dir, "update-ref", refJ, c[0].String())
 	git(t, dir, "pack-refs", "--all", "--prune")   // packed-refs: c[0]
 	git(t, dir, "update-ref", refJ, c[1].String()) // loose: c[1]
-	testHookBetweenReads = func() { git(t, dir, "pack-refs", "--all", "--prune") }
-	defer func() { testHookBetweenReads = nil }()
-	snap, err := Reader{Dir: dir}.Snapshot(JournalPrefix)
+	rd := Reader{Dir: dir, testHookBetweenReads: func() { git(t, dir, "pack-refs", "--all", "--prune") }}
+	snap, err := rd.Snapshot(JournalPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,14 +20,23 @@ import (
 // to the object files) is seen within memoMaxAge, as the CLI sees it on its
 // next run.
 
-// memoMaxEntries and memoMaxBytes bound what the memo keeps.
-var (
+// memoMaxEntries, memoMaxBytes and memoMaxAge bound what a memo keeps (a
+// memo's own fields, which tests lower).
+const (
 	memoMaxEntries = 1024
 	memoMaxBytes   = int64(256 << 20)
 	memoMaxAge     = 10 * time.Second
 )
 
 type memo struct {
+	maxEntries int
+	maxBytes   int64
+	maxAge     time.Duration
+	now        func() time.Time
+	// waiting, when set (by tests), is called when a reader starts to wait
+	// for an answer another reader is computing.
+	waiting func()
+
 	mu      sync.Mutex
 	entries map[string]*list.Element // by name
 	order   *list.List               // of *memoEntry, most recently used first
@@ -47,7 +56,8 @@ type memoEntry struct {
 }
 
 func newMemo() *memo {
-	return &memo{entries: map[string]*list.Element{}, order: list.New(), computed: map[string]int{}}
+	return &memo{maxEntries: memoMaxEntries, maxBytes: memoMaxBytes, maxAge: memoMaxAge, now: time.Now,
+		entries: map[string]*list.Element{}, order: list.New(), computed: map[string]int{}}
 }
 
 // get returns the answer named name as computed at key: the kept one when
@@ -57,15 +67,22 @@ func (m *memo) get(name, key string, compute func() (any, int64, error)) (any, e
 	m.mu.Lock()
 	if el, ok := m.entries[name]; ok {
 		e := el.Value.(*memoEntry)
-		if e.key == key && time.Since(e.at) < memoMaxAge {
+		if e.key == key && m.now().Sub(e.at) < m.maxAge {
 			m.order.MoveToFront(el)
 			m.mu.Unlock()
+			if m.waiting != nil {
+				select {
+				case <-e.done:
+				default:
+					m.waiting()
+				}
+			}
 			<-e.done
 			return e.val, e.err
 		}
 		m.removeLocked(el)
 	}
-	e := &memoEntry{name: name, key: key, done: make(chan struct{}), at: time.Now()}
+	e := &memoEntry{name: name, key: key, done: make(chan struct{}), at: m.now()}
 	m.entries[name] = m.order.PushFront(e)
 	m.computed[name]++
 	m.mu.Unlock()
@@ -101,7 +118,7 @@ func (m *memo) removeLocked(el *list.Element) {
 // trimLocked drops the least recently used answers beyond the bounds,
 // never one still being computed; m.mu is held.
 func (m *memo) trimLocked() {
-	for el := m.order.Back(); el != nil && (m.order.Len() > memoMaxEntries || m.bytes > memoMaxBytes); {
+	for el := m.order.Back(); el != nil && (m.order.Len() > m.maxEntries || m.bytes > m.maxBytes); {
 		prev := el.Prev()
 		select {
 		case <-el.Value.(*memoEntry).done:

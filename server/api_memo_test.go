@@ -16,8 +16,13 @@ func TestMemo(t *testing.T) {
 	m := newMemo()
 	var calls atomic.Int32
 	release := make(chan struct{})
+	// Each reader says here that it computes or waits for another's
+	// computation; all have asked when 100 have said so.
+	asked := make(chan struct{}, 200)
+	m.waiting = func() { asked <- struct{}{} }
 	slow := func() (any, int64, error) {
 		calls.Add(1)
+		asked <- struct{}{}
 		<-release
 		return "v1", 10, nil
 	}
@@ -30,7 +35,9 @@ func TestMemo(t *testing.T) {
 			vals[i], _ = m.get("report\x00T", "k1", slow)
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	for range vals {
+		<-asked
+	}
 	close(release)
 	wg.Wait()
 	if n := calls.Load(); n != 1 || m.computations("report\x00T") != 1 {
@@ -56,18 +63,21 @@ func TestMemo(t *testing.T) {
 		t.Fatalf("an error was kept: %v %v", v, err)
 	}
 
-	defer func(age time.Duration) { memoMaxAge = age }(memoMaxAge)
-	memoMaxAge = time.Millisecond
-	time.Sleep(5 * time.Millisecond)
+	// The clock moves past the answers' age: computed again.
+	now := time.Now()
+	m.now = func() time.Time { return now }
+	m.get("x", "k", func() (any, int64, error) { return "kept", 1, nil })
+	if m.computations("x") != 2 {
+		t.Fatalf("a fresh answer was not used: %d computations", m.computations("x"))
+	}
+	now = now.Add(m.maxAge)
 	m.get("x", "k", func() (any, int64, error) { return "again", 1, nil })
 	if m.computations("x") != 3 {
 		t.Fatalf("an expired answer was used: %d computations", m.computations("x"))
 	}
-	memoMaxAge = time.Hour
 
-	defer func(n int, b int64) { memoMaxEntries, memoMaxBytes = n, b }(memoMaxEntries, memoMaxBytes)
-	memoMaxEntries, memoMaxBytes = 4, 100
 	m = newMemo()
+	m.maxEntries, m.maxBytes = 4, 100
 	for i := range 6 {
 		m.get(fmt.Sprint(i), "k", func() (any, int64, error) { return i, 10, nil })
 	}
@@ -77,7 +87,7 @@ func TestMemo(t *testing.T) {
 		t.Fatalf("after the bound: %d entries %v", m.order.Len(), m.entries)
 	}
 	m.get("big", "k", func() (any, int64, error) { return "big", 95, nil })
-	if m.bytes > memoMaxBytes {
-		t.Fatalf("%d bytes kept, at most %d", m.bytes, memoMaxBytes)
+	if m.bytes > m.maxBytes {
+		t.Fatalf("%d bytes kept, at most %d", m.bytes, m.maxBytes)
 	}
 }

@@ -2,19 +2,16 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/postbody"
 	"github.com/bernstein/bernstein/mcpserver"
 	"github.com/bernstein/bernstein/record"
 )
@@ -50,20 +47,6 @@ import (
 // payload written with the worst JSON escaping a client may use.
 const MaxPostBytes = mcpserver.MaxRequestBytes
 
-// postFields are the fields a post takes, and typeFields those of each
-// artifact type (as the MCP tool's).
-var (
-	postFields    = []string{"key", "artifact_type", "body", "columns", "rows", "url", "link_kind"}
-	payloadFields = []string{"body", "columns", "rows", "url", "link_kind"}
-	typeFields    = map[string][]string{
-		artifact.TypeReport: {"body"},
-		artifact.TypeTable:  {"columns", "rows"},
-		artifact.TypeLink:   {"url", "link_kind"},
-	}
-	// identityFields are fields a caller might try to claim an identity with.
-	identityFields = map[string]bool{"agent": true, "claim_token": true, "token": true, "actor": true, "caller": true}
-)
-
 // postError is a refusal of the body, with its status.
 type postError struct {
 	status int
@@ -72,10 +55,6 @@ type postError struct {
 }
 
 func (e *postError) Error() string { return e.field + ": " + e.msg }
-
-func invalid(field, format string, args ...any) error {
-	return &postError{http.StatusUnprocessableEntity, field, fmt.Sprintf(format, args...)}
-}
 
 // claimBearer reads an 'Authorization: Bearer' token.
 func claimBearer(r *http.Request) (string, bool) {
@@ -194,167 +173,24 @@ func (a *api) exists(task string) bool {
 	return !errors.Is(err, bernstein.ErrUnknownTask)
 }
 
-// decodePostBody reads a post's body: one JSON object of postFields. Every
-// refusal names the one field that is wrong, in the words of the MCP tool
-// (mcpserver/args.go), so that both surfaces refuse alike.
+// decodePostBody reads a post's body with the decoder MCP and the CLI's
+// batch share (internal/postbody): 400 when it is not one JSON object, 413
+// for a body or payload over 1 MiB, 422 (an artifact.InputError) for the
+// field that is wrong.
 func decodePostBody(raw []byte) (string, artifact.Payload, error) {
-	var p artifact.Payload
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "", p, &postError{http.StatusBadRequest, "request", "is empty: send a JSON object (key, artifact_type, and the fields of the type)"}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "", artifact.Payload{}, &postError{http.StatusBadRequest, "request", "is empty: send a JSON object (key, artifact_type, and the fields of the type)"}
 	}
-	if !json.Valid(raw) {
-		var v any
-		err := json.Unmarshal(raw, &v)
-		return "", p, &postError{http.StatusBadRequest, "request", fmt.Sprintf("is not valid JSON: %v", err)}
+	p, err := postbody.Decode(raw, postbody.HTTP)
+	var m *postbody.MalformedError
+	var big *postbody.TooLargeError
+	switch {
+	case errors.As(err, &m):
+		return "", p.Payload, &postError{http.StatusBadRequest, "request", "is " + m.Error()}
+	case errors.As(err, &big):
+		return "", p.Payload, &postError{http.StatusRequestEntityTooLarge, big.Field, big.Msg}
+	case err != nil:
+		return "", p.Payload, err
 	}
-	if raw[0] != '{' {
-		return "", p, &postError{http.StatusBadRequest, "request", "must be a JSON object"}
-	}
-	fields := map[string]json.RawMessage{}
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return "", p, &postError{http.StatusBadRequest, "request", fmt.Sprintf("is not a JSON object: %v", err)}
-	}
-	var unknown []string
-	for f := range fields {
-		if !slices.Contains(postFields, f) {
-			unknown = append(unknown, f)
-		}
-	}
-	sort.Strings(unknown)
-	for _, f := range unknown {
-		if identityFields[f] {
-			return "", p, invalid(f, "is not a field of a post: the caller's identity is the bearer claim token")
-		}
-		if f == "task_id" {
-			return "", p, invalid(f, "is not a field of a post: the task is the one the path names")
-		}
-	}
-	if len(unknown) > 0 {
-		return "", p, invalid(unknown[0], "is not a field of a post (it takes %s)", strings.Join(postFields, ", "))
-	}
-	has := func(f string) bool { _, ok := fields[f]; return ok }
-	str := func(f string) (string, error) {
-		raw, ok := fields[f]
-		if !ok {
-			return "", invalid(f, "is missing")
-		}
-		var s string
-		if isJSONNull(raw) || json.Unmarshal(raw, &s) != nil {
-			return "", invalid(f, "must be a string")
-		}
-		return s, nil
-	}
-	key, err := str("key")
-	if err != nil {
-		return "", p, err
-	}
-	if err := artifact.ValidateKey(key); err != nil {
-		return "", p, err
-	}
-	if !has("artifact_type") {
-		return "", p, invalid("artifact_type", "is missing: want one of %s", strings.Join(artifact.Types, ", "))
-	}
-	typ, err := str("artifact_type")
-	if err != nil {
-		return "", p, err
-	}
-	takes, ok := typeFields[typ]
-	if !ok {
-		return "", p, invalid("artifact_type", "%s is not one of %s", strconv.Quote(typ), strings.Join(artifact.Types, ", "))
-	}
-	for _, f := range payloadFields {
-		if has(f) && !slices.Contains(takes, f) {
-			return "", p, invalid(f, "does not apply to artifact_type %s (a %s takes %s)", typ, typ, strings.Join(takes, " and "))
-		}
-	}
-	p.Type = typ
-	switch typ {
-	case artifact.TypeReport:
-		if !has("body") {
-			return "", p, invalid("body", "is missing: a report needs a markdown body")
-		}
-		if p.Body, err = str("body"); err != nil {
-			return "", p, err
-		}
-		if len(p.Body) > artifact.MaxPayloadBytes {
-			return "", p, &postError{http.StatusRequestEntityTooLarge, "body", fmt.Sprintf("is %d bytes (at most %d)", len(p.Body), artifact.MaxPayloadBytes)}
-		}
-	case artifact.TypeTable:
-		if !has("columns") {
-			return "", p, invalid("columns", "is missing: a table needs columns and rows ([] for none)")
-		}
-		if p.Columns, err = stringArray("columns", fields["columns"]); err != nil {
-			return "", p, err
-		}
-		if !has("rows") {
-			return "", p, invalid("rows", "is missing: a table needs columns and rows ([] for none)")
-		}
-		if p.Rows, err = tableRows("rows", fields["rows"]); err != nil {
-			return "", p, err
-		}
-	case artifact.TypeLink:
-		if !has("url") {
-			return "", p, invalid("url", "is missing: a link needs url and link_kind")
-		}
-		if p.URL, err = str("url"); err != nil {
-			return "", p, err
-		}
-		if !has("link_kind") {
-			return "", p, invalid("link_kind", "is missing: want one of %s", strings.Join(artifact.LinkKinds, ", "))
-		}
-		if p.LinkKind, err = str("link_kind"); err != nil {
-			return "", p, err
-		}
-	}
-	// The payload's own checks name the field too (rows[2][1], url, ...);
-	// only its size is a 413.
-	if _, err := p.Canonical(); err != nil {
-		var in *artifact.InputError
-		if errors.As(err, &in) && in.Field == "payload" {
-			return "", p, &postError{http.StatusRequestEntityTooLarge, in.Field, in.Msg}
-		}
-		if errors.As(err, &in) {
-			return "", p, invalid(in.Field, "%s", in.Msg)
-		}
-		return "", p, err
-	}
-	return key, p, nil
-}
-
-func isJSONNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
-
-// stringArray reads an array of strings.
-func stringArray(field string, raw json.RawMessage) ([]string, error) {
-	var items []json.RawMessage
-	if isJSONNull(raw) || json.Unmarshal(raw, &items) != nil {
-		return nil, invalid(field, "must be an array of strings")
-	}
-	out := make([]string, len(items))
-	for i, it := range items {
-		if isJSONNull(it) || json.Unmarshal(it, &out[i]) != nil {
-			return nil, invalid(fmt.Sprintf("%s[%d]", field, i), "must be a string")
-		}
-	}
-	return out, nil
-}
-
-// tableRows reads an array of arrays of strings.
-func tableRows(field string, raw json.RawMessage) ([][]string, error) {
-	var items []json.RawMessage
-	if isJSONNull(raw) || json.Unmarshal(raw, &items) != nil {
-		return nil, invalid(field, "must be an array of rows, each an array of strings")
-	}
-	if len(items) > artifact.MaxRows {
-		return nil, invalid(field, "has %d rows (at most %d)", len(items), artifact.MaxRows)
-	}
-	out := make([][]string, len(items))
-	for i, it := range items {
-		row, err := stringArray(fmt.Sprintf("%s[%d]", field, i), it)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = row
-	}
-	return out, nil
+	return p.Key, p.Payload, nil
 }

@@ -98,11 +98,11 @@ type batch struct {
 
 // ringSize is how many recent events the bus keeps in memory; older ones
 // are read back from the log.
-var ringSize = 4096
+const ringSize = 4096
 
 // followerPoll is how often a follower reads the log and tries the lock
 // besides when the log's directory changes.
-var followerPoll = 500 * time.Millisecond
+const followerPoll = 500 * time.Millisecond
 
 // Bus is the event bus of one store.
 type Bus struct {
@@ -124,13 +124,15 @@ type Bus struct {
 	pending []Event
 	logged  []logEntry
 
-	mu      sync.Mutex
-	ring    []Event // the latest events, oldest first
-	next    int64   // the id the next event takes
-	last    int64   // the id of the latest event published
-	heads   map[string]bernstein.Heads
-	vectors map[string]string // last progress hash sent, per task
-	wake    chan struct{}     // closed and replaced on every publish
+	mu       sync.Mutex
+	ringSize int // how many events ring holds at most (ringSize; tests lower it)
+	now      func() time.Time
+	ring     []Event // the latest events, oldest first
+	next     int64   // the id the next event takes
+	last     int64   // the id of the latest event published
+	heads    map[string]bernstein.Heads
+	vectors  map[string]string // last progress hash sent, per task
+	wake     chan struct{}     // closed and replaced on every publish
 	// fresh is set until the first scan of a leader whose log holds no
 	// batch: that scan takes the repository as it is as the starting point
 	// (a page renders what is there; the stream carries what happens next),
@@ -142,10 +144,15 @@ type Bus struct {
 // other bus of the repository does, else it follows. It does not watch yet:
 // see Run.
 func NewBus(store *bernstein.Store, logger *slog.Logger) (*Bus, error) {
+	return newBus(store, logger, time.Now)
+}
+
+// newBus is NewBus with the clock a new log numbers from.
+func newBus(store *bernstein.Store, logger *slog.Logger, now func() time.Time) (*Bus, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"),
+	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now,
 		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
@@ -312,7 +319,7 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		// told to reload (stream.reset) instead of being answered with
 		// the events of another numbering.
 		b.fresh = true
-		b.last = max(b.last, time.Now().UnixMilli())
+		b.last = max(b.last, b.now().UnixMilli())
 		b.next = max(b.next, b.last+1)
 	}
 	b.mu.Unlock()
@@ -410,8 +417,8 @@ func resetEvent(id int64, task string) Event {
 // b.mu is held.
 func (b *Bus) publishLocked(evs []Event) {
 	b.ring = append(b.ring, evs...)
-	if len(b.ring) > ringSize {
-		b.ring = append([]Event(nil), b.ring[len(b.ring)-ringSize:]...)
+	if len(b.ring) > b.ringSize {
+		b.ring = append([]Event(nil), b.ring[len(b.ring)-b.ringSize:]...)
 	}
 	for _, e := range evs {
 		b.last = max(b.last, e.ID)

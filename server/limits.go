@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,8 +37,8 @@ type Limits struct {
 	// the place of one outside a handler: first of one that never had a
 	// request served (silent, or still trickling its headers in), else of
 	// one kept alive and idle, the longest waiting of either; when every
-	// connection is inside a handler, the new one is answered 503 and
-	// closed.
+	// connection is inside a handler, the new one's request is read and
+	// answered 503, and the connection closed.
 	MaxConns int
 	// MaxStreams caps the open event streams (the event stream and MCP's
 	// GET stream together), so that streams alone cannot take every
@@ -109,7 +108,7 @@ func (l Limits) withDefaults() Limits {
 // connLimiter is a listener that holds at most max connections open. A
 // connection beyond the cap evicts one outside a handler (see
 // oldestIdleLocked); if every connection is inside a handler, the new one
-// is refused with a 503.
+// is refused: its request is answered 503.
 // When accepting fails for want of descriptors, it evicts one the same way,
 // so the server's retry finds one free.
 type connLimiter struct {
@@ -118,13 +117,14 @@ type connLimiter struct {
 
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
+	seq   uint64 // connections accepted (mu)
 
-	refusing                   atomic.Int32 // refusals being written
+	refusing                   atomic.Int32 // refused connections still open
 	accepted, evicted, refused atomic.Int64
 }
 
-// maxRefusing bounds the refusals written at once; beyond it a connection
-// over the cap is closed without a word.
+// maxRefusing bounds the refused connections open at once; beyond it a
+// connection over the cap is closed without a word.
 const maxRefusing = 64
 
 func newConnLimiter(l net.Listener, max int) *connLimiter {
@@ -138,8 +138,24 @@ type trackedConn struct {
 	busy   int       // requests inside a handler (l.mu)
 	served bool      // a request of it has reached a handler (l.mu)
 	since  time.Time // when it last left a handler, or was accepted (l.mu)
+	seq    uint64    // accept order: of two equal sinces, the earlier (l.mu)
 	once   sync.Once
+	// refuseBy is set on a connection over the cap: its one request is
+	// answered 503, and no deadline on it runs past refuseBy.
+	refuseBy time.Time
 }
+
+// clamp keeps a refused connection's deadlines within refuseBy.
+func (c *trackedConn) clamp(t time.Time) time.Time {
+	if !c.refuseBy.IsZero() && (t.IsZero() || t.After(c.refuseBy)) {
+		return c.refuseBy
+	}
+	return t
+}
+
+func (c *trackedConn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c.clamp(t)) }
+func (c *trackedConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.clamp(t)) }
+func (c *trackedConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.clamp(t)) }
 
 // CloseWrite half-closes the connection, as net/http does before it hangs
 // up on a request it refused unread (a 431): the client reads the answer to
@@ -153,6 +169,10 @@ func (c *trackedConn) CloseWrite() error {
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
+		if !c.refuseBy.IsZero() {
+			c.l.refusing.Add(-1)
+			return
+		}
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
@@ -174,12 +194,15 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if len(l.conns) >= l.max {
 			if victim = l.oldestIdleLocked(); victim == nil {
 				l.mu.Unlock()
-				l.refuse(c)
+				if rc := l.refuse(c); rc != nil {
+					return rc, nil
+				}
 				continue
 			}
 			delete(l.conns, victim)
 		}
-		tc := &trackedConn{Conn: c, l: l, since: time.Now()}
+		l.seq++
+		tc := &trackedConn{Conn: c, l: l, since: time.Now(), seq: l.seq}
 		l.conns[tc] = struct{}{}
 		l.mu.Unlock()
 		if victim != nil {
@@ -201,11 +224,16 @@ func (l *connLimiter) oldestIdleLocked() *trackedConn {
 		if c.busy > 0 {
 			continue
 		}
-		if v == nil || (!c.served && v.served) || (c.served == v.served && c.since.Before(v.since)) {
+		if v == nil || (!c.served && v.served) || (c.served == v.served && c.older(v)) {
 			v = c
 		}
 	}
 	return v
+}
+
+// older reports whether c has waited longer than v. l.mu is held.
+func (c *trackedConn) older(v *trackedConn) bool {
+	return c.since.Before(v.since) || c.since.Equal(v.since) && c.seq < v.seq
 }
 
 func (l *connLimiter) evictOne() {
@@ -221,42 +249,26 @@ func (l *connLimiter) evictOne() {
 	}
 }
 
-// refusal is what a connection beyond the cap reads before it is closed.
-var refusal = func() []byte {
-	body := `{"error":{"field":"","message":"the server has too many connections open: retry shortly"}}` + "\n"
-	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n" +
-		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
-}()
+// refuseWithin bounds a refused connection: the time it has to send its
+// request and take the 503.
+const refuseWithin = time.Second
 
-// refuse answers c 503 and closes it, reading what it sent meanwhile so
-// that the close does not reset the connection under the answer; at most
-// maxRefusing at once, for at most 200 ms each.
-func (l *connLimiter) refuse(c net.Conn) {
+// refuse hands c to the server as a refused connection (its request is
+// read, then answered 503 and the connection closed: see guard), or closes
+// it without a word when maxRefusing refusals are under way. A 503 written
+// before the request is read would reach a client that has not sent it yet
+// as an unsolicited response, and a client such as Go's then reports a
+// broken connection instead of the 503.
+func (l *connLimiter) refuse(c net.Conn) net.Conn {
 	l.refused.Add(1)
 	if l.refusing.Add(1) > maxRefusing {
 		l.refusing.Add(-1)
 		c.Close()
-		return
+		return nil
 	}
-	go func() {
-		defer l.refusing.Add(-1)
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-		if _, err := c.Write(refusal); err != nil {
-			return
-		}
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-		buf := make([]byte, 4096)
-		for n := 0; n < 64<<10; {
-			k, err := c.Read(buf)
-			n += k
-			if err != nil {
-				return
-			}
-		}
-	}()
+	by := time.Now().Add(refuseWithin)
+	c.SetDeadline(by)
+	return &trackedConn{Conn: c, l: l, refuseBy: by}
 }
 
 func (l *connLimiter) begin(c *trackedConn) {
@@ -299,11 +311,17 @@ func isStream(r *http.Request) bool {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
 	if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+		if !tc.refuseBy.IsZero() {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusServiceUnavailable, "", "the server has too many connections open: retry shortly")
+			return
+		}
 		tc.l.begin(tc)
 		defer tc.l.end(tc)
 	}
-	rc := http.NewResponseController(w)
 	if !isStream(r) {
 		rc.SetWriteDeadline(time.Now().Add(g.lim.WriteTimeout))
 		g.h.ServeHTTP(w, r)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -237,10 +238,9 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 // TestStreamOutlivesTimeouts checks that the event stream is not cut by the
 // read and write timeouts of ordinary requests, and still delivers.
 func TestStreamOutlivesTimeouts(t *testing.T) {
-	defer server.SetHeartbeat(100 * time.Millisecond)()
 	s, _, tokens := limStore(t, "T-1")
-	base := limServe(t, s, server.Options{Limits: server.Limits{ReadHeaderTimeout: 200 * time.Millisecond,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}})
+	base := limServe(t, s, server.WithHeartbeat(server.Options{Limits: server.Limits{ReadHeaderTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}}, 100*time.Millisecond))
 	res, err := http.Get(base + server.EventsPath + "?task=T-1")
 	if err != nil {
 		t.Fatal(err)
@@ -254,20 +254,16 @@ func TestStreamOutlivesTimeouts(t *testing.T) {
 		}
 		close(lines)
 	}()
+	// Ten heartbeats, each after 100 ms of silence: the stream has lived
+	// past every timeout (300 ms at most) three times over.
 	heartbeats := 0
-	deadline := time.After(1500 * time.Millisecond)
-wait:
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("the stream ended after %d heartbeats", heartbeats)
-			}
-			if strings.Contains(line, "heartbeat") {
-				heartbeats++
-			}
-		case <-deadline:
-			break wait
+	for heartbeats < 10 {
+		line, ok := <-lines
+		if !ok {
+			t.Fatalf("the stream ended after %d heartbeats", heartbeats)
+		}
+		if strings.Contains(line, "heartbeat") {
+			heartbeats++
 		}
 	}
 	limPost(t, s, "T-1", "agent-0", tokens["T-1"], "late", "# after the timeouts")
@@ -322,9 +318,10 @@ func TestConnectionAndStreamCaps(t *testing.T) {
 		}
 		defer c.Close()
 		idle = append(idle, c)
-		time.Sleep(5 * time.Millisecond) // an order of age
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The server accepts in the order of the dials (the listen queue is
+	// first in, first out), so idle[0] is the oldest, and all eight are
+	// held when the next connection is accepted.
 	if st, c := rawStatus(t, addr, "GET /nowhere HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); !strings.Contains(st, " 404 ") {
 		t.Errorf("a request with the cap full of idle connections: %q", st)
 	} else {
@@ -372,19 +369,92 @@ func TestConnectionAndStreamCaps(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	// A stream ends: its place serves again.
-	streams[0].Close()
-	var st string
-	for range 100 {
-		var c net.Conn
-		if st, c = rawStatus(t, addr, "GET /nowhere HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); strings.Contains(st, " 404 ") {
-			c.Close()
-			break
-		}
-		c.Close()
-		time.Sleep(20 * time.Millisecond)
+	// A stream ends: its place serves again. The client ends its side;
+	// the server ends the handler and then closes the connection, so once
+	// the client reads the end the place is free.
+	streams[0].(*net.TCPConn).CloseWrite()
+	if _, err := waitClosed(streams[0], 30*time.Second); err != nil {
+		t.Fatalf("a stream whose client ended: %v", err)
 	}
+	st, c := rawStatus(t, addr, "GET /nowhere HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
+	c.Close()
 	if !strings.Contains(st, " 404 ") {
 		t.Errorf("after a stream ended: %q", st)
+	}
+}
+
+// TestRefusalAnswersTheRequest: at the connection cap, with every place
+// inside a handler, the server answers a new connection's request with a
+// well-formed 503 and never writes before it has read one. A connection
+// that sends no request and ends its side reads nothing at all (a 503
+// written unasked reaches a client that has not yet sent its request as an
+// unsolicited response: Go's client then reports a broken connection, not
+// a 503). Every request of Go's own client at the cap reads the 503.
+func TestRefusalAnswersTheRequest(t *testing.T) {
+	s, _, _ := limStore(t, "T-1")
+	base := limServe(t, s, server.Options{Limits: server.Limits{MaxConns: 2, MaxStreams: 2}})
+	addr := strings.TrimPrefix(base, "http://")
+	// Two streams hold both places: their 200 is written from inside
+	// their handlers, so once it is read both places are busy.
+	for range 2 {
+		res, err := http.Get(base + server.EventsPath)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("stream: %v %v", err, res)
+		}
+		defer res.Body.Close()
+	}
+
+	// No request: the server must not speak first.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+		t.Errorf("a connection over the cap that sent no request read %q (%v), want nothing", b, err)
+	}
+
+	// A request, raw: one well-formed 503 for it, then the end.
+	c, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req, _ := http.NewRequest(http.MethodPost, base+server.APIPrefix+"/tasks/T-1/artifacts", strings.NewReader(`{"key":"k"}`))
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatalf("the answer to a request over the cap: %v", err)
+	}
+	body, err := io.ReadAll(res.Body)
+	var e server.APIError
+	if err != nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" || !res.Close ||
+		json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
+		t.Errorf("the answer to a request over the cap: %d %v close=%v %q (%v)", res.StatusCode, res.Header, res.Close, body, err)
+	}
+	if rest, _ := io.ReadAll(br); len(rest) != 0 {
+		t.Errorf("after the 503: %q", rest)
+	}
+
+	// Go's client, on a new connection each time: always the 503.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 50 {
+		res, err := hc.Get(base + server.APIPrefix + "/tasks")
+		if err != nil {
+			t.Fatalf("request %d over the cap: %v", i, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("request %d over the cap: %d", i, res.StatusCode)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/bernstein/bernstein/internal/postbody"
 	"github.com/bernstein/bernstein/server"
 )
 
@@ -360,7 +362,7 @@ func apiTestDone(t *testing.T) {
 
 // apiTests are the tests whose responses TestOpenAPICoverage counts.
 var apiTests = []string{
-	"TestAPIPost", "TestAPIPostRefusals", "TestAPIPostAsMCP", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
+	"TestAPIPost", "TestAPIPostRefusals", "TestInputRules", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
 	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries", "TestAPIDiff",
 }
 
@@ -395,5 +397,31 @@ func TestOpenAPICoverage(t *testing.T) {
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Errorf("documented responses no test received:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// TestOpenAPIPostIsTheDecoders: the description's PostArtifact is the
+// schema the post decoder advertises (internal/postbody, whose MCP form is
+// the tool's input schema), so the API and MCP describe one post.
+func TestOpenAPIPostIsTheDecoders(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(server.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var got, want any
+	if err := json.Unmarshal(doc.Components.Schemas["PostArtifact"], &got); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(postbody.Schema(postbody.HTTP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("openapi.json's PostArtifact is not the decoder's schema:\n%s\nwant\n%s", doc.Components.Schemas["PostArtifact"], b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/mcpserver"
@@ -35,6 +36,13 @@ type Options struct {
 	// Limits bound connections, streams and MCP sessions; zero fields take
 	// their defaults (DefaultLimits).
 	Limits Limits
+
+	// Test knobs (export_test.go): the event stream's heartbeat, how many
+	// events the bus keeps in memory, the clock a new event log numbers
+	// from. Zero takes the default.
+	heartbeat time.Duration
+	ringSize  int
+	clock     func() time.Time
 }
 
 // mcpHandler is the MCP endpoint over store, its sessions within o.Limits.
@@ -117,10 +125,18 @@ func New(store *bernstein.Store, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	bus, err := NewBus(store, o.Logger)
+	clock := o.clock
+	if clock == nil {
+		clock = time.Now
+	}
+	bus, err := newBus(store, o.Logger, clock)
 	if err != nil {
 		return nil, err
 	}
+	if o.ringSize > 0 {
+		bus.ringSize = o.ringSize
+	}
+
 	return &Server{store: store, bus: bus, opts: o}, nil
 }
 

@@ -19,10 +19,18 @@ const EventsPath = "/api/v1/events"
 // Stream timing: a heartbeat comment on an idle stream keeps proxies from
 // closing it; a client that cannot take an event within writeTimeout is
 // dropped (it resumes with Last-Event-ID), so it never holds up the bus.
-var (
+const (
 	heartbeat    = 15 * time.Second
 	writeTimeout = 10 * time.Second
 )
+
+// heartbeat is how long a stream stays silent before a heartbeat comment.
+func (s *Server) heartbeat() time.Duration {
+	if s.opts.heartbeat > 0 {
+		return s.opts.heartbeat
+	}
+	return heartbeat
+}
 
 // events streams the bus: GET /api/v1/events[?task=ID]. A client resumes
 // after the event named by the Last-Event-ID header (which browsers send
@@ -67,7 +75,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for {
-		ctx, cancel := context.WithTimeout(r.Context(), heartbeat)
+		ctx, cancel := context.WithTimeout(r.Context(), s.heartbeat())
 		evs, err := sub.Next(ctx)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {

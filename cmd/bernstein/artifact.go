@@ -16,6 +16,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/postbody"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -168,21 +169,9 @@ want of the claim, every other one posted.`,
 	return cmd
 }
 
-// batchLine is one line of `artifact post --stdin`: the flags of one post.
-type batchLine struct {
-	Task       string   `json:"task"`
-	Key        string   `json:"key"`
-	Type       string   `json:"type"`
-	Body       *string  `json:"body"`
-	BodyFile   string   `json:"body-file"`
-	CSV        string   `json:"csv"`
-	Column     []string `json:"column"`
-	Row        []string `json:"row"`
-	URL        string   `json:"url"`
-	Kind       string   `json:"kind"`
-	Agent      string   `json:"agent"`
-	ClaimToken string   `json:"claim-token"`
-}
+// batchFields are the fields of a line of `artifact post --stdin`: the
+// flags of one post.
+var batchFields = []string{"task", "key", "type", "body", "body-file", "csv", "column", "row", "url", "kind", "agent", "claim-token"}
 
 // maxBatchLine bounds one line: a payload of the largest size, every
 // character escaped.
@@ -311,45 +300,61 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// parseBatchLine reads one line's post.
+// parseBatchLine reads one line's post, with the decoder MCP and the HTTP
+// API share (internal/postbody): valid UTF-8, no lone surrogate, no field
+// twice.
 func parseBatchLine(in *IO, raw []byte, agent, token string) (bernstein.PostRequest, error) {
-	var l batchLine
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te) && te.Field != "":
-			return bernstein.PostRequest{}, &artifact.InputError{Field: te.Field, Msg: "must be " + jsonKind(te.Type.Kind().String())}
-		case errors.As(err, &te):
-			return bernstein.PostRequest{}, fmt.Errorf("not a JSON object but %s", te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return bernstein.PostRequest{}, fmt.Errorf("%s: not a field of a post (task, key, type, body, body-file, csv, column, row, url, kind, agent, claim-token)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	o, err := postbody.ReadObject(raw)
+	if err != nil {
+		return bernstein.PostRequest{}, err
+	}
+	if u := o.Unknown(batchFields); len(u) > 0 {
+		return bernstein.PostRequest{}, fmt.Errorf("%q: not a field of a post (%s)", u[0], strings.Join(batchFields, ", "))
+	}
+	str := func(f string) (string, error) {
+		if !o.Has(f) {
+			return "", nil
 		}
-		return bernstein.PostRequest{}, fmt.Errorf("not a JSON object: %v", err)
+		return o.String(f)
 	}
-	if dec.More() {
-		return bernstein.PostRequest{}, fmt.Errorf("more than one JSON value: give one post a line")
+	strs := func(f string) ([]string, error) {
+		if !o.Has(f) {
+			return nil, nil
+		}
+		return o.Strings(f)
 	}
-	for field, v := range map[string]string{"body-file": l.BodyFile, "csv": l.CSV} {
+	po := &postOptions{bodySet: o.Has("body")}
+	var task, key, lineAgent, lineToken string
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"task", &task}, {"key", &key}, {"type", &po.typ}, {"body", &po.body}, {"body-file", &po.bodyFile}, {"csv", &po.csvFile},
+		{"url", &po.url}, {"kind", &po.kind}, {"agent", &lineAgent}, {"claim-token", &lineToken}} {
+		if *f.v, err = str(f.name); err != nil {
+			return bernstein.PostRequest{}, err
+		}
+	}
+	if po.columns, err = strs("column"); err != nil {
+		return bernstein.PostRequest{}, err
+	}
+	if po.rows, err = strs("row"); err != nil {
+		return bernstein.PostRequest{}, err
+	}
+	for field, v := range map[string]string{"body-file": po.bodyFile, "csv": po.csvFile} {
 		if v == "-" {
 			return bernstein.PostRequest{}, &artifact.InputError{Field: field, Msg: "cannot be '-': stdin holds the batch; name a file"}
 		}
-	}
-	po := &postOptions{typ: l.Type, bodyFile: l.BodyFile, csvFile: l.CSV, columns: l.Column, rows: l.Row, url: l.URL, kind: l.Kind}
-	if l.Body != nil {
-		po.body, po.bodySet = *l.Body, true
 	}
 	p, err := po.payload(in)
 	if err != nil {
 		return bernstein.PostRequest{}, batchFieldError(err)
 	}
-	req := bernstein.PostRequest{Task: l.Task, Key: l.Key, Agent: agent, ClaimToken: token, Payload: p}
-	if l.Agent != "" {
-		req.Agent = l.Agent
+	req := bernstein.PostRequest{Task: task, Key: key, Agent: agent, ClaimToken: token, Payload: p}
+	if lineAgent != "" {
+		req.Agent = lineAgent
 	}
-	if l.ClaimToken != "" {
-		req.ClaimToken = l.ClaimToken
+	if lineToken != "" {
+		req.ClaimToken = lineToken
 	}
 	return req, nil
 }
@@ -365,16 +370,6 @@ func batchFieldError(err error) error {
 		return &artifact.InputError{Field: n, Msg: strings.ReplaceAll(ie.Msg, "pass --claim-token or set BERNSTEIN_CLAIM_TOKEN", "give \"claim-token\", --claim-token or BERNSTEIN_CLAIM_TOKEN")}
 	}
 	return err
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "slice":
-		return "an array of strings"
-	case "ptr", "string":
-		return "a string"
-	}
-	return "a " + k
 }
 
 func readInput(in *IO, field, path string) ([]byte, error) {

@@ -13,16 +13,32 @@ import (
 	"time"
 )
 
-// lockedBuffer is a buffer a server writes to while a test reads it.
+// lockedBuffer is a buffer a server writes to while a test reads it;
+// wrote is closed (and replaced) at every write.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+	}
+	l.wrote = make(chan struct{})
 	return l.b.Write(p)
+}
+
+// next returns a channel closed at the next write.
+func (l *lockedBuffer) next() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.wrote
 }
 
 func (l *lockedBuffer) String() string {
@@ -46,18 +62,20 @@ func startServe(t *testing.T, e *cliEnv, args ...string) (string, string) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	open := regexp.MustCompile(`bernstein: open (http://\S+)`)
-	for range 400 {
+	hang := time.After(30 * time.Second)
+	for {
+		wrote := errb.next()
 		if m := open.FindStringSubmatch(errb.String()); m != nil {
 			return m[1], errb.String()
 		}
 		select {
 		case <-done:
 			t.Fatalf("serve ended: %s", errb.String())
-		case <-time.After(25 * time.Millisecond):
+		case <-hang:
+			t.Fatalf("serve printed no URL in 30 s: %s", errb.String())
+		case <-wrote:
 		}
 	}
-	t.Fatalf("serve printed no URL: %s", errb.String())
-	return "", ""
 }
 
 func status(t *testing.T, method, u, auth string) int {

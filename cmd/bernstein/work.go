@@ -103,9 +103,10 @@ journal tree (outputs/<index>-diff.patch, capped at 1 MiB and marked truncated
 beyond), and record a diff_captured row with both commits' trees and the
 number of files, added and removed lines. A commit of bernstein's own record
 is refused, and nothing is written. A diff earns a step of progress once per
-change: the same two trees, in either order, are one change, and base and
-head with the same tree are none (recorded, earning nothing; a note on stderr
-says why).
+change: the same two trees, in either order, are one change, a change
+implied by changes captured before (a..c after a..b and b..c) is none, and
+base and head with the same tree are none (recorded, earning nothing; a note
+on stderr says why).
 
 Exit status: 0 recorded, 1 error (nothing recorded).`,
 		Args: cobra.ExactArgs(1),
