@@ -1,7 +1,12 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/bernstein/bernstein/internal/agenttest"
+	"github.com/bernstein/bernstein/keys"
 )
 
 // startAgent runs a real ssh-agent holding an ECDSA P-256 key on a SoftHSM
@@ -191,5 +197,65 @@ func TestSSHAgentWriter(t *testing.T) {
 	}
 	if after := refState(t, e); after != before {
 		t.Fatalf("a post without the agent changed the repository")
+	}
+}
+
+// TestECDSAWriterBesideEd25519: an ECDSA P-256 writer and an Ed25519 one
+// in one repository; audit verify checks both kinds in one batch (the
+// ECDSA signatures fall back from the batch ed25519 verification) and
+// calls a changed ECDSA signature tampered.
+func TestECDSAWriterBesideEd25519(t *testing.T) {
+	e := newCLIEnv(t)
+	e.commit("base")
+	tokA := e.claimed("T-A", "agent-a")
+	e.post("T-A", "notes", "agent-a", tokA, "--type", "report", "--body", "by ed25519")
+	homeA := os.Getenv("BERNSTEIN_HOME")
+
+	homeB := filepath.Join(t.TempDir(), "home-b")
+	if _, _, err := keys.Create(homeB, "ecw"); err != nil {
+		t.Fatal(err)
+	}
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(ec)
+	if err := os.WriteFile(filepath.Join(homeB, "signing.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BERNSTEIN_HOME", homeB)
+	if out := e.ok("init"); !strings.Contains(out, "public key: ecdsa-sha2-nistp256 ") {
+		t.Fatalf("init with an ECDSA key: %s", out)
+	}
+	e.ok("keys", "pin", "cli-writer")
+	tokB := e.claimed("T-B", "agent-b")
+	e.post("T-B", "notes", "agent-b", tokB, "--type", "report", "--body", "by ecdsa")
+	e.post("T-B", "notes", "agent-b", tokB, "--type", "report", "--body", "by ecdsa again")
+
+	t.Setenv("BERNSTEIN_HOME", homeA)
+	e.ok("keys", "pin", "ecw")
+	if out := e.ok("audit", "verify", "--strict"); !strings.Contains(out, "verified: everything holds") {
+		t.Fatalf("audit verify: %s", out)
+	}
+
+	// One base64 character of the ECDSA signature of T-B's head changed:
+	// in the line before the armour's last, which encodes the signature's
+	// (r, s), not the key it claims.
+	e.forgeHead("refs/bernstein/journal/T-B", func(c string) string {
+		lines := strings.Split(c, "\n")
+		for i, l := range lines {
+			if l == " -----END SSH SIGNATURE-----" {
+				b := []byte(lines[i-2])
+				if b[20] == 'A' {
+					b[20] = 'B'
+				} else {
+					b[20] = 'A'
+				}
+				lines[i-2] = string(b)
+				break
+			}
+		}
+		return strings.Join(lines, "\n")
+	})
+	r := e.want(1, "audit", "verify")
+	if !strings.Contains(r.out+r.err, "row_signature") || !strings.Contains(r.out+r.err, "T-B") {
+		t.Fatalf("audit verify of a changed ECDSA signature:\n%s%s", r.out, r.err)
 	}
 }
