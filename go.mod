@@ -35,6 +35,7 @@ require (
 	github.com/go-openapi/jsonpointer v1.0.2 // indirect
 	github.com/google/go-containerregistry v0.21.9 // indirect
 	github.com/gorilla/css v1.0.1 // indirect
+	github.com/in-toto/attestation v1.2.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jbenet/go-context v0.0.0-20150711004518-d14ea06fba99 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect

@@ -335,6 +335,10 @@ func (id *Identity) SignDetached(data []byte) ([]byte, error) {
 	return id.signer.SignMessage(bytes.NewReader(data))
 }
 
+// SignerVerifier is the writer's sigstore signer (a key file's, or the
+// agent's), for signatures in other formats (DSSE).
+func (id *Identity) SignerVerifier() signature.SignerVerifier { return id.signer }
+
 // MAC returns the hex HMAC-SHA256 of data under the writer's HMAC key.
 func (id *Identity) MAC(data []byte) string {
 	m := hmac.New(sha256.New, id.hmacKey)

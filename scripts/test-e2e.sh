@@ -7,7 +7,10 @@
 # - e2e/browser: Debian's chromium, driven by playwright-core (pinned in
 #   e2e/browser/package-lock.json; it downloads no browser), opens the live
 #   task page of `bernstein serve` (docs/http.md, Pages). Its screenshot goes
-#   to e2e/browser/artifacts/task-page.png.
+#   to e2e/browser/artifacts/task-page.png;
+# - e2e/attest: sigstore-js (the npm sigstore package's bundle verification,
+#   pinned in e2e/attest/package-lock.json) verifies `artifact attest` and
+#   `task attest` (docs/attest.md) and refuses a changed byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -47,6 +50,9 @@ install() {
 
 install e2e/mcp
 (cd e2e/mcp && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
+
+install e2e/attest
+(cd e2e/attest && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
 
 install e2e/browser
 (cd e2e/browser && BERNSTEIN_BIN="$root/bin/bernstein" CHROMIUM="$chromium" node --test ./*.test.mjs)

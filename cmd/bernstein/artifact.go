@@ -44,7 +44,7 @@ and its spine entry; a tampered version is reported and its content withheld.`,
 		cmd.AddCommand(newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
 		return cmd
 	}
-	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
+	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io), newArtifactAttestCmd(g, io))
 	return cmd
 }
 
