@@ -125,4 +125,3 @@ written to the repository.
 	o.flags(cmd)
 	return cmd
 }
-
