@@ -5,6 +5,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"os"
 	"os/exec"
@@ -81,11 +83,15 @@ func TestCosignVerifiesAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	pemFile := filepath.Join(dir, "writer.pem")
+	var verifyWith func(env, blob string) (string, error)
 	os.WriteFile(pemFile, pemOut, 0o644)
 
 	verifyBlob := func(blob string) (string, error) {
+		return verifyWith(envelope, blob)
+	}
+	verifyWith = func(env, blob string) (string, error) {
 		cmd := exec.Command(cosign, "verify-blob-attestation", "--key", pemFile, "--insecure-ignore-tlog",
-			"--type", attest.ArtifactPredicateType, "--signature", envelope, blob)
+			"--type", attest.ArtifactPredicateType, "--signature", env, blob)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -98,5 +104,21 @@ func TestCosignVerifiesAttestation(t *testing.T) {
 	os.WriteFile(changed, b, 0o644)
 	if out, err := verifyBlob(changed); err == nil {
 		t.Fatalf("cosign accepts a changed payload:\n%s", out)
+	}
+	// One byte of the signature changed.
+	var env map[string]any
+	eb, _ := os.ReadFile(envelope)
+	if err := json.Unmarshal(eb, &env); err != nil {
+		t.Fatal(err)
+	}
+	sigs := env["signatures"].([]any)
+	sig, _ := base64.StdEncoding.DecodeString(sigs[0].(map[string]any)["sig"].(string))
+	sig[len(sig)/2] ^= 1
+	sigs[0].(map[string]any)["sig"] = base64.StdEncoding.EncodeToString(sig)
+	eb, _ = json.Marshal(env)
+	badEnv := filepath.Join(dir, "bad.intoto.json")
+	os.WriteFile(badEnv, eb, 0o644)
+	if out, err := verifyWith(badEnv, payload); err == nil {
+		t.Fatalf("cosign accepts a changed signature:\n%s", out)
 	}
 }
