@@ -44,6 +44,7 @@ var sections = []section{
 	{"remote", "bernstein push and fetch of 10,000 posts to and from a file:// bare repository against plain git push and git fetch of the same refs", runRemote},
 	{"startup", "process start-up: bernstein --version, --help, task list and one CLI post against a hello-world Go binary and a git plumbing post", runStartup},
 	{"guard", "remote guard: a push of 10 new rows on top of 1,000 and of 100,000 rows, checked in-process and pushed through the pre-receive hook (ratio ~1: no growth with history)", runGuard},
+	{"attest", "per post: signing through ssh-agent (an Ed25519 key, and an ECDSA key on a SoftHSM token) and attesting (artifact attest --bundle) against the file-key post", runAttest},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},
 }
 
