@@ -29,8 +29,7 @@ type Attestation struct {
 	// Bundle is the envelope in a Sigstore bundle v0.3 (public-key hint,
 	// no transparency log).
 	Bundle []byte
-	// KeyID is the signing key's SSH fingerprint (the envelope's keyid and
-	// the bundle's hint).
+	// KeyID is the signing key's SSH fingerprint (the bundle's hint).
 	KeyID string
 	// PublicKey is the signing key, one authorized-key line.
 	PublicKey string
@@ -48,11 +47,11 @@ func (s *Store) attestOf(statement []byte, subjects []attest.Subject) (*Attestat
 		return nil, err
 	}
 	keyID := ssh.FingerprintSHA256(id.PublicKey())
-	env, err := attest.Sign(id.SignerVerifier(), keyID, statement)
+	env, err := attest.Sign(id.SignerVerifier(), statement)
 	if err != nil {
 		return nil, err
 	}
-	b, err := attest.Bundle(env)
+	b, err := attest.Bundle(env, keyID)
 	if err != nil {
 		return nil, err
 	}

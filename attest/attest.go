@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	intoto "github.com/in-toto/attestation/go/v1"
 	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -161,10 +160,15 @@ func Statement(subjects []Subject, predicateType string, predicate any) ([]byte,
 }
 
 // Sign puts statement in a DSSE envelope signed by sv, through sigstore's
-// DSSE signer adapter; keyID names the key in the envelope (and in a
-// bundle's hint). It returns the envelope's JSON.
-func Sign(sv signature.SignerVerifier, keyID string, statement []byte) ([]byte, error) {
+// DSSE signer adapter. The envelope names the key as DSSE's Go verifiers
+// (go-securesystemslib, sigstore, cosign) compute a key's id, which they
+// compare with it (EnvelopeKeyID). It returns the envelope's JSON.
+func Sign(sv signature.SignerVerifier, statement []byte) ([]byte, error) {
 	pub, err := sv.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	keyID, err := EnvelopeKeyID(pub)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +183,15 @@ func Sign(sv signature.SignerVerifier, keyID string, statement []byte) ([]byte, 
 	return json.Marshal(env)
 }
 
+// EnvelopeKeyID is a public key's id in an envelope, as go-securesystemslib
+// computes it: the key's SSH fingerprint (SHA256:...).
+func EnvelopeKeyID(pub crypto.PublicKey) (string, error) { return ssldsse.SHA256KeyID(pub) }
+
 // Bundle wraps a DSSE envelope in a Sigstore bundle v0.3 whose
-// verification material is a public-key hint and no transparency log
-// entry, serialised by the protobuf-specs types' own JSON mapping.
-func Bundle(envelope []byte) ([]byte, error) {
+// verification material is a public-key hint (hint: the writer key's SSH
+// fingerprint) and no transparency log entry, serialised by the
+// protobuf-specs types' own JSON mapping.
+func Bundle(envelope []byte, hint string) ([]byte, error) {
 	var env ssldsse.Envelope
 	if err := json.Unmarshal(envelope, &env); err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
@@ -201,7 +210,7 @@ func Bundle(envelope []byte) ([]byte, error) {
 	b := &protobundle.Bundle{
 		MediaType: BundleMediaType,
 		VerificationMaterial: &protobundle.VerificationMaterial{
-			Content: &protobundle.VerificationMaterial_PublicKey{PublicKey: &protocommon.PublicKeyIdentifier{Hint: env.Signatures[0].KeyID}},
+			Content: &protobundle.VerificationMaterial_PublicKey{PublicKey: &protocommon.PublicKeyIdentifier{Hint: hint}},
 		},
 		Content: &protobundle.Bundle_DsseEnvelope{DsseEnvelope: &protodsse.Envelope{
 			Payload: payload, PayloadType: env.PayloadType,
@@ -241,6 +250,3 @@ func Verify(envelope []byte, pub crypto.PublicKey, hash crypto.Hash) ([]byte, er
 	}
 	return statement, nil
 }
-
-// KeyID is how an attestation names a writer key: its SSH fingerprint.
-func KeyID(fingerprint string) string { return strings.TrimSpace(fingerprint) }
