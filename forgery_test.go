@@ -370,7 +370,7 @@ func member(doc map[string]any, path string) map[string]any {
 }
 
 // TestPoisonedCacheAddsNothing: the fold cache poisoned by adding what would
-// inflate the task if it were believed (a checkpointed commit, a patch, a
+// inflate the task if it were believed (a checkpointed tree, a captured change, a
 // pass of the declared gate, a pass of the declared producer, a key with a
 // version, a version far ahead, a row at fault, all of them at once) or by
 // setting any member to null or taking it out, each under the file's old
@@ -390,7 +390,7 @@ func TestPoisonedCacheAddsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `{"checkpoints":1,"diffs_captured":0,"evidence_declared":1,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
-		`"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"Q-1","terminal":false}`
+		`"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"Q-1","terminal":false}`
 	wantHash := sha256.Sum256([]byte(want))
 	other, _, err := keys.Create(t.TempDir(), "other-writer")
 	if err != nil {
@@ -398,7 +398,7 @@ func TestPoisonedCacheAddsNothing(t *testing.T) {
 	}
 	cacheDir := filepath.Join(f.dir, ".git", "bernstein", "cache")
 	cache := filepath.Join(cacheDir, "journal", task+".json")
-	older := strings.TrimSpace(f.git("rev-parse", "HEAD~1"))
+	older := strings.TrimSpace(f.git("rev-parse", "HEAD~1^{tree}"))
 
 	// The cache as a cold fold writes it now, and its document.
 	goodCache := func(t *testing.T) (mac string, doc map[string]any) {
@@ -432,9 +432,9 @@ func TestPoisonedCacheAddsNothing(t *testing.T) {
 	}
 
 	additions := map[string]func(doc map[string]any){
-		"a checkpointed commit": func(doc map[string]any) { member(doc, "state/Progress/commits")[older] = true },
-		"a patch": func(doc map[string]any) {
-			member(doc, "state/Progress/patches")[string(record.Sum([]byte("patch")))] = true
+		"a checkpointed tree": func(doc map[string]any) { member(doc, "state/Progress/trees")[older] = true },
+		"a captured change": func(doc map[string]any) {
+			member(doc, "state/Progress/changes")[older+".."+strings.Repeat("f", 40)] = true
 		},
 		"a gate pass":      func(doc map[string]any) { member(doc, "state/Progress/gate_passes/build")["true"] = true },
 		"an evidence pass": func(doc map[string]any) { member(doc, "state/Progress/evidence")["tests"] = true },

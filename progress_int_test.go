@@ -17,11 +17,16 @@ import (
 	"github.com/bernstein/bernstein/record"
 )
 
-// withCommits gives the fixture's work tree two commits to checkpoint; the
-// second changes a file, so a diff between them is not empty.
+// withCommits gives the fixture's work tree two commits to checkpoint, each
+// with a tree of its own (so each earns); the second changes a file, so a
+// diff between them is not empty.
 func (f *fixture) withCommits() {
 	f.t.Helper()
-	f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
+	if err := os.WriteFile(filepath.Join(f.dir, "README"), []byte("planner\n"), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	f.git("add", "README")
+	f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "first")
 	if err := os.WriteFile(filepath.Join(f.dir, "planner.txt"), []byte("prefer hash joins\n"), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -140,7 +145,7 @@ func TestWorkRows(t *testing.T) {
 	// The vector, written out by hand in canonical form (sorted members),
 	// hashed here, not by the code under test.
 	want := `{"checkpoints":1,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":3,"gates_passed":1,` +
-		`"ledger_attempts":0,"ledger_phase":"created","schema_version":2,"task_id":"W-1","terminal":false}`
+		`"ledger_attempts":0,"ledger_phase":"created","schema_version":3,"task_id":"W-1","terminal":false}`
 	if got := string(p1.Vector.Bytes()); got != want {
 		t.Fatalf("vector after the work:\n%s\nwant\n%s", got, want)
 	}

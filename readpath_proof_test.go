@@ -48,9 +48,9 @@ func TestJournalPrevLinkOnTheReadPath(t *testing.T) {
 	const task = "L-1"
 	// Two honest rows: a checkpoint of HEAD~1 (row 0) and summary v1 (row 1).
 	const honest = `{"checkpoints":1,"diffs_captured":0,"evidence_declared":0,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
-		`"ledger_attempts":0,"ledger_phase":"claimed","schema_version":2,"task_id":"L-1","terminal":false}`
+		`"ledger_attempts":0,"ledger_phase":"claimed","schema_version":3,"task_id":"L-1","terminal":false}`
 	const withRow = `{"checkpoints":2,"diffs_captured":0,"evidence_declared":0,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,` +
-		`"ledger_attempts":0,"ledger_phase":"claimed","schema_version":2,"task_id":"L-1","terminal":false}`
+		`"ledger_attempts":0,"ledger_phase":"claimed","schema_version":3,"task_id":"L-1","terminal":false}`
 	for _, linked := range []bool{false, true} {
 		t.Run(map[bool]string{false: "prev-names-row-0", true: "prev-links"}[linked], func(t *testing.T) {
 			t.Parallel()
@@ -79,7 +79,8 @@ func TestJournalPrevLinkOnTheReadPath(t *testing.T) {
 				prev = func(record.Hash) record.Hash { return row0.RowHash }
 			}
 			head := strings.TrimSpace(f.git("rev-parse", "HEAD"))
-			g.AppendRowPrev(refs.Journal(task), task, record.KindCheckpoint, "test-writer", prev, record.Checkpoint{Commit: head}, nil)
+			g.AppendRowPrev(refs.Journal(task), task, record.KindCheckpoint, "test-writer", prev, record.Checkpoint{Commit: head,
+				Tree: strings.TrimSpace(f.git("rev-parse", "HEAD^{tree}")), ParentTree: strings.TrimSpace(f.git("rev-parse", "HEAD~1^{tree}"))}, nil)
 			if p := strings.TrimSpace(f.git("rev-parse", refs.Journal(task)+"~1")); p == "" || f.git("show", "-s", "--format=%G?", refs.Journal(task)) == "N\n" {
 				t.Fatalf("the re-chained row is not a signed commit on top of the journal")
 			}
@@ -158,7 +159,7 @@ func TestUnanchoredCloneCountsUnverifiable(t *testing.T) {
 	}
 	a.post(s, task, "summary", "agent", tok, report("findings"))
 	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":1,"evidence_passed":1,"gate_attempts":1,"gates_passed":1,` +
-		`"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"U-1","terminal":false}`
+		`"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"U-1","terminal":false}`
 	host, err := s.Task(task)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestTimedOutAndKilledCommandsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantVector(t, "after the runs", *got, `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":6,"gates_passed":0,`+
-		`"ledger_attempts":0,"ledger_phase":"created","schema_version":2,"task_id":"K-1","terminal":false}`)
+		`"ledger_attempts":0,"ledger_phase":"created","schema_version":3,"task_id":"K-1","terminal":false}`)
 	if got.Progress.EarnedSteps != 0 || got.JournalRows != 9 {
 		t.Fatalf("after the runs: earned %d, %d journal rows", got.Progress.EarnedSteps, got.JournalRows)
 	}

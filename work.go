@@ -1,7 +1,6 @@
 package bernstein
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +39,9 @@ type WorkResult struct {
 	RowHash      record.Hash    `json:"row_hash"`
 	Data         any            `json:"data"`
 	Progress     *progress.Wire `json:"progress"`
+	// Note says why a checkpoint or a diff earned nothing ("" when it
+	// earned, and for other kinds).
+	Note string `json:"note,omitempty"`
 }
 
 // resolveCommit turns a revision into the id of a real commit.
@@ -147,7 +148,9 @@ func newOutput(path string, data []byte) (record.Output, []byte) {
 	return record.Output{Path: path, Blob: gitBlobID(data), Hash: record.Sum(data), Size: int64(len(data)), Truncated: truncated}, data
 }
 
-// Checkpoint records a checkpoint of task at a real commit (rev, default HEAD).
+// Checkpoint records a checkpoint of task at a real commit (rev, default
+// HEAD) of the project's history, with its tree and its first parent's
+// tree. A commit of bernstein's own record is refused (readProjectCommit).
 func (s *Store) Checkpoint(task, rev, actor string) (*WorkResult, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
@@ -159,12 +162,32 @@ func (s *Store) Checkpoint(task, rev, actor string) (*WorkResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	pc, err := s.readProjectCommit("commit", rev, commit)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := s.parentTree("commit", rev, pc)
+	if err != nil {
+		return nil, err
+	}
 	who, err := s.actor(actor)
 	if err != nil {
 		return nil, err
 	}
+	data := record.Checkpoint{Commit: commit, Tree: pc.commit.Tree.String(), ParentTree: parent.String()}
 	return s.submitWork(func(t *tx) (*WorkResult, error) {
-		return t.workRow(task, record.KindCheckpoint, who, record.Checkpoint{Commit: commit}, nil)
+		note, err := t.earnNote(task, func(j *progress.Journal) string {
+			_, why := j.Checkpoint(data.Tree, data.ParentTree)
+			return why
+		})
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.workRow(task, record.KindCheckpoint, who, data, nil)
+		if res != nil {
+			res.Note = note
+		}
+		return res, err
 	})
 }
 
@@ -176,7 +199,9 @@ func (s *Store) submitWork(fn func(t *tx) (*WorkResult, error)) (*WorkResult, er
 	return res.(*WorkResult), nil
 }
 
-// CaptureDiff records the patch from base to head (default HEAD).
+// CaptureDiff records the patch from base to head (default HEAD), two
+// commits of the project's history, computed with fixed options
+// (fixedDiff), and the trees it compares.
 func (s *Store) CaptureDiff(task, base, head, actor string) (*WorkResult, error) {
 	if err := validateTask(task); err != nil {
 		return nil, err
@@ -192,32 +217,45 @@ func (s *Store) CaptureDiff(task, base, head, actor string) (*WorkResult, error)
 	if err != nil {
 		return nil, err
 	}
+	bc, err := s.readProjectCommit("base", base, b)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := s.readProjectCommit("head", head, h)
+	if err != nil {
+		return nil, err
+	}
 	who, err := s.actor(actor)
 	if err != nil {
 		return nil, err
 	}
-	patch, err := s.gitOutput("diff", "--binary", "--full-index", "--no-color", "--no-ext-diff", b, h)
-	if err != nil {
-		return nil, err
-	}
-	numstat, err := s.gitOutput("diff", "--numstat", "--no-color", "--no-ext-diff", b, h)
-	if err != nil {
-		return nil, err
-	}
-	var files, added, removed int64
-	for _, line := range strings.Split(strings.TrimSpace(string(numstat)), "\n") {
-		fs := strings.Fields(line)
-		if len(fs) < 3 {
-			continue
+	var patch []byte
+	var st diffStat
+	if bc.commit.Tree != hc.commit.Tree {
+		if patch, st, err = fixedDiff(filepath.Join(s.gitDir, "objects"), bc.commit.Tree, hc.commit.Tree); err != nil {
+			return nil, err
 		}
-		files++
-		a, _ := strconv.ParseInt(fs[0], 10, 64) // "-" for binary files counts 0
-		r, _ := strconv.ParseInt(fs[1], 10, 64)
-		added += a
-		removed += r
 	}
-	return s.outputRow(task, record.KindDiffCaptured, who, "diff", "patch", patch, func(out record.Output) any {
-		return record.DiffCaptured{Base: b, Head: h, Patch: out, Files: files, Added: added, Removed: removed}
+	return s.submitWork(func(t *tx) (*WorkResult, error) {
+		index, _, err := t.nextJournalRow(task)
+		if err != nil {
+			return nil, err
+		}
+		out, stored := newOutput(outputPath(index, "diff", "patch"), patch)
+		data := record.DiffCaptured{Base: b, Head: h, BaseTree: bc.commit.Tree.String(), HeadTree: hc.commit.Tree.String(),
+			Patch: out, Files: st.files, Added: st.added, Removed: st.removed}
+		note, err := t.earnNote(task, func(j *progress.Journal) string {
+			_, why := j.Diff(data.BaseTree, data.HeadTree, out.Size, out.Hash)
+			return why
+		})
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.workRow(task, record.KindDiffCaptured, who, data, map[string][]byte{out.Path: stored})
+		if res != nil {
+			res.Note = note
+		}
+		return res, err
 	})
 }
 
@@ -252,18 +290,6 @@ func (e *EndedError) Error() string {
 // endedError refuses work on a task that is completed, failed or abandoned.
 func endedError(task, phase string) error {
 	return &EndedError{Task: task, Phase: phase}
-}
-
-func (s *Store) gitOutput(args ...string) ([]byte, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Env = append(os.Environ(), "GIT_DIR="+s.gitDir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
 }
 
 // RunOptions control a gate or evidence command.

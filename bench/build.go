@@ -52,9 +52,10 @@ type builtRepo struct {
 func (r *builtRepo) journalRows() int { return r.posts + r.checkpoints + r.gates }
 
 // commitWorkTree makes an empty commit on the work tree's branch, so that a
-// checkpoint has a real commit to resolve.
+// checkpoint has a real commit to resolve (a project identity: a
+// <name@bernstein> committer is the record's, refused as a checkpoint).
 func commitWorkTree(dir, msg string) error {
-	cmd := exec.Command("git", "-C", dir, "-c", "user.name=bench", "-c", "user.email=bench@bernstein",
+	cmd := exec.Command("git", "-C", dir, "-c", "user.name=bench", "-c", "user.email=bench@example.com",
 		"-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "--no-verify", "-m", msg)
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -222,15 +222,23 @@ func TestPrePushUnpinnedWriter(t *testing.T) {
 	}
 }
 
-// commitIn makes an empty commit in dir with the host's environment plus
-// extra, returning git's output and exit status.
+// commitIn commits a change in dir (work.txt set to msg: a tree of its
+// own) with the host's environment plus extra, returning git's output and
+// exit status.
 func commitIn(t *testing.T, h *host, dir, msg string, extra ...string) (string, int) {
 	t.Helper()
-	return run(t, dir, h.env(extra...), "", "git", "commit", "--allow-empty", "-m", msg)
+	if err := os.WriteFile(filepath.Join(dir, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, dir, h.env(extra...), "", "git", "add", "work.txt"); code != 0 {
+		return out, code
+	}
+	return run(t, dir, h.env(extra...), "", "git", "commit", "-m", msg)
 }
 
 type progressDoc struct {
 	Checkpoints int64  `json:"checkpoints"`
+	EarnedSteps int64  `json:"earned_steps"`
 	JournalHead string `json:"journal_head"`
 	JournalRows int64  `json:"journal_rows"`
 }
@@ -317,6 +325,75 @@ func TestCheckpointHook(t *testing.T) {
 	}
 	if msg, _ := run(t, wt, h.env(), "", "git", "log", "-1", "--format=%s"); strings.TrimSpace(msg) != "work 5" {
 		t.Fatalf("the commit did not stand: %s", msg)
+	}
+}
+
+// TestCheckpointHookEarnsOnlyNewTrees: with the checkpoint hook installed,
+// commits that change nothing (issue 17, path 2: empty commits, amends of
+// them, an amend that keeps the tree, a revert back to a counted tree) are
+// recorded and earn nothing, and the hook says why in one line; a commit
+// shaped as bernstein's own record is refused and nothing is written; the
+// commit stands either way.
+func TestCheckpointHookEarnsOnlyNewTrees(t *testing.T) {
+	h := newHost(t, "host-a")
+	h.task("T-1")
+	if out, code := h.cli("hooks", "install", "--checkpoint", "T-1"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	git := func(args ...string) []string { return append([]string{"git"}, args...) }
+	steps := []struct {
+		name string
+		cmd  []string // run in the work tree (after setting work.txt to the step's name when change is set)
+		// change writes work.txt first, with this content.
+		change string
+		env    []string
+		says   string // in the hook's line
+		rows   int64  // journal rows added
+		earn   int64
+	}{
+		{name: "git commit --allow-empty", cmd: git("commit", "--allow-empty", "-m", "e1"), says: "earns nothing: its tree is its first parent's", rows: 1},
+		{name: "again", cmd: git("commit", "--allow-empty", "-m", "e2"), says: "earns nothing", rows: 1},
+		{name: "and again", cmd: git("commit", "--allow-empty", "-m", "e3"), says: "earns nothing", rows: 1},
+		{name: "git commit --amend --allow-empty --no-edit", cmd: git("commit", "--amend", "--allow-empty", "--no-edit"), says: "earns nothing", rows: 1},
+		{name: "and again", cmd: git("commit", "--amend", "--allow-empty", "--no-edit", "--date=2001-01-01"), says: "earns nothing", rows: 1},
+		{name: "a change", change: "one", cmd: git("commit", "-am", "one"), says: "recorded\n", rows: 1, earn: 1},
+		{name: "an amend that keeps the tree", cmd: git("commit", "--amend", "-m", "one, reworded"), says: "earns nothing: its tree was counted", rows: 1},
+		{name: "another change", change: "two", cmd: git("commit", "-am", "two"), says: "recorded\n", rows: 1, earn: 1},
+		{name: "a revert back to a counted tree", cmd: git("revert", "--no-edit", "HEAD"), says: "earns nothing: its tree was counted", rows: 1},
+		{name: "a commit by a <name@bernstein> identity", change: "three", cmd: git("commit", "-am", "three"),
+			env:  []string{"GIT_COMMITTER_EMAIL=mallory@bernstein"},
+			says: "not recorded: commit: \"HEAD\" is a commit of bernstein's own record"},
+	}
+	for _, st := range steps {
+		before := progressOf(t, h)
+		if st.change != "" {
+			if err := os.WriteFile(filepath.Join(h.dir, "work.txt"), []byte(st.change+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h.git("add", "work.txt")
+		}
+		out, code := run(t, h.dir, h.env(st.env...), "", st.cmd[0], st.cmd[1:]...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", st.name, code, out)
+		}
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "bernstein: ") {
+				if line != "" {
+					t.Fatalf("%s: the hook said more than one line:\n%s", st.name, out)
+				}
+				line = l + "\n"
+			}
+		}
+		mustContain(t, line, st.says)
+		after := progressOf(t, h)
+		if after.JournalRows != before.JournalRows+st.rows || after.EarnedSteps != before.EarnedSteps+st.earn {
+			t.Fatalf("%s: rows %d -> %d, earned %d -> %d; want +%d rows, +%d earned", st.name, before.JournalRows, after.JournalRows,
+				before.EarnedSteps, after.EarnedSteps, st.rows, st.earn)
+		}
+		if msg := h.git("log", "-1", "--format=%s"); st.change != "" && msg != st.change {
+			t.Fatalf("%s: the commit did not stand: %s", st.name, msg)
+		}
 	}
 }
 

@@ -335,7 +335,12 @@ func runPostCommit(o RunOptions) int {
 		var res *bernstein.WorkResult
 		res, err = s.Checkpoint(o.Task, "HEAD", "")
 		s.Close()
-		if err == nil {
+		switch {
+		case err == nil && res.Note != "":
+			// An empty commit, an amend that kept the tree: the row
+			// stands, the step is not earned, and the line says why.
+			fmt.Fprintf(o.Stderr, "bernstein: checkpoint row %d of task %s %s\n", res.JournalIndex, res.Task, res.Note)
+		case err == nil:
 			fmt.Fprintf(o.Stderr, "bernstein: checkpoint row %d of task %s recorded\n", res.JournalIndex, res.Task)
 		}
 	}

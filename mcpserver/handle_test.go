@@ -4,10 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"testing"
 
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/mcpserver"
 	"github.com/bernstein/bernstein/record"
 )
@@ -234,5 +238,81 @@ func TestProgressNotifications(t *testing.T) {
 	}
 	if n := len(c2.progressSeen()); n != 2 {
 		t.Errorf("second session got %d notifications, want 2", n)
+	}
+}
+
+// TestProgressNotificationsOnlyGrow: a notification's progress is the
+// task's earned steps and only grows within a session (issue 17, path 5):
+// a vector that moves without earning (a failed gate attempt), a step taken
+// back (a producer failing after it passed) and the same count earned again
+// notify nothing. Its total is the declared gates and producers, sent while
+// progress has not gone past it, never when the task declares none.
+func TestProgressNotificationsOnlyGrow(t *testing.T) {
+	r := newRepo(t)
+	flags := t.TempDir()
+	flag := func(name string) string { return filepath.Join(flags, name) }
+	if _, err := r.store.CreateTask(bernstein.TaskSpec{ID: "N-1",
+		Gates:    []ledger.Gate{{Name: "build", Command: "test -f " + flag("build-ok")}},
+		Evidence: []ledger.Producer{{Name: "tests", Kind: "command", Command: "test -f " + flag("tests-ok"), Required: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.createTask("M-1")
+	tok := r.claim("N-1", "agent-1")
+	r.transition("N-1", record.KindTaskStarted)
+	c := serveAs(t, r, "agent-1", tok)
+	handle := func(task, token string) {
+		t.Helper()
+		res, err := c.callWith(mcpserver.ToolTaskHandle, map[string]any{"task_id": task}, token)
+		if err != nil || res.IsError {
+			t.Fatalf("handle %s: %v %v", task, err, res)
+		}
+	}
+	setFlag := func(name string, on bool) {
+		if on {
+			os.WriteFile(flag(name), nil, 0o644)
+		} else {
+			os.Remove(flag(name))
+		}
+	}
+	evidence := func() {
+		t.Helper()
+		if _, err := r.store.RunEvidence("N-1", nil, bernstein.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type want struct {
+		token           string
+		progress, total float64
+	}
+	var wants []want
+	step := func(token string, do func(), notify bool, progress, total float64) {
+		t.Helper()
+		if do != nil {
+			do()
+		}
+		handle("N-1", token)
+		if notify {
+			wants = append(wants, want{token, progress, total})
+		}
+	}
+	step("h0", nil, false, 0, 0)                                                                     // nothing earned
+	step("h1", func() { r.checkpoint("N-1") }, true, 1, 2)                                           // 1 of the 2 declared
+	step("h2", func() { r.store.RunGate("N-1", "build", nil, bernstein.RunOptions{}) }, false, 0, 0) // moved, earned nothing
+	step("h3", func() { setFlag("tests-ok", true); evidence() }, true, 2, 2)
+	step("h4", func() { setFlag("tests-ok", false); evidence() }, false, 0, 0) // taken back: 1
+	step("h5", func() { setFlag("tests-ok", true); evidence() }, false, 0, 0)  // 2 again: not above 2
+	step("h6", func() { r.checkpoint("N-1") }, true, 3, 0)                     // past the declared 2: no total
+	step("h7", func() { setFlag("build-ok", true); r.store.RunGate("N-1", "build", nil, bernstein.RunOptions{}) }, true, 4, 0)
+	// A task that declares nothing has no total.
+	r.checkpoint("M-1")
+	handle("M-1", "m1")
+	wants = append(wants, want{"m1", 1, 0})
+	c.waitProgress("m1")
+	var got []want
+	for _, n := range c.progressSeen() {
+		got = append(got, want{n.ProgressToken.(string), n.Progress, n.Total})
+	}
+	if !reflect.DeepEqual(got, wants) {
+		t.Fatalf("notifications\n got %+v\nwant %+v", got, wants)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,7 @@ type repo struct {
 	t     *testing.T
 	dir   string
 	store *bernstein.Store
+	works int // commits checkpoint made
 }
 
 func newRepo(t *testing.T) *repo {
@@ -38,8 +41,14 @@ func newRepo(t *testing.T) *repo {
 		t.Fatalf("init: %v", err)
 	}
 	r := &repo{t: t, dir: opts.Repo}
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "second")
+	// Two commits, each with a tree of its own: each earns when checkpointed.
+	for _, msg := range []string{"first", "second"} {
+		if err := os.WriteFile(filepath.Join(r.dir, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git("add", "work.txt")
+		r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", msg)
+	}
 	s, err := bernstein.Open(opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -134,11 +143,16 @@ func (r *repo) transition(task, kind string) {
 	}
 }
 
-// checkpoint makes a new commit and checkpoints it: only a commit not
-// checkpointed before earns a step.
+// checkpoint commits a change (a tree of its own) and checkpoints it: only
+// a new tree earns a step.
 func (r *repo) checkpoint(task string) {
 	r.t.Helper()
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "work for "+task)
+	r.works++
+	if err := os.WriteFile(filepath.Join(r.dir, "work.txt"), []byte(fmt.Sprintf("work %d for %s\n", r.works, task)), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.git("add", "work.txt")
+	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "work for "+task)
 	if _, err := r.store.Checkpoint(task, "HEAD", ""); err != nil {
 		r.t.Fatalf("checkpoint %s: %v", task, err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/progress"
 )
 
 // The advertised schemas are written by hand so that a client sees exactly
@@ -199,12 +200,12 @@ func progressSchema() obj {
 	}
 	return obj{
 		"type":        "object",
-		"description": "The progress vector's wire form: the canonical fields (whose RFC 8785 bytes vector_hash hashes), the derived ones, the chain heads it was folded at, and its proof. Only rows a trusted writer signed count; new work only (a commit, a patch, a declared gate's pass, a declared producer's pass count once).",
+		"description": "The progress vector's wire form: the canonical fields (whose RFC 8785 bytes vector_hash hashes), the derived ones, the chain heads it was folded at, and its proof. Only rows a trusted writer signed count; new work only (a new tree checkpointed, a change captured, a declared gate's pass, a declared producer's pass count once).",
 		"properties": obj{
-			"schema_version":    obj{"type": "integer", "const": 2},
+			"schema_version":    obj{"type": "integer", "const": progress.SchemaVersion},
 			"task_id":           obj{"type": "string"},
-			"checkpoints":       count("Distinct commits checkpointed."),
-			"diffs_captured":    count("Distinct non-empty patches captured."),
+			"checkpoints":       count("Checkpoints of new trees: a tree that differs from its commit's first parent's, counted once."),
+			"diffs_captured":    count("Changes captured: distinct pairs of different trees, in either order."),
 			"gate_attempts":     count("gate_attempt rows, declared gates and ad-hoc ones."),
 			"gates_passed":      count("Gates declared at task.created that passed at least once."),
 			"evidence_declared": count("Evidence producers declared at task.created."),

@@ -17,7 +17,6 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/progress"
 )
 
 // Caller is who makes a tool call, as its transport established it.
@@ -56,7 +55,7 @@ type Options struct {
 
 // New returns an MCP server with bernstein's tools over store.
 func New(store *bernstein.Store, o Options) *mcp.Server {
-	s := &server{store: store, identity: o.Identity, reported: map[*mcp.ServerSession]map[string]string{}}
+	s := &server{store: store, identity: o.Identity, reported: map[*mcp.ServerSession]map[string]int64{}}
 	if s.identity == nil {
 		s.identity = AgentIdentity("")
 	}
@@ -123,8 +122,8 @@ type server struct {
 	res      *resources
 
 	mu sync.Mutex
-	// reported holds, per session, the vector_hash last reported per task.
-	reported map[*mcp.ServerSession]map[string]string
+	// reported holds, per session, the most earned steps reported per task.
+	reported map[*mcp.ServerSession]map[string]int64
 }
 
 // errNoIdentity refuses a post to a stdio server started without --agent.
@@ -181,11 +180,7 @@ func (s *server) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return toolError(err), nil
 	}
-	if req.Params.GetProgressToken() != nil {
-		if w, err := s.store.Progress(args.task); err == nil {
-			s.notify(ctx, req, w)
-		}
-	}
+	s.notify(ctx, req, args.task)
 	s.res.refresh(ctx, args.task) // subscribers hear of the new version before the caller does
 	out, err := structured(res)
 	if err == nil {
@@ -219,24 +214,34 @@ func (s *server) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return toolError(err), nil
 	}
-	s.notify(ctx, req, &h.Progress)
+	s.notify(ctx, req, task)
 	return structured(h)
 }
 
 // notify sends notifications/progress when the call carries a progress
-// token and the task's vector moved since this session last heard of it
-// (or, the first time, when any step has been earned). Artifacts never move
-// the vector, so posting reports never notifies.
-func (s *server) notify(ctx context.Context, req *mcp.CallToolRequest, w *progress.Wire) {
+// token and task's earned steps rose above the most this session has been
+// told for it (the first time: above 0). So a notification's progress only
+// grows: artifacts, gate attempts and phase changes never notify, and a
+// step taken back (a producer failing again) is not reported until the
+// steps pass the mark again. Total is declared gates plus declared evidence
+// producers, the one number of steps a task states in advance; it is left
+// out when the task declares none, or when progress (which counts
+// checkpoints and diffs too) has gone past it.
+func (s *server) notify(ctx context.Context, req *mcp.CallToolRequest, task string) {
 	token := req.Params.GetProgressToken()
 	ss := req.Session
 	if token == nil || ss == nil {
 		return
 	}
+	info, err := s.store.Task(task)
+	if err != nil || info.Progress == nil {
+		return
+	}
+	w := info.Progress
 	s.mu.Lock()
 	seen := s.reported[ss]
 	if seen == nil {
-		seen = map[string]string{}
+		seen = map[string]int64{}
 		s.reported[ss] = seen
 		go func() {
 			ss.Wait()
@@ -245,17 +250,31 @@ func (s *server) notify(ctx context.Context, req *mcp.CallToolRequest, w *progre
 			s.mu.Unlock()
 		}()
 	}
-	last, known := seen[w.TaskID]
-	seen[w.TaskID] = w.VectorHash
-	s.mu.Unlock()
-	if known && last == w.VectorHash || !known && w.EarnedSteps == 0 {
+	if w.EarnedSteps <= seen[task] {
+		s.mu.Unlock()
 		return
 	}
-	// Total 0 (no evidence declared) is left out of the notification.
+	seen[task] = w.EarnedSteps
+	s.mu.Unlock()
 	_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 		ProgressToken: token,
 		Progress:      float64(w.EarnedSteps),
-		Total:         float64(w.EvidenceDeclared),
+		Total:         float64(progressTotal(info)),
 		Message:       fmt.Sprintf("task %s: %s (vector %s)", w.TaskID, w.Vector.String(), w.VectorHash),
 	})
+}
+
+// progressTotal is a notification's total: the declared gates (by name) and
+// evidence producers, or 0 (left out) when there are none or when the
+// earned steps have gone past them.
+func progressTotal(info *bernstein.TaskInfo) int64 {
+	gates := map[string]bool{}
+	for _, g := range info.Gates {
+		gates[g.Name] = true
+	}
+	total := int64(len(gates)) + info.Progress.EvidenceDeclared
+	if total < info.Progress.EarnedSteps {
+		return 0
+	}
+	return total
 }

@@ -1,9 +1,12 @@
 // Package progress owns the progress vector: a pure projection of a task's
 // journal and ledger rows (docs/cli.md, Progress vector). There is no input that sets it;
-// artifacts, unknown row kinds and wall clock never move it, and repeating
-// work never earns again: a checkpoint counts once per commit, a diff once
-// per distinct non-empty patch, a declared gate once (its first pass), a
-// declared evidence producer once (while its latest result passes).
+// artifacts, unknown row kinds and wall clock never move it, and only new
+// work earns: a checkpoint earns once per new tree (a tree that differs from
+// its commit's first parent's and was not counted before), a diff once per
+// change (an unordered pair of distinct trees), a declared gate once (its
+// first pass), a declared evidence producer once (while its latest result
+// passes). The rows carry the trees, so the fold never reads the repository
+// and is the same on a host that lacks the commits.
 // FoldProgress is the whole definition; Journal and Ledger are its
 // incremental halves, so a cache keyed by the chain heads can fold only the
 // rows it has not seen.
@@ -21,24 +24,36 @@ import (
 	"github.com/bernstein/bernstein/record"
 )
 
-// SchemaVersion is the vector's schema_version. 2: new work only (a
-// checkpoint per distinct commit, a diff per distinct non-empty patch, a
-// gate per declared gate passed with its declared command, a pass needs exit
-// code 0); earned_steps no longer counts gate attempts.
-const SchemaVersion = 2
+// SchemaVersion is the vector's schema_version. 3: a checkpoint earns per
+// new tree and a diff per change (pair of trees), read from the trees the
+// rows record; rows without them (written under 2) earn nothing. 2: new work
+// only (a checkpoint per distinct commit, a diff per distinct non-empty
+// patch, a gate per declared gate passed with its declared command, a pass
+// needs exit code 0).
+const SchemaVersion = 3
 
 // Journal is the journal half of the fold. Its size grows with distinct
-// work (commits, patches, gate commands, producers), never with repeated
+// work (trees, changes, gate commands, producers), never with repeated
 // rows. It is serialised as JSON (the root package caches it on disk); the
 // JSON carries the schema version it was folded under, and a journal folded
 // under another version does not decode, so a stale cache is refolded rather
 // than believed.
 type Journal struct {
-	// Commits holds each distinct commit a checkpoint row named.
-	Commits map[string]bool `json:"commits,omitempty"`
-	// Patches holds the hash (patch.hash) of each distinct non-empty patch a
-	// diff_captured row stored.
-	Patches map[record.Hash]bool `json:"patches,omitempty"`
+	// Trees holds each tree a checkpoint earned for: a tree that differed
+	// from its commit's first parent's tree.
+	Trees map[string]bool `json:"trees,omitempty"`
+	// Joined links the trees the earning diffs connected into a forest
+	// (each tree to its parent; a root is absent), and Diffs counts those
+	// diffs. A diff earns only when it joins two trees not yet connected:
+	// the same change either way round, or one already implied by a chain
+	// of captured changes (a..b, b..c, then a..c), earns nothing, so n
+	// distinct trees earn at most n-1 diffs, whatever the order of the
+	// rows (the rank of a graph does not depend on the order of its edges).
+	Joined map[string]string `json:"joined,omitempty"`
+	Diffs  int64             `json:"diffs,omitempty"`
+	// Sizes holds, less one, the number of trees under each root that has
+	// any (the smaller component goes under the larger: paths stay short).
+	Sizes map[string]int64 `json:"sizes,omitempty"`
 	// GateAttempts counts every gate_attempt row, declared or ad hoc.
 	GateAttempts int64 `json:"gate_attempts"`
 	// GatePasses holds, per gate name, the commands that passed under it.
@@ -47,6 +62,117 @@ type Journal struct {
 	GatePasses map[string]map[string]bool `json:"gate_passes,omitempty"`
 	// Evidence holds, per producer, whether its latest result passed.
 	Evidence map[string]bool `json:"evidence,omitempty"`
+}
+
+// objectID returns id in lower case when it is a git object id (40 or 64
+// hex digits), "" otherwise: one object, one key, however it is spelt.
+func objectID(id string) string {
+	if len(id) != 40 && len(id) != 64 {
+		return ""
+	}
+	id = strings.ToLower(id)
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return id
+}
+
+// checkpointData is what the fold reads of a checkpoint row.
+type checkpointData struct {
+	Tree       string `json:"tree"`
+	ParentTree string `json:"parent_tree"`
+}
+
+// diffData is what the fold reads of a diff_captured row.
+type diffData struct {
+	BaseTree string `json:"base_tree"`
+	HeadTree string `json:"head_tree"`
+	Patch    struct {
+		Hash record.Hash `json:"hash"`
+		Size int64       `json:"size"`
+	} `json:"patch"`
+}
+
+// The reasons a checkpoint or a diff earns nothing (Checkpoint, Diff).
+const (
+	NoTrees        = "the row records no trees (written before progress schema 3), so nothing shows the work is new"
+	TreeUnchanged  = "its tree is its first parent's: the commit changes nothing"
+	TreeCounted    = "its tree was counted by an earlier checkpoint"
+	SameTrees      = "base and head have the same tree: there is no change"
+	EmptyPatch     = "the stored patch is empty"
+	ChangeCaptured = "its two trees are already joined by changes captured before (this change either way round, or a chain of changes that implies it)"
+)
+
+// Checkpoint says whether a checkpoint row recording tree, whose first
+// parent has parentTree, earns in j, and why not. key is what it would add.
+func (j *Journal) Checkpoint(tree, parentTree string) (key, whyNot string) {
+	t, p := objectID(tree), objectID(parentTree)
+	switch {
+	case t == "" || p == "":
+		return "", NoTrees
+	case t == p:
+		return "", TreeUnchanged
+	case j.Trees[t]:
+		return "", TreeCounted
+	}
+	return t, ""
+}
+
+// Diff says whether a diff_captured row comparing baseTree with headTree,
+// whose stored patch has patchSize bytes hashing to patchHash, earns in j,
+// and why not. key is what it would add.
+func (j *Journal) Diff(baseTree, headTree string, patchSize int64, patchHash record.Hash) (key, whyNot string) {
+	a, b := objectID(baseTree), objectID(headTree)
+	switch {
+	case a == "" || b == "":
+		return "", NoTrees
+	case a == b:
+		return "", SameTrees
+	case patchSize <= 0 || patchHash == "":
+		// The stored patch is the proof there was something to see.
+		return "", EmptyPatch
+	}
+	if b < a {
+		a, b = b, a
+	}
+	if j.root(a) == j.root(b) {
+		return "", ChangeCaptured
+	}
+	return a + ".." + b, ""
+}
+
+// root is the root of tree's component in the forest of joined trees.
+func (j *Journal) root(tree string) string {
+	for {
+		p, ok := j.Joined[tree]
+		if !ok {
+			return tree
+		}
+		tree = p
+	}
+}
+
+// join connects the components of two trees (not yet connected), the
+// smaller under the larger so that paths stay logarithmic.
+func (j *Journal) join(a, b string) {
+	ra, rb := j.root(a), j.root(b)
+	if j.Joined == nil {
+		j.Joined = map[string]string{}
+	}
+	if j.Sizes == nil {
+		j.Sizes = map[string]int64{}
+	}
+	sa, sb := j.Sizes[ra]+1, j.Sizes[rb]+1 // sizes are stored less one
+	if sa < sb || sa == sb && rb < ra {
+		ra, rb = rb, ra
+		sa, sb = sb, sa
+	}
+	j.Joined[rb] = ra
+	delete(j.Sizes, rb)
+	j.Sizes[ra] = sa + sb - 1
+	j.Diffs++
 }
 
 // passed is the one rule for a command's outcome: it passed when the row
@@ -62,41 +188,25 @@ func passed(claimed bool, exitCode int64) bool { return claimed && exitCode == 0
 func (j *Journal) Apply(r record.Row) error {
 	switch r.Kind {
 	case record.KindCheckpoint:
-		var c struct {
-			Commit string `json:"commit"`
-		}
+		var c checkpointData
 		if err := json.Unmarshal(r.Data, &c); err != nil {
 			return fmt.Errorf("checkpoint row %d: %w", r.Index, err)
 		}
-		// Object ids are hex: one commit, one key, however it is spelt.
-		commit := strings.ToLower(c.Commit)
-		if commit == "" {
-			return nil // names no commit: proves nothing
+		if key, _ := j.Checkpoint(c.Tree, c.ParentTree); key != "" {
+			if j.Trees == nil {
+				j.Trees = map[string]bool{}
+			}
+			j.Trees[key] = true
 		}
-		if j.Commits == nil {
-			j.Commits = map[string]bool{}
-		}
-		j.Commits[commit] = true
 	case record.KindDiffCaptured:
-		var d struct {
-			Patch struct {
-				Hash record.Hash `json:"hash"`
-				Size int64       `json:"size"`
-			} `json:"patch"`
-		}
+		var d diffData
 		if err := json.Unmarshal(r.Data, &d); err != nil {
 			return fmt.Errorf("diff_captured row %d: %w", r.Index, err)
 		}
-		// The stored patch is the proof: an empty one (base and head with
-		// the same tree) captured nothing, and a patch captured before
-		// captures nothing new.
-		if d.Patch.Size <= 0 || d.Patch.Hash == "" {
-			return nil
+		if key, _ := j.Diff(d.BaseTree, d.HeadTree, d.Patch.Size, d.Patch.Hash); key != "" {
+			a, b, _ := strings.Cut(key, "..")
+			j.join(a, b)
 		}
-		if j.Patches == nil {
-			j.Patches = map[record.Hash]bool{}
-		}
-		j.Patches[d.Patch.Hash] = true
 	case record.KindGateAttempt:
 		var g struct {
 			Gate     string `json:"gate"`
@@ -137,16 +247,23 @@ func (j *Journal) Apply(r record.Row) error {
 // Clone returns an independent copy.
 func (j Journal) Clone() Journal {
 	c := Journal{GateAttempts: j.GateAttempts}
-	if j.Commits != nil {
-		c.Commits = make(map[string]bool, len(j.Commits))
-		for k, v := range j.Commits {
-			c.Commits[k] = v
+	if j.Trees != nil {
+		c.Trees = make(map[string]bool, len(j.Trees))
+		for k, v := range j.Trees {
+			c.Trees[k] = v
 		}
 	}
-	if j.Patches != nil {
-		c.Patches = make(map[record.Hash]bool, len(j.Patches))
-		for k, v := range j.Patches {
-			c.Patches[k] = v
+	c.Diffs = j.Diffs
+	if j.Joined != nil {
+		c.Joined = make(map[string]string, len(j.Joined))
+		for k, v := range j.Joined {
+			c.Joined[k] = v
+		}
+	}
+	if j.Sizes != nil {
+		c.Sizes = make(map[string]int64, len(j.Sizes))
+		for k, v := range j.Sizes {
+			c.Sizes[k] = v
 		}
 	}
 	if j.GatePasses != nil {
@@ -185,7 +302,8 @@ func (j Journal) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads a journal folded under this schema version and refuses
-// any other (a version-1 journal, which counted rows, has no schema field):
+// any other (a version-1 journal, which counted rows, has no schema field; a
+// version-2 one counted commits and patches):
 // folding again is the only way to a journal this version can extend.
 func (j *Journal) UnmarshalJSON(b []byte) error {
 	var d journalJSON
@@ -225,7 +343,7 @@ type Vector struct {
 func Project(task string, j Journal, l *ledger.State) Vector {
 	v := Vector{
 		SchemaVersion: SchemaVersion, TaskID: task,
-		Checkpoints: int64(len(j.Commits)), DiffsCaptured: int64(len(j.Patches)),
+		Checkpoints: int64(len(j.Trees)), DiffsCaptured: j.Diffs,
 		GateAttempts: j.GateAttempts,
 	}
 	if l != nil {
@@ -287,9 +405,9 @@ func (v Vector) Hash() string {
 	return hex.EncodeToString(s[:])
 }
 
-// EarnedSteps is the new work proven: distinct checkpoints + distinct
-// non-empty diffs + declared gates passed + declared evidence passed. Gate
-// attempts are shown, never earned.
+// EarnedSteps is the new work proven: checkpoints of new trees + captured
+// changes + declared gates passed + declared evidence passed. Gate attempts
+// are shown, never earned.
 func (v Vector) EarnedSteps() int64 {
 	return v.Checkpoints + v.DiffsCaptured + v.GatesPassed + v.EvidencePassed
 }

@@ -84,23 +84,59 @@ func artifactRow(t testing.TB, key string, v int64) record.Row {
 		ContentHash: record.Sum([]byte(key)), Blob: "0123456789012345678901234567890123456789", Size: 10})
 }
 
-// Commits used by the scripts.
+// Trees used by the scripts (the scripts' commits are named after their
+// trees: commit "A" has tree treeA). treeP is the parent tree of every
+// commit checkpoint() makes, a tree the scripts never checkpoint.
 const (
-	commitA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	commitB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-	commitC = "cccccccccccccccccccccccccccccccccccccccc"
-	commitD = "dddddddddddddddddddddddddddddddddddddddd"
+	treeA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	treeB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	treeC = "cccccccccccccccccccccccccccccccccccccccc"
+	treeD = "dddddddddddddddddddddddddddddddddddddddd"
+	treeP = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+	// emptyTree is git's id of the tree with no entries: a root commit's
+	// parent tree.
+	emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 )
 
-func checkpoint(t testing.TB, commit string) record.Row {
+// commitOf names a script commit after its tree.
+func commitOf(tree string) string {
+	if len(tree) < 40 {
+		return tree
+	}
+	return "c" + tree[1:]
+}
+
+// checkpoint is a checkpoint of a commit whose tree is tree and whose first
+// parent's tree is treeP: a commit that changed something.
+func checkpoint(t testing.TB, tree string) record.Row {
+	return cp(t, tree, treeP)
+}
+
+// cp is a checkpoint of a commit with tree and first parent's tree parent.
+func cp(t testing.TB, tree, parent string) record.Row {
+	return row(t, record.KindCheckpoint, record.Checkpoint{Commit: commitOf(tree), Tree: tree, ParentTree: parent})
+}
+
+// legacyCheckpoint is a checkpoint row as schema 2 wrote it: a commit, no
+// trees.
+func legacyCheckpoint(t testing.TB, commit string) record.Row {
 	return row(t, record.KindCheckpoint, record.Checkpoint{Commit: commit})
 }
 
-// diff is a diff_captured row whose stored patch is patch.
+// diff is a diff_captured row between the commits of trees base and head
+// whose stored patch is patch.
 func diff(t testing.TB, base, head, patch string, files int64) record.Row {
 	out := record.Output{Path: "outputs/000000-diff.patch", Blob: "0123456789012345678901234567890123456789",
 		Hash: record.Sum([]byte(patch)), Size: int64(len(patch))}
-	return row(t, record.KindDiffCaptured, record.DiffCaptured{Base: base, Head: head, Patch: out, Files: files, Added: files})
+	return row(t, record.KindDiffCaptured, record.DiffCaptured{Base: commitOf(base), Head: commitOf(head), BaseTree: base, HeadTree: head,
+		Patch: out, Files: files, Added: files})
+}
+
+// legacyDiff is a diff_captured row as schema 2 wrote it: no trees.
+func legacyDiff(t testing.TB, base, head, patch string) record.Row {
+	out := record.Output{Path: "outputs/000000-diff.patch", Blob: "0123456789012345678901234567890123456789",
+		Hash: record.Sum([]byte(patch)), Size: int64(len(patch))}
+	return row(t, record.KindDiffCaptured, record.DiffCaptured{Base: base, Head: head, Patch: out, Files: 1, Added: 1})
 }
 
 func gate(t testing.TB, name, command string, exit int64, passed bool) record.Row {
@@ -117,17 +153,22 @@ const (
 	patch1 = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
 	patch2 = "diff --git a/y b/y\nnew file mode 100644\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+y\n"
 	patch3 = "diff --git a/x b/x\nold mode 100644\nnew mode 100755\n"
+	// patch1 reversed, with no context, and with no prefixes.
+	patch1r  = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-b\n+a\n"
+	patch1u0 = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\n"
+	patch1np = "diff --git x x\n--- x\n+++ x\n@@ -1 +1 @@\n-a\n+b\n"
 )
 
 func workRows(t testing.TB) []record.Row {
 	return []record.Row{
-		row(t, record.KindCheckpoint, record.Checkpoint{Commit: "1111111111111111111111111111111111111111"}),
-		row(t, record.KindDiffCaptured, record.DiffCaptured{Base: "1111111111111111111111111111111111111111", Head: "2222222222222222222222222222222222222222", Patch: output("outputs/000001-diff.patch"), Files: 2, Added: 10, Removed: 3}),
+		row(t, record.KindCheckpoint, record.Checkpoint{Commit: "1111111111111111111111111111111111111111", Tree: treeA, ParentTree: treeP}),
+		row(t, record.KindDiffCaptured, record.DiffCaptured{Base: "1111111111111111111111111111111111111111", Head: "2222222222222222222222222222222222222222",
+			BaseTree: treeA, HeadTree: treeB, Patch: output("outputs/000001-diff.patch"), Files: 2, Added: 10, Removed: 3}),
 		row(t, record.KindGateAttempt, record.GateAttempt{Gate: "build", Command: "make", ExitCode: 2, Passed: false, Output: output("outputs/000002-gate-build.log")}),
 		row(t, record.KindGateAttempt, record.GateAttempt{Gate: "build", Command: "make", ExitCode: 0, Passed: true, Output: output("outputs/000003-gate-build.log")}),
 		row(t, record.KindEvidenceResult, record.EvidenceResult{Producer: "tests", Kind: "command", Command: "go test ./...", Required: true, ExitCode: 0, Passed: true, Output: output("outputs/000004-evidence-tests.log")}),
 		row(t, record.KindEvidenceResult, record.EvidenceResult{Producer: "lint", Kind: "command", Command: "go vet ./...", Required: true, ExitCode: 1, Passed: false, Output: output("outputs/000005-evidence-lint.log")}),
-		row(t, record.KindCheckpoint, record.Checkpoint{Commit: "2222222222222222222222222222222222222222"}),
+		row(t, record.KindCheckpoint, record.Checkpoint{Commit: "2222222222222222222222222222222222222222", Tree: treeB, ParentTree: treeA}),
 	}
 }
 
@@ -148,12 +189,12 @@ func TestGoldenVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(v.Bytes()); got != want {
 		t.Fatalf("canonical bytes\n got %s\nwant %s", got, want)
 	}
 	// printf '%s' "$want" | sha256sum
-	const wantHash = "09c7116a3f36aa380bd7c5006da60d5bbfa2c098122e11212e3bb153a8519321"
+	const wantHash = "f6ea2d756e1a49383f2a4390c58a25a5d63dc1c6939ae98fc91406b8482b810f"
 	if v.Hash() != wantHash {
 		t.Fatalf("vector_hash %s, want %s", v.Hash(), wantHash)
 	}
@@ -179,7 +220,7 @@ func TestGoldenVector(t *testing.T) {
 	// The same session recorded twice earns nothing more: only the attempts
 	// of the repeated gate runs show.
 	twice := fold(t, append(workRows(t), workRows(t)...), led)
-	const wantTwice = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	const wantTwice = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(twice.Bytes()); got != wantTwice || twice.EarnedSteps() != 5 {
 		t.Fatalf("the session twice\n got %s (earned %d)\nwant %s (earned 5)", got, twice.EarnedSteps(), wantTwice)
 	}
@@ -197,38 +238,105 @@ func TestScripts(t *testing.T) {
 		{
 			name: "five times the same checkpoint, then two distinct",
 			rows: func(t testing.TB) []record.Row {
-				return []record.Row{checkpoint(t, commitA), checkpoint(t, commitA), checkpoint(t, commitA), checkpoint(t, commitA),
-					checkpoint(t, commitA), checkpoint(t, commitB), checkpoint(t, commitC)}
+				return []record.Row{checkpoint(t, treeA), checkpoint(t, treeA), checkpoint(t, treeA), checkpoint(t, treeA),
+					checkpoint(t, treeA), checkpoint(t, treeB), checkpoint(t, treeC)}
 			},
 			earned: []int64{1, 1, 1, 1, 1, 2, 3},
-			want:   `{"checkpoints":3,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":3,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
-			name: "one commit however spelt; a checkpoint naming no commit",
+			name: "one tree however spelt; trees that are no object ids",
 			rows: func(t testing.TB) []record.Row {
-				return []record.Row{checkpoint(t, commitA), checkpoint(t, strings.ToUpper(commitA)), checkpoint(t, ""), checkpoint(t, "AbCdEf0123"), checkpoint(t, "abcdef0123")}
+				return []record.Row{checkpoint(t, treeA), checkpoint(t, strings.ToUpper(treeA)), checkpoint(t, ""),
+					checkpoint(t, "AbCdEf0123"), cp(t, treeB, ""), cp(t, treeB, "abc"), cp(t, treeB+"0", treeP),
+					cp(t, strings.Repeat("g", 40), treeP), cp(t, strings.Repeat("b", 64), treeP)}
 			},
-			earned: []int64{1, 1, 1, 2, 2},
-			want:   `{"checkpoints":2,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			earned: []int64{1, 1, 1, 1, 1, 1, 1, 1, 2},
+			want:   `{"checkpoints":2,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
-			name: "empty diff, same diff twice, a new diff",
+			// Issue 17, path 2, and its variants: a commit earns for a tree
+			// that is new, never for one it shares with its first parent or
+			// with a checkpoint counted before.
+			name: "empty commits, amends, reverts, cherry-picks and rebases",
 			rows: func(t testing.TB) []record.Row {
 				return []record.Row{
-					diff(t, commitA, commitA, "", 0),      // base and head with the same tree
-					diff(t, commitA, commitB, patch1, 1),  // new
-					diff(t, commitC, commitD, patch1, 1),  // the same patch between other commits
-					diff(t, commitA, commitB, patch1, 1),  // the same row again
-					diff(t, commitB, commitC, patch2, 1),  // new
-					diff(t, commitB, commitB, "", 3),      // claims files, stored nothing
-					diff(t, commitC, commitD, patch3, 1),  // mode change only: a real patch
-					diff(t, commitB, commitC, patch2, 99), // same patch, other counts
-					row(t, record.KindDiffCaptured, record.DiffCaptured{Base: commitA, Head: commitD, Files: 1,
-						Patch: record.Output{Path: "outputs/000009-diff.patch", Size: 12}}), // a size but no hash: nothing to tell it by
+					cp(t, emptyTree, emptyTree), // git commit --allow-empty as the root commit
+					cp(t, treeP, treeP),         // git commit --allow-empty
+					cp(t, treeP, treeP),         // and again
+					cp(t, treeP, treeP),         // git commit --amend --allow-empty --no-edit
+					cp(t, treeA, treeP),         // a real change
+					cp(t, treeA, treeP),         // git commit --amend --no-edit: a new commit, the same tree
+					cp(t, treeA, treeA),         // git commit --allow-empty on top of it
+					cp(t, treeB, treeA),         // a real change
+					cp(t, treeA, treeB),         // git revert: back to a counted tree
+					cp(t, treeB, treeA),         // revert the revert: counted too
+					cp(t, treeB, treeC),         // a cherry-pick onto another branch landing a counted tree
+					cp(t, treeB, treeD),         // a rebase landing the same tree on another parent
+					cp(t, treeP, treeA),         // a revert back to the base tree: a tree not counted before
+					cp(t, treeP, treeB),         // and to it again
+					cp(t, treeC, emptyTree),     // a root commit with files
 				}
 			},
-			earned: []int64{0, 1, 1, 1, 2, 2, 3, 3, 3},
-			want:   `{"checkpoints":0,"diffs_captured":3,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			earned: []int64{0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 4},
+			want:   `{"checkpoints":4,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			// Issue 17, path 1: checkpointing the journal made a new journal
+			// head each time. Journal commits carry the empty tree or one
+			// row's files; were one ever recorded, its tree earns once.
+			name: "a chain's commits recorded as checkpoints earn once per tree at most",
+			rows: func(t testing.TB) []record.Row {
+				var rows []record.Row
+				for i := 0; i < 20; i++ {
+					rows = append(rows, cp(t, emptyTree, emptyTree))
+				}
+				return rows
+			},
+			earned: make([]int64, 20),
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			name: "rows written under schema 2 (no trees) earn nothing",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					legacyCheckpoint(t, commitOf(treeA)), legacyCheckpoint(t, commitOf(treeB)),
+					legacyDiff(t, commitOf(treeA), commitOf(treeB), patch1),
+					checkpoint(t, treeA),                 // the same commit with its trees: new work
+					legacyCheckpoint(t, commitOf(treeC)), // still nothing
+					diff(t, treeA, treeB, patch1, 1),     // with its trees
+					legacyDiff(t, commitOf(treeB), commitOf(treeC), patch2),
+				}
+			},
+			earned: []int64{0, 0, 0, 1, 1, 2, 2},
+			want:   `{"checkpoints":1,"diffs_captured":1,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
+		},
+		{
+			// Issue 17, paths 3 and 4, and their variants: one pair of trees
+			// is one change, in either order, whatever patch was stored.
+			name: "a change captured forwards, backwards, with other options, between other commits",
+			rows: func(t testing.TB) []record.Row {
+				return []record.Row{
+					diff(t, treeA, treeA, "", 0),                      // base == head
+					diff(t, treeA, treeB, patch1, 1),                  // new
+					diff(t, treeB, treeA, patch1r, 1),                 // the same change reversed
+					diff(t, treeA, treeB, patch1u0, 1),                // the same change with diff.context=0
+					diff(t, treeA, treeB, patch1np, 1),                // the same change with diff.noprefix
+					diff(t, strings.ToUpper(treeA), treeB, patch1, 1), // the same trees, spelt otherwise
+					diff(t, treeB, treeC, patch2, 1),                  // new
+					diff(t, treeB, treeB, "", 3),                      // claims files, stored nothing
+					diff(t, treeC, treeD, patch3, 1),                  // trees that differ only in a mode: a real change
+					diff(t, treeD, treeC, patch3, 1),                  // reversed
+					diff(t, treeA, treeD, "", 0),                      // trees that differ but a patch that shows nothing
+					diff(t, treeD, treeD, patch1, 1),                  // a patch stored for one tree: no change
+					row(t, record.KindDiffCaptured, record.DiffCaptured{Base: treeA, Head: treeD, BaseTree: treeA, HeadTree: treeD, Files: 1,
+						Patch: record.Output{Path: "outputs/000009-diff.patch", Size: 12}}), // a size but no hash: nothing to tell it by
+					diff(t, treeA, "", patch1, 1),    // one tree missing
+					diff(t, treeA, treeC, patch2, 1), // a pair not captured before, implied by A..B and B..C
+				}
+			},
+			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3},
+			want:   `{"checkpoints":0,"diffs_captured":3,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "declared gate fails, passes, passes again; ad-hoc gate passes",
@@ -247,7 +355,7 @@ func TestScripts(t *testing.T) {
 				}
 			},
 			earned: []int64{0, 1, 1, 1, 1, 1, 2, 2, 2, 2},
-			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":10,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":10,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "a declared gate's name with another command is an ad-hoc gate",
@@ -260,7 +368,7 @@ func TestScripts(t *testing.T) {
 				}
 			},
 			earned: []int64{0, 0, 0, 1},
-			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":4,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "timeout exit 137 with passed=true forged",
@@ -276,7 +384,7 @@ func TestScripts(t *testing.T) {
 				}
 			},
 			earned: []int64{0, 0, 0, 0, 0, 0, 1},
-			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":5,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":0,"gate_attempts":5,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "evidence pass, fail, pass",
@@ -293,29 +401,29 @@ func TestScripts(t *testing.T) {
 				}
 			},
 			earned: []int64{1, 0, 1, 1, 1, 1, 2, 2},
-			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":2,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":0,"diffs_captured":0,"evidence_declared":2,"evidence_passed":2,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 		{
 			name: "a session of every kind, repeated work among it",
 			rows: func(t testing.TB) []record.Row {
 				return []record.Row{
-					checkpoint(t, commitA),
+					checkpoint(t, treeA),
 					artifactRow(t, "notes", 1),
-					diff(t, commitA, commitB, patch1, 1),
-					checkpoint(t, commitB),
-					checkpoint(t, commitB),
+					diff(t, treeA, treeB, patch1, 1),
+					checkpoint(t, treeB),
+					checkpoint(t, treeB),
 					gate(t, "build", "make", 137, false),
 					gate(t, "build", "make", 0, true),
-					diff(t, commitA, commitB, patch1, 1),
+					diff(t, treeA, treeB, patch1, 1),
 					evidence(t, "tests", 0, true),
 					artifactRow(t, "notes", 2),
 					gate(t, "adhoc", "true", 0, true),
 					evidence(t, "tests", 0, true),
-					checkpoint(t, commitA),
+					checkpoint(t, treeA),
 				}
 			},
 			earned: []int64{1, 1, 2, 3, 3, 3, 4, 4, 5, 5, 5, 5, 5},
-			want:   `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":3,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`,
+			want:   `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":3,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`,
 		},
 	}
 	led := working(t)
@@ -341,8 +449,8 @@ func TestScripts(t *testing.T) {
 // TestNoLedgerNothingDeclared: without a ledger no gate and no producer is
 // declared, so passes earn nothing; checkpoints and diffs still count.
 func TestNoLedgerNothingDeclared(t *testing.T) {
-	v := fold(t, []record.Row{gate(t, "build", "make", 0, true), evidence(t, "tests", 0, true), checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1)}, nil)
-	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":0,"evidence_passed":0,"gate_attempts":1,"gates_passed":0,"ledger_attempts":0,"ledger_phase":"","schema_version":2,"task_id":"T-1","terminal":false}`
+	v := fold(t, []record.Row{gate(t, "build", "make", 0, true), evidence(t, "tests", 0, true), checkpoint(t, treeA), diff(t, treeA, treeB, patch1, 1)}, nil)
+	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":0,"evidence_passed":0,"gate_attempts":1,"gates_passed":0,"ledger_attempts":0,"ledger_phase":"","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(v.Bytes()); got != want || v.EarnedSteps() != 2 {
 		t.Fatalf("got %s (earned %d)\nwant %s (earned 2)", got, v.EarnedSteps(), want)
 	}
@@ -353,7 +461,7 @@ func TestGateDeclaredTwiceCountsOnce(t *testing.T) {
 	led := chainRows(t, "T-1", []record.Row{row(t, record.KindTaskCreated, ledger.Created{Title: "dup",
 		Gates: []ledger.Gate{{Name: "build", Command: "make"}, {Name: "build", Command: "make"}, {Name: "build", Command: "make all"}}})})
 	v := fold(t, []record.Row{gate(t, "build", "make", 0, true), gate(t, "build", "make all", 0, true)}, led)
-	const want = `{"checkpoints":0,"diffs_captured":0,"evidence_declared":0,"evidence_passed":0,"gate_attempts":2,"gates_passed":1,"ledger_attempts":0,"ledger_phase":"created","schema_version":2,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":0,"diffs_captured":0,"evidence_declared":0,"evidence_passed":0,"gate_attempts":2,"gates_passed":1,"ledger_attempts":0,"ledger_phase":"created","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(v.Bytes()); got != want || v.EarnedSteps() != 1 {
 		t.Fatalf("got %s (earned %d)\nwant %s (earned 1)", got, v.EarnedSteps(), want)
 	}
@@ -364,9 +472,11 @@ func TestGateDeclaredTwiceCountsOnce(t *testing.T) {
 // and undeclared producers, artifacts and rows of unknown kinds.
 func pool(t testing.TB) []record.Row {
 	return []record.Row{
-		checkpoint(t, commitA), checkpoint(t, commitB), checkpoint(t, commitC), checkpoint(t, strings.ToUpper(commitD)), checkpoint(t, ""),
-		diff(t, commitA, commitB, patch1, 1), diff(t, commitB, commitC, patch2, 1), diff(t, commitC, commitD, patch3, 1),
-		diff(t, commitA, commitA, "", 0), diff(t, commitD, commitC, patch1, 1),
+		checkpoint(t, treeA), checkpoint(t, treeB), checkpoint(t, treeC), checkpoint(t, strings.ToUpper(treeD)), checkpoint(t, ""),
+		cp(t, treeA, treeA), cp(t, treeB, treeA), cp(t, treeA, treeB), cp(t, emptyTree, emptyTree), legacyCheckpoint(t, commitOf(treeC)),
+		diff(t, treeA, treeB, patch1, 1), diff(t, treeB, treeC, patch2, 1), diff(t, treeC, treeD, patch3, 1),
+		diff(t, treeA, treeA, "", 0), diff(t, treeD, treeC, patch1, 1), diff(t, treeB, treeA, patch1r, 1),
+		legacyDiff(t, commitOf(treeA), commitOf(treeD), patch2),
 		gate(t, "build", "make", 0, true), gate(t, "build", "make", 2, false), gate(t, "build", "make", 137, true),
 		gate(t, "vet", "go vet ./...", 0, true), gate(t, "smoke", "true", 0, true), gate(t, "build", "true", 0, true),
 		evidence(t, "tests", 0, true), evidence(t, "tests", 1, false), evidence(t, "lint", 0, true), evidence(t, "lint", 137, true),
@@ -525,9 +635,9 @@ func TestCommutingRowsCommute(t *testing.T) {
 		}
 	}
 	// By hand: distinct checkpoints and distinct diffs in either order.
-	fwd := []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), checkpoint(t, commitB), diff(t, commitB, commitC, patch2, 1)}
-	rev := []record.Row{diff(t, commitB, commitC, patch2, 1), checkpoint(t, commitB), diff(t, commitA, commitB, patch1, 1), checkpoint(t, commitA)}
-	const want = `{"checkpoints":2,"diffs_captured":2,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	fwd := []record.Row{checkpoint(t, treeA), diff(t, treeA, treeB, patch1, 1), checkpoint(t, treeB), diff(t, treeB, treeC, patch2, 1)}
+	rev := []record.Row{diff(t, treeB, treeC, patch2, 1), checkpoint(t, treeB), diff(t, treeA, treeB, patch1, 1), checkpoint(t, treeA)}
+	const want = `{"checkpoints":2,"diffs_captured":2,"evidence_declared":2,"evidence_passed":0,"gate_attempts":0,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if a, b := string(fold(t, fwd, led).Bytes()), string(fold(t, rev, led).Bytes()); a != want || b != want {
 		t.Fatalf("distinct checkpoints and diffs\n fwd %s\n rev %s\nwant %s", a, b, want)
 	}
@@ -582,7 +692,7 @@ func TestArtifactsNeverMoveIt(t *testing.T) {
 func TestFiftyReportsMoveNothing(t *testing.T) {
 	led := working(t)
 	rows := workRows(t)
-	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":2,"gates_passed":1,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	for i := 0; i <= 50; i++ {
 		if i > 0 {
 			rows = append(rows, artifactRow(t, fmt.Sprintf("report-%d", i%5), int64((i-1)/5+1)))
@@ -685,14 +795,14 @@ func TestFoldDeterministic(t *testing.T) {
 // a gate.
 func TestCloneIsDeep(t *testing.T) {
 	var j Journal
-	for _, r := range []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), gate(t, "build", "true", 0, true), evidence(t, "tests", 0, true)} {
+	for _, r := range []record.Row{checkpoint(t, treeA), diff(t, treeA, treeB, patch1, 1), gate(t, "build", "true", 0, true), evidence(t, "tests", 0, true)} {
 		if err := j.Apply(r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	orig, _ := json.Marshal(j)
 	c := j.Clone()
-	for _, r := range []record.Row{checkpoint(t, commitB), diff(t, commitB, commitC, patch2, 1), gate(t, "build", "make", 0, true),
+	for _, r := range []record.Row{checkpoint(t, treeB), diff(t, treeB, treeC, patch2, 1), gate(t, "build", "make", 0, true),
 		gate(t, "vet", "go vet ./...", 0, true), evidence(t, "tests", 1, false), evidence(t, "lint", 0, true)} {
 		if err := c.Apply(r); err != nil {
 			t.Fatal(err)
@@ -708,7 +818,7 @@ func TestCloneIsDeep(t *testing.T) {
 	}
 	// The original: one checkpoint, one diff, build passed only with an
 	// undeclared command, tests passed.
-	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":1,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":1,"diffs_captured":1,"evidence_declared":2,"evidence_passed":1,"gate_attempts":1,"gates_passed":0,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(Project("T-1", j, &l).Bytes()); got != want {
 		t.Fatalf("original after the clone moved on\n got %s\nwant %s", got, want)
 	}
@@ -719,7 +829,7 @@ func TestCloneIsDeep(t *testing.T) {
 // holding one is folded again instead of extended.
 func TestJournalJSON(t *testing.T) {
 	var j Journal
-	for _, r := range []record.Row{checkpoint(t, commitA), checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1),
+	for _, r := range []record.Row{checkpoint(t, treeA), checkpoint(t, treeA), diff(t, treeA, treeB, patch1, 1),
 		gate(t, "build", "make", 0, true), gate(t, "build", "make", 0, true), evidence(t, "tests", 0, true)} {
 		if err := j.Apply(r); err != nil {
 			t.Fatal(err)
@@ -729,7 +839,7 @@ func TestJournalJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"schema":2,"commits":{"` + commitA + `":true},"patches":{"` + string(record.Sum([]byte(patch1))) + `":true},"gate_attempts":2,"gate_passes":{"build":{"make":true}},"evidence":{"tests":true}}`
+	want := `{"schema":3,"trees":{"` + treeA + `":true},"joined":{"` + treeB + `":"` + treeA + `"},"diffs":1,"sizes":{"` + treeA + `":1},"gate_attempts":2,"gate_passes":{"build":{"make":true}},"evidence":{"tests":true}}`
 	if string(b) != want {
 		t.Fatalf("journal JSON\n got %s\nwant %s", b, want)
 	}
@@ -737,16 +847,17 @@ func TestJournalJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, j) {
 		t.Fatalf("read back %+v (%v), want %+v", back, err, j)
 	}
-	if b, _ := json.Marshal(Journal{}); string(b) != `{"schema":2,"gate_attempts":0}` {
+	if b, _ := json.Marshal(Journal{}); string(b) != `{"schema":3,"gate_attempts":0}` {
 		t.Fatalf("empty journal JSON %s", b)
 	}
 	for _, stale := range []string{
 		`{"Checkpoints":999,"DiffsCaptured":5,"GateAttempts":3,"GatesPassed":3,"Evidence":{"tests":true}}`,
 		`{"Checkpoints":999}`,
 		`{}`,
-		`{"schema":1,"commits":{"` + commitA + `":true}}`,
-		`{"schema":3}`,
-		`{"schema":"2"}`,
+		`{"schema":1,"commits":{"` + treeA + `":true}}`,
+		`{"schema":2,"commits":{"` + treeA + `":true},"gate_attempts":0}`,
+		`{"schema":4}`,
+		`{"schema":"3"}`,
 		`[]`,
 	} {
 		var s Journal
@@ -767,7 +878,7 @@ func TestJournalJSON(t *testing.T) {
 // TestRepeatsDoNotGrow: folding the same rows a thousand times holds what
 // folding them once holds.
 func TestRepeatsDoNotGrow(t *testing.T) {
-	rows := []record.Row{checkpoint(t, commitA), diff(t, commitA, commitB, patch1, 1), gate(t, "build", "make", 0, true),
+	rows := []record.Row{checkpoint(t, treeA), diff(t, treeA, treeB, patch1, 1), gate(t, "build", "make", 0, true),
 		gate(t, "smoke", "true", 0, true), evidence(t, "tests", 0, true)}
 	var once, many Journal
 	for _, r := range rows {
@@ -778,7 +889,7 @@ func TestRepeatsDoNotGrow(t *testing.T) {
 			many.Apply(r)
 		}
 	}
-	if len(many.Commits) != 1 || len(many.Patches) != 1 || len(many.GatePasses) != 2 || len(many.GatePasses["build"]) != 1 || len(many.Evidence) != 1 {
+	if len(many.Trees) != 1 || many.Diffs != 1 || len(many.GatePasses) != 2 || len(many.GatePasses["build"]) != 1 || len(many.Evidence) != 1 {
 		t.Fatalf("a thousand repeats grew the fold: %+v", many)
 	}
 	if many.GateAttempts != 2000 {
@@ -795,9 +906,11 @@ func TestRepeatsDoNotGrow(t *testing.T) {
 func TestMalformedRows(t *testing.T) {
 	cases := []struct{ kind, data string }{
 		{record.KindCheckpoint, `"x"`},
-		{record.KindCheckpoint, `{"commit":5}`},
-		{record.KindCheckpoint, `{"commit":["a"]}`},
+		{record.KindCheckpoint, `{"tree":5}`},
+		{record.KindCheckpoint, `{"tree":"` + treeA + `","parent_tree":["a"]}`},
 		{record.KindCheckpoint, ``},
+		{record.KindDiffCaptured, `{"base_tree":1,"head_tree":"` + treeB + `"}`},
+		{record.KindDiffCaptured, `{"base_tree":"` + treeA + `","head_tree":{}}`},
 		{record.KindDiffCaptured, `{"patch":"x"}`},
 		{record.KindDiffCaptured, `{"patch":{"size":"1","hash":"sha256:00"}}`},
 		{record.KindDiffCaptured, `{"patch":{"size":1,"hash":7}}`},
@@ -875,17 +988,21 @@ func TestDocWorkedExample(t *testing.T) {
 		row(t, record.KindTaskClaimed, ledger.Claimed{Agent: "agent-1", ClaimID: "claim-0001", TokenSHA256: record.Sum([]byte("token"))}),
 		row(t, record.KindTaskStarted, ledger.Transition{}),
 	})
-	c1, c2 := commitA, commitB
+	// c1 has tree t1 (its parent t0), c2 tree t2 (its parent c1).
+	t0, t1, t2 := treeP, treeA, treeB
 	steps := []struct {
 		r      record.Row
 		earned int64
 	}{
-		{checkpoint(t, c1), 1},
-		{checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1}, {checkpoint(t, c1), 1},
-		{diff(t, c1, c1, "", 0), 1},
-		{checkpoint(t, c2), 2},
-		{diff(t, c1, c2, patch1, 1), 3},
-		{diff(t, c1, c2, patch1, 1), 3},
+		{cp(t, t1, t0), 1},
+		{cp(t, t1, t0), 1}, {cp(t, t1, t0), 1}, {cp(t, t1, t0), 1}, {cp(t, t1, t0), 1},
+		{cp(t, t1, t1), 1}, // an empty commit on c1
+		// the journal's checkpoint is refused: no row
+		{diff(t, t1, t1, "", 0), 1},
+		{cp(t, t2, t1), 2},
+		{diff(t, t1, t2, patch1, 1), 3},
+		{diff(t, t2, t1, patch1r, 1), 3},
+		{cp(t, t1, t2), 3}, // the revert of c2
 		{gate(t, "build", "make", 2, false), 3},
 		{gate(t, "build", "make", 137, false), 3},
 		{gate(t, "build", "make", 0, true), 4},
@@ -904,8 +1021,131 @@ func TestDocWorkedExample(t *testing.T) {
 			t.Errorf("step %d: earned %d, want %d (%s)", i, v.EarnedSteps(), s.earned, v.Bytes())
 		}
 	}
-	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":1,"evidence_passed":0,"gate_attempts":7,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":2,"task_id":"T-1","terminal":false}`
+	const want = `{"checkpoints":2,"diffs_captured":1,"evidence_declared":1,"evidence_passed":0,"gate_attempts":7,"gates_passed":2,"ledger_attempts":1,"ledger_phase":"started","schema_version":3,"task_id":"T-1","terminal":false}`
 	if got := string(fold(t, rows, led).Bytes()); got != want {
 		t.Fatalf("canonical bytes\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestWhyNot: the reason a row earns nothing, as the library reports it
+// with the row (WorkResult.Note), is the fold's own decision.
+func TestWhyNot(t *testing.T) {
+	var j Journal
+	for _, r := range []record.Row{cp(t, treeA, treeP), diff(t, treeA, treeB, patch1, 1)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		tree, parent, want string
+	}{
+		{treeB, treeA, ""},
+		{treeA, treeP, TreeCounted},
+		{strings.ToUpper(treeA), treeB, TreeCounted},
+		{treeB, treeB, TreeUnchanged},
+		{treeB, "", NoTrees},
+		{"", treeA, NoTrees},
+	} {
+		key, why := j.Checkpoint(c.tree, c.parent)
+		if why != c.want || (why == "") != (key != "") {
+			t.Errorf("checkpoint of %s (parent %s): %q %q, want %q", c.tree, c.parent, key, why, c.want)
+		}
+	}
+	for _, c := range []struct {
+		base, head string
+		size       int64
+		want       string
+	}{
+		{treeB, treeC, 5, ""},
+		{treeA, treeB, 5, ChangeCaptured},
+		{treeB, treeP, 5, ""},
+		{treeB, treeA, 5, ChangeCaptured},
+		{treeC, treeC, 5, SameTrees},
+		{treeC, treeD, 0, EmptyPatch},
+		{treeC, "", 5, NoTrees},
+	} {
+		key, why := j.Diff(c.base, c.head, c.size, record.Sum([]byte("p")))
+		if why != c.want || (why == "") != (key != "") {
+			t.Errorf("diff %s..%s: %q %q, want %q", c.base, c.head, key, why, c.want)
+		}
+	}
+}
+
+// TestDiffsEarnAtMostTheChanges: a diff earns only when it joins two trees
+// no captured changes connect yet, so n distinct trees earn at most n-1
+// diffs, and the count is the same in every order of the rows (it is the
+// number of trees less the number of groups the diffs connect them into,
+// counted here apart from the fold).
+func TestDiffsEarnAtMostTheChanges(t *testing.T) {
+	trees := []string{treeA, treeB, treeC, treeD, treeP}
+	var pairs [][2]string
+	for i := range trees {
+		for k := i + 1; k < len(trees); k++ {
+			pairs = append(pairs, [2]string{trees[i], trees[k]})
+		}
+	}
+	// groups counts the connected groups among the trees the pairs name.
+	groups := func(ps [][2]string) (named, n int) {
+		group := map[string]int{}
+		next := 0
+		for _, p := range ps {
+			ga, oka := group[p[0]]
+			gb, okb := group[p[1]]
+			switch {
+			case !oka && !okb:
+				group[p[0]], group[p[1]] = next, next
+				next++
+			case !oka:
+				group[p[0]] = gb
+			case !okb:
+				group[p[1]] = ga
+			case ga != gb:
+				for k, g := range group {
+					if g == gb {
+						group[k] = ga
+					}
+				}
+			}
+		}
+		seen := map[int]bool{}
+		for _, g := range group {
+			seen[g] = true
+		}
+		return len(group), len(seen)
+	}
+	rng := rand.New(rand.NewSource(17))
+	for round := 0; round < 300; round++ {
+		k := 1 + rng.Intn(len(pairs))
+		ps := make([][2]string, 0, k)
+		for _, i := range rng.Perm(len(pairs))[:k] {
+			p := pairs[i]
+			if rng.Intn(2) == 0 {
+				p[0], p[1] = p[1], p[0]
+			}
+			ps = append(ps, p)
+		}
+		named, n := groups(ps)
+		want := int64(named - n)
+		for perm := 0; perm < 3; perm++ {
+			var j Journal
+			for _, i := range rng.Perm(len(ps)) {
+				if err := j.Apply(diff(t, ps[i][0], ps[i][1], patch1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := Project("T-1", j, nil).DiffsCaptured; got != want {
+				t.Fatalf("round %d: %d diffs over %d trees in %d groups earned %d, want %d", round, len(ps), named, n, got, want)
+			}
+		}
+	}
+	// Two separate changes, then one that connects them: each earns.
+	var j Journal
+	for _, r := range []record.Row{diff(t, treeA, treeB, patch1, 1), diff(t, treeC, treeD, patch1, 1), diff(t, treeB, treeC, patch1, 1)} {
+		if err := j.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.Diffs != 3 {
+		t.Fatalf("A..B, C..D, B..C earned %d, want 3", j.Diffs)
 	}
 }

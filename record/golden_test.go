@@ -134,6 +134,17 @@ func journalGoldenRows(t *testing.T) map[string]Row {
 			"insertions":    120,
 			"deletions":     7,
 		}),
+		// The rows as this version writes them (progress schema 3): the
+		// trees the fold compares.
+		"journal_checkpoint_trees": mustRow(t, KindCheckpoint, task, 6, gHash1, "orchestrator", Checkpoint{
+			Commit: "8b7c2f0a3e4d5c6b7a8f9e0d1c2b3a4f5e6d7c8b", Tree: "3c4e9cd789d88d8d89c1073707c3585e41b0e614",
+			ParentTree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		}),
+		"journal_diff_captured_trees": mustRow(t, KindDiffCaptured, task, 7, gHash2, "orchestrator", DiffCaptured{
+			Base: "1111111111111111111111111111111111111111", Head: "2222222222222222222222222222222222222222",
+			BaseTree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", HeadTree: "3c4e9cd789d88d8d89c1073707c3585e41b0e614",
+			Patch: Output{Path: "outputs/000007-diff.patch", Blob: gBlob, Hash: gHash4, Size: 120}, Files: 1, Added: 3, Removed: 0,
+		}),
 		"journal_gate_attempt": mustRow(t, KindGateAttempt, task, 4, gHash1, "agent-7", map[string]any{
 			"gate":          "unit-tests",
 			"command":       "go test ./... -run 'Test.*' </dev/null",

@@ -5,20 +5,30 @@ import "strconv"
 // The data of the journal rows that real work produces, run on the
 // orchestrator side. None carries a timestamp or a duration: rows are hashed.
 
-// Checkpoint is the data of a checkpoint row: a real commit of the repository.
+// Checkpoint is the data of a checkpoint row: a real commit of the
+// project's history, with what the progress fold needs to tell new work
+// from old without the commit at hand: its tree and its first parent's
+// tree (the empty tree's id for a root commit). Rows written before
+// progress schema 3 carry no trees (the fields are omitted when empty).
 type Checkpoint struct {
-	Commit string `json:"commit"`
+	Commit     string `json:"commit"`
+	Tree       string `json:"tree,omitempty"`
+	ParentTree string `json:"parent_tree,omitempty"`
 }
 
 // DiffCaptured is the data of a diff_captured row: a patch between two real
-// commits, stored as a blob in the journal tree.
+// commits, stored as a blob in the journal tree, with the trees it compares
+// (the change the fold counts). Rows written before progress schema 3 carry
+// no trees.
 type DiffCaptured struct {
-	Base    string `json:"base"`
-	Head    string `json:"head"`
-	Patch   Output `json:"patch"`
-	Files   int64  `json:"files"`
-	Added   int64  `json:"added"`
-	Removed int64  `json:"removed"`
+	Base     string `json:"base"`
+	Head     string `json:"head"`
+	BaseTree string `json:"base_tree,omitempty"`
+	HeadTree string `json:"head_tree,omitempty"`
+	Patch    Output `json:"patch"`
+	Files    int64  `json:"files"`
+	Added    int64  `json:"added"`
+	Removed  int64  `json:"removed"`
 }
 
 // GateAttempt is the data of a gate_attempt row.

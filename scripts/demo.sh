@@ -30,7 +30,9 @@ run "$bin" artifact show DEMO-1 summary
 run "$bin" artifact list
 
 # Progress is earned by recorded work, never posted.
-git -C "$BERNSTEIN_REPO" -c user.name=demo -c user.email=demo@example.com commit -q --allow-empty -m "planner: prefer hash joins"
+printf 'join = hash\n' > "$BERNSTEIN_REPO/planner.conf"
+git -C "$BERNSTEIN_REPO" add planner.conf
+git -C "$BERNSTEIN_REPO" -c user.name=demo -c user.email=demo@example.com commit -q -m "planner: prefer hash joins"
 run "$bin" task start DEMO-1
 run "$bin" checkpoint DEMO-1
 run "$bin" gate run DEMO-1 smoke

@@ -27,8 +27,14 @@ func forgeryRepo(t *testing.T) *repo {
 	if _, err := bernstein.Init(r.opts, "test-writer"); err != nil {
 		t.Fatal(err)
 	}
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "second")
+	// Commits with trees of their own: a checkpoint of each earns.
+	for _, msg := range []string{"first", "second"} {
+		if err := os.WriteFile(filepath.Join(r.dir, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git("add", "work.txt")
+		r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", msg)
+	}
 	s, err := bernstein.Open(r.opts)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,14 @@ func newTaskRepo(t *testing.T, task string) *repo {
 	if _, err := bernstein.Init(r.opts, "test-writer"); err != nil {
 		t.Fatal(err)
 	}
-	r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first")
+	// Commits with trees of their own: a checkpoint of each earns.
+	for _, msg := range []string{"first"} {
+		if err := os.WriteFile(filepath.Join(r.dir, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git("add", "work.txt")
+		r.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", msg)
+	}
 	s, err := bernstein.Open(r.opts)
 	if err != nil {
 		t.Fatal(err)

@@ -210,9 +210,14 @@ func (e *cliEnv) gitStdin(stdin string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// commit makes a commit in the repository's work tree.
+// commit commits a change in the repository's work tree (work.txt set to
+// msg, so each message its own tree: a checkpoint of it earns).
 func (e *cliEnv) commit(msg string) {
 	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.repo, "work.txt"), []byte(msg+"\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	e.git("add", "work.txt")
 	e.git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", msg)
 }
 

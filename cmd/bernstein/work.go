@@ -23,6 +23,14 @@ func printWork(io *IO, res *bernstein.WorkResult, what string) {
 	}
 }
 
+// noteWork says on stderr, whatever the output format, why a recorded row
+// earned nothing.
+func noteWork(io *IO, res *bernstein.WorkResult) {
+	if res.Note != "" {
+		fmt.Fprintln(io.Err, "note: "+res.Note)
+	}
+}
+
 // verdict says how a gate or producer run ended.
 func verdict(passed bool, exit int64) string {
 	if passed {
@@ -37,10 +45,15 @@ func newCheckpointCmd(g *globals, io *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint <task> [--commit REV]",
 		Short: "Record a checkpoint of a task at a real commit",
-		Long: `Record a checkpoint row in the task's journal. REV (default HEAD) must resolve
-to a commit of this repository; an unknown revision is refused and nothing is
-written. A commit earns a step of progress once: checkpointing it again is
-recorded and earns nothing.
+		Long: `Record a checkpoint row in the task's journal, with the commit's tree and its
+first parent's tree. REV (default HEAD) must resolve to a commit of the
+project's history: an unknown revision, or a commit of bernstein's own record
+(a commit of a chain under refs/bernstein/, however it is named), is refused
+with one line saying why, and nothing is written. A checkpoint earns a step of
+progress when its tree is new: different from its first parent's tree and
+from every tree counted before. An empty commit, an amend that keeps the
+tree, or a revert or cherry-pick back to a counted tree is recorded and earns
+nothing (a note on stderr says why).
 
 Exit status: 0 recorded, 1 error (nothing recorded).`,
 		Args: cobra.ExactArgs(1),
@@ -54,6 +67,7 @@ Exit status: 0 recorded, 1 error (nothing recorded).`,
 			if err != nil {
 				return err
 			}
+			noteWork(io, res)
 			if asJSON {
 				return printJSON(io, res)
 			}
@@ -74,11 +88,17 @@ func newDiffCmd(g *globals, io *IO) *cobra.Command {
 	capture := &cobra.Command{
 		Use:   "capture <task> --base REV [--head REV]",
 		Short: "Capture the patch between two commits",
-		Long: `Compute the patch from --base to --head (default HEAD) with git, store it as a
-blob in the journal tree (outputs/<index>-diff.patch, capped at 1 MiB and
-marked truncated beyond), and record a diff_captured row with the number of
-files, added and removed lines. A diff earns a step of progress when it is not
-empty and differs from every diff captured before.
+		Long: `Compute the patch from --base to --head (default HEAD), two commits of the
+project's history, with git and fixed options that no configuration or
+environment changes (docs/format.md, Patches), store it as a blob in the
+journal tree (outputs/<index>-diff.patch, capped at 1 MiB and marked truncated
+beyond), and record a diff_captured row with both commits' trees and the
+number of files, added and removed lines. A commit of bernstein's own record
+is refused, and nothing is written. A diff earns a step of progress once per
+change: the same two trees, in either order, are one change, a change
+implied by changes captured before (a..c after a..b and b..c) is none, and
+base and head with the same tree are none (recorded, earning nothing; a note
+on stderr says why).
 
 Exit status: 0 recorded, 1 error (nothing recorded).`,
 		Args: cobra.ExactArgs(1),
@@ -95,6 +115,7 @@ Exit status: 0 recorded, 1 error (nothing recorded).`,
 			if err != nil {
 				return err
 			}
+			noteWork(io, res)
 			if asJSON {
 				return printJSON(io, res)
 			}
@@ -245,9 +266,9 @@ func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
 		Use:   "progress <task>",
 		Short: "Print a task's progress vector",
 		Long: `Print the task's progress vector: a pure projection of its journal and ledger
-rows (distinct commits checkpointed, distinct non-empty diffs captured, gate
+rows (checkpoints of new trees, changes captured (pairs of trees), gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
-and attempts). It cannot be posted, only earned; artifacts never move it, and
+and attempts; docs/cli.md, Progress vector). It cannot be posted, only earned; artifacts never move it, and
 repeating work earns nothing. Only rows whose commits a trusted writer signed
 count (your own writer's key, keys pinned with 'bernstein keys pin' or
 --allowed-signers); the

@@ -72,7 +72,10 @@ export function workspace(writer) {
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
   execFileSync(BIN, ['init', '--writer', writer], { env, stdio: 'ignore' });
-  execFileSync('git', ['-C', repo, 'commit', '-q', '--allow-empty', '-m', 'first'], { env, stdio: 'ignore' });
+  // A commit with a tree of its own: only a new tree earns a step.
+  writeFileSync(join(repo, 'work.txt'), 'first\n');
+  execFileSync('git', ['-C', repo, 'add', 'work.txt'], { env, stdio: 'ignore' });
+  execFileSync('git', ['-C', repo, 'commit', '-q', '-m', 'first'], { env, stdio: 'ignore' });
   return ws;
 }
 

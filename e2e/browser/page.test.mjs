@@ -11,7 +11,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -275,7 +275,8 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
   it('moves the strip on a checkpoint of a new commit and a gate pass; later posts bind to the new checkpoint', async () => {
     const strip = page.locator('#progress-strip');
     const before = await strip.getAttribute('data-vector-hash');
-    await ws.git('commit', '-q', '--allow-empty', '-m', 'second');
+    writeFileSync(join(ws.repo, 'work.txt'), 'second\n');
+    await ws.git('commit', '-q', '-am', 'second');
     const cp = await ws.cliJSON('checkpoint', TASK);
     const commit2 = cp.data.commit;
     assert.notEqual(commit2, commit1);

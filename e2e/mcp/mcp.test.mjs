@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -26,7 +26,8 @@ const WRITER = 'e2e-writer';
 const POST = 'bernstein_post_artifact';
 const HANDLE = 'bernstein_task_handle';
 
-// A temporary repository with a writer identity and a commit to checkpoint.
+// A temporary repository with a writer identity and a commit to checkpoint
+// (one with a tree of its own: only a new tree earns a step).
 function workspace(t) {
   const dir = mkdtempSync(join(tmpdir(), 'bernstein-e2e-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -48,7 +49,9 @@ function workspace(t) {
     git: (...args) => run('git', ['-C', repo, ...args]),
   };
   ws.cli('init', '--writer', WRITER);
-  ws.git('commit', '-q', '--allow-empty', '-m', 'first');
+  writeFileSync(join(repo, 'work.txt'), 'first\n');
+  ws.git('add', 'work.txt');
+  ws.git('commit', '-q', '-m', 'first');
   return ws;
 }
 
@@ -318,7 +321,7 @@ async function checkHandleAndProgress(ws, client) {
   const advance = await notesFor(client, 'h1');
   assert.equal(advance.length, 1, 'one progress notification for the advance');
   assert.equal(advance[0].progress, earned0 + 1, 'progress = earned steps');
-  assert.equal(advance[0].total, 1, 'total = evidence declared');
+  assert.equal(advance[0].total, 1, 'total = declared gates and evidence (one producer)');
 
   for (let i = 0; i < 50; i++) {
     await postOK(client, { task_id: 'T-1', key: `note-${i % 5}`, artifact_type: 'report', body: `report ${i}` }, `p${i}`);
@@ -329,12 +332,15 @@ async function checkHandleAndProgress(ws, client) {
   assert.notEqual(h2.receiptHash, h1.receiptHash);
   assert.equal(h2.progress.journal_rows, h1.progress.journal_rows + 50);
 
-  // The next advance (a checkpoint of a new commit: a commit counts once) is
-  // reported on a post too; it is the only other one.
-  ws.git('commit', '-q', '--allow-empty', '-m', 'second');
+  // The next advance (a checkpoint of a commit with a new tree: a tree
+  // counts once) is reported on a post too; it is the only other one.
+  writeFileSync(join(ws.repo, 'work.txt'), 'second\n');
+  ws.git('commit', '-q', '-am', 'second');
   ws.cli('checkpoint', 'T-1');
   await postOK(client, { task_id: 'T-1', key: 'note-0', artifact_type: 'report', body: 'after the second checkpoint' }, 'p50');
-  assert.equal((await notesFor(client, 'p50'))[0]?.progress, earned0 + 2);
+  const second = (await notesFor(client, 'p50'))[0];
+  assert.equal(second?.progress, earned0 + 2);
+  assert.equal(second?.total, undefined, 'no total below the progress');
   assert.deepEqual(client.progressNotes.map((n) => n.progressToken), ['h1', 'p50'],
     'no progress notification for h0 (nothing earned), the fifty reports or h2 (nothing moved)');
 }

@@ -209,14 +209,18 @@ var Forgeries = []Forgery{
 		return 2
 	}},
 	{Name: "checkpoint", Chain: "journal", Rows: func(g *Forger, task string) int {
-		g.AppendRow(refs.Journal(task), task, record.KindCheckpoint, "mallory", record.Checkpoint{Commit: g.Git("rev-parse", "HEAD~1")}, nil)
+		// With its trees, as an honest row carries them: only the forgery
+		// keeps it from counting.
+		g.AppendRow(refs.Journal(task), task, record.KindCheckpoint, "mallory", record.Checkpoint{Commit: g.Git("rev-parse", "HEAD~1"),
+			Tree: g.Git("rev-parse", "HEAD~1^{tree}"), ParentTree: gitstore.EmptyTree.String()}, nil)
 		return 1
 	}},
 	{Name: "diff", Chain: "journal", Rows: func(g *Forger, task string) int {
 		patch := []byte("diff --git a/x b/x\n+forged\n")
 		out := record.Output{Path: "outputs/000009-diff.patch", Blob: gitstore.HashObject(gitstore.TypeBlob, patch).String(), Hash: record.Sum(patch), Size: int64(len(patch))}
 		g.AppendRow(refs.Journal(task), task, record.KindDiffCaptured, "mallory", record.DiffCaptured{Base: g.Git("rev-parse", "HEAD~1"),
-			Head: g.Git("rev-parse", "HEAD"), Patch: out, Files: 1, Added: 1}, map[string][]byte{out.Path: patch})
+			Head: g.Git("rev-parse", "HEAD"), BaseTree: g.Git("rev-parse", "HEAD~1^{tree}"), HeadTree: g.Git("rev-parse", "HEAD^{tree}"),
+			Patch: out, Files: 1, Added: 1}, map[string][]byte{out.Path: patch})
 		return 1
 	}},
 	{Name: "gate", Chain: "journal", Rows: func(g *Forger, task string) int {
