@@ -35,7 +35,7 @@ func statementOf(t *testing.T, a *bernstein.Attestation) map[string]any {
 func TestAttestPosition(t *testing.T) {
 	f := newFixture(t)
 	s := f.open()
-	f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "work")
+	f.withCommits() // a checkpoint of HEAD earns a step
 	tok := f.startedTask(s, "T-1")
 	f.post(s, "T-1", "notes", "agent", tok, report("before the checkpoint"))
 	if _, err := s.Checkpoint("T-1", "HEAD", ""); err != nil {

@@ -54,7 +54,10 @@ function workspace(t, writer, kind) {
     chmodSync(join(home, 'signing.pem'), 0o600);
   }
   ws.cli('init', '--writer', writer);
-  ws.git('commit', '-q', '--allow-empty', '-m', 'first');
+  // A commit with a tree of its own: a checkpoint of it earns a step.
+  writeFileSync(join(ws.repo, 'work.txt'), 'first\n');
+  ws.git('add', 'work.txt');
+  ws.git('commit', '-q', '-m', 'first');
   ws.pub = ws.git('show', `refs/bernstein/writers/${writer}:${writer}.pub`);
   return ws;
 }
