@@ -22,6 +22,9 @@ type InitResult struct {
 	// FsyncConfigured is set when init added `core.fsync` to the
 	// repository's config (it never overrides a value that is there).
 	FsyncConfigured bool `json:"fsync_configured"`
+	// SSHAgent is set when the writer's signing key lives in ssh-agent
+	// (InitAgent).
+	SSHAgent bool `json:"ssh_agent,omitempty"`
 }
 
 // KeyRecord is the published record of a writer's public key.
@@ -42,6 +45,10 @@ const (
 // when there is none, and publishes the writer's public key in its ref
 // refs/bernstein/writers/<writer>. Running it again changes nothing.
 func Init(o Options, writer string) (*InitResult, error) {
+	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.Create(home, writer) })
+}
+
+func initWith(o Options, identity func(home string) (*keys.Identity, bool, error)) (*InitResult, error) {
 	res := &InitResult{}
 	dir := repoDir(o)
 	created, err := ensureRepo(dir)
@@ -61,12 +68,13 @@ func Init(o Options, writer string) (*InitResult, error) {
 	if res.FsyncConfigured, err = s.configureFsync(); err != nil {
 		return nil, err
 	}
-	id, made, err := keys.Create(s.home, writer)
+	id, made, err := identity(s.home)
 	if err != nil {
 		return nil, err
 	}
 	s.identOnce.Do(func() { s.ident = id })
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.home, id.AuthorizedKey(), made
+	res.SSHAgent = id.InAgent()
 	out, err := s.submit(func(t *tx) (any, error) { return t.publishKey() })
 	if err != nil {
 		return nil, err

@@ -144,6 +144,9 @@ func (s *Store) runBatch(batch []*pendingOp) {
 		}
 	}
 	id, err := s.Identity()
+	if err == nil {
+		err = id.Ready() // a key in ssh-agent: the agent must hold it before anything is built
+	}
 	if err != nil {
 		finish(err)
 		return

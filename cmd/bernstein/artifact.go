@@ -45,7 +45,7 @@ and its spine entry; a tampered version is reported and its content withheld.`,
 		cmd.AddCommand(newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
 		return cmd
 	}
-	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io), newArtifactDiffCmd(g, io), newArtifactTextconvCmd(io))
+	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io), newArtifactDiffCmd(g, io), newArtifactTextconvCmd(io), newArtifactAttestCmd(g, io))
 	return cmd
 }
 

@@ -23,7 +23,7 @@ completed, failed, abandoned, reopened). Illegal transitions are refused.
 Every transition is mirrored into the writer's audit chain; a terminal one
 (complete, fail, abandon) also seals the task's journal in the spine.`,
 	}
-	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io), newTaskProgressCmd(g, io))
+	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io), newTaskProgressCmd(g, io), newTaskAttestCmd(g, io))
 	for _, kind := range []string{
 		record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
 		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened,
