@@ -17,15 +17,15 @@ import (
 // server/, which the server tests check against these documents).
 
 // TaskListDoc is the document of 'task list --output-json' and of
-// GET /api/v1/tasks.
+// GET /api/v1/tasks: each task with its integrity (listing.go).
 type TaskListDoc struct {
-	Tasks []*TaskInfo `json:"tasks"`
+	Tasks []TaskListEntry `json:"tasks"`
 }
 
 // NewTaskListDoc lists tasks ([] for none, never null).
-func NewTaskListDoc(tasks []*TaskInfo) TaskListDoc {
+func NewTaskListDoc(tasks []TaskListEntry) TaskListDoc {
 	if tasks == nil {
-		tasks = []*TaskInfo{}
+		tasks = []TaskListEntry{}
 	}
 	return TaskListDoc{Tasks: tasks}
 }

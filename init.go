@@ -19,6 +19,9 @@ type InitResult struct {
 	// FsyncConfigured is set when init added `core.fsync` to the
 	// repository's config (it never overrides a value that is there).
 	FsyncConfigured bool `json:"fsync_configured"`
+	// SSHAgent is set when the writer's signing key lives in ssh-agent
+	// (InitAgent).
+	SSHAgent bool `json:"ssh_agent,omitempty"`
 }
 
 // KeyRecord is the published record of a writer's public key.
@@ -34,6 +37,24 @@ const (
 // when there is none, and publishes the writer's public key in its ref
 // refs/bernstein/writers/<writer>. Running it again changes nothing.
 func Init(o Options, writer string) (*InitResult, error) {
+	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.Create(home, writer) })
+}
+
+// InitAgent is Init for a writer whose signing key lives in ssh-agent (a
+// hardware token, or a PKCS#11 key loaded with `ssh-add -s`): key names it
+// among the agent's keys (keys.SelectAgentKey; "" for the agent's only
+// writer-capable key). BERNSTEIN_HOME keeps the public key and the HMAC key.
+// The agent is asked before anything is written, so a missing or locked
+// agent is one error and nothing changes, the repository included.
+func InitAgent(o Options, writer, key string) (*InitResult, error) {
+	pub, err := keys.SelectAgentKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.CreateAgent(home, writer, pub) })
+}
+
+func initWith(o Options, identity func(home string) (*keys.Identity, bool, error)) (*InitResult, error) {
 	res := &InitResult{}
 	dir := repoDir(o)
 	created, err := git.EnsureRepo(dir)
@@ -53,12 +74,13 @@ func Init(o Options, writer string) (*InitResult, error) {
 	if res.FsyncConfigured, err = git.ConfigureFsync(s.core.GitDir); err != nil {
 		return nil, err
 	}
-	id, made, err := keys.Create(s.core.Home, writer)
+	id, made, err := identity(s.core.Home)
 	if err != nil {
 		return nil, err
 	}
 	s.core.SetIdentity(id)
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.core.Home, id.AuthorizedKey(), made
+	res.SSHAgent = id.InAgent()
 	out, err := s.w.Submit(func(t *txn.Tx) (any, error) { return t.PublishKey() })
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bernstein/bernstein/internal/fold"
+	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -23,9 +24,10 @@ import (
 type ReadView struct {
 	s     *Store
 	snap  *refs.Snapshot
-	task  string // "" for a view of every task
-	spine string // the key of the spines, the published keys and the trust set
-	proof string // the proof version: the published keys and the trust set
+	idx   *proof.IndexedView // snap, with its spine index built once
+	task  string             // "" for a view of every task
+	spine string             // the key of the spines, the published keys and the trust set
+	proof string             // the proof version: the published keys and the trust set
 }
 
 // ReadView takes one consistent snapshot for reads of task, or (task "")
@@ -43,7 +45,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &ReadView{s: s, snap: snap, task: task}
+	v := &ReadView{s: s, snap: snap, task: task, idx: &proof.IndexedView{Source: snap}}
 	spines, names, err := snap.List(refs.SpinePrefix)
 	if err != nil {
 		return nil, err
@@ -124,7 +126,7 @@ func (v *ReadView) Task(task string) (*TaskInfo, error) {
 	if err := v.covers(task); err != nil {
 		return nil, err
 	}
-	f, err := v.s.folds.Task(v.snap, task)
+	f, err := v.s.folds.Task(v.idx, task)
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +167,11 @@ func (v *ReadView) Artifacts(task string) (*verify.TaskReport, error) {
 	if err := requireTask(v.snap, task); err != nil {
 		return nil, err
 	}
-	env, err := v.s.VerifyEnv(v.snap)
+	env, err := v.s.VerifyEnv(v.idx)
 	if err != nil {
 		return nil, err
 	}
-	ver, err := verify.NewVerifier(env)
+	ver, err := proof.Verifier(env)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,16 @@
-// Package keys owns a writer's identity: its id, its ed25519 signing key and
-// its HMAC key, kept under BERNSTEIN_HOME (never in a repository), loaded
-// through sigstore's signature package; SSH signatures for commits; and the
-// trust a reader places in published keys (git's allowed_signers format).
+// Package keys owns a writer's identity: its id, its signing key (Ed25519
+// or ECDSA P-256, in a file or in ssh-agent) and its HMAC key, kept under
+// BERNSTEIN_HOME (never in a repository), signing through sigstore's
+// signature package; SSH signatures for commits; and the trust a reader
+// places in published keys (git's allowed_signers format).
 package keys
 
 import (
 	"bytes"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -51,18 +54,18 @@ type Identity struct {
 	Home   string
 
 	signer   signature.SignerVerifier
-	crypto   crypto.Signer
 	ssh      ssh.Signer
-	pub      ed25519.PublicKey
 	hmacKey  []byte
 	sshPub   ssh.PublicKey
 	authLine string
+	agent    *agentKey // the key lives in ssh-agent (agent.go); nil for a key file
 }
 
 const (
 	writerFile  = "writer"
 	signingFile = "signing.pem"
 	hmacFile    = "hmac.key"
+	agentFile   = "agent.pub" // the public half of a key held by ssh-agent
 )
 
 // Load reads the identity in home without creating anything.
@@ -78,7 +81,15 @@ func Load(home string) (*Identity, error) {
 	if err := refs.ValidateWriter(writer); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(home, writerFile), err)
 	}
-	for _, f := range []string{signingFile, hmacFile} {
+	files := []string{signingFile, hmacFile}
+	agentPub, err := os.ReadFile(filepath.Join(home, agentFile))
+	switch {
+	case err == nil:
+		files = []string{hmacFile}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("writer %s: %w", writer, err)
+	}
+	for _, f := range files {
 		fi, err := os.Stat(filepath.Join(home, f))
 		if err != nil {
 			return nil, fmt.Errorf("writer %s: %w", writer, err)
@@ -86,6 +97,24 @@ func Load(home string) (*Identity, error) {
 		if fi.Mode().Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("%s is readable by others (mode %o): chmod 600 it", filepath.Join(home, f), fi.Mode().Perm())
 		}
+	}
+	hb, err := os.ReadFile(filepath.Join(home, hmacFile))
+	if err != nil {
+		return nil, err
+	}
+	hk, err := hex.DecodeString(strings.TrimSpace(string(hb)))
+	if err != nil || len(hk) < 32 {
+		return nil, fmt.Errorf("%s: not a 256-bit hex key", filepath.Join(home, hmacFile))
+	}
+	if agentPub != nil {
+		pub, _, _, _, err := ssh.ParseAuthorizedKey(agentPub)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(home, agentFile), err)
+		}
+		if err := CheckKeyType(pub); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(home, agentFile), err)
+		}
+		return newAgentIdentity(home, writer, pub, hk)
 	}
 	pb, err := os.ReadFile(filepath.Join(home, signingFile))
 	if err != nil {
@@ -99,41 +128,58 @@ func Load(home string) (*Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(home, signingFile), err)
 	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an ed25519 key", filepath.Join(home, signingFile))
-	}
-	hb, err := os.ReadFile(filepath.Join(home, hmacFile))
-	if err != nil {
-		return nil, err
-	}
-	hk, err := hex.DecodeString(strings.TrimSpace(string(hb)))
-	if err != nil || len(hk) < 32 {
-		return nil, fmt.Errorf("%s: not a 256-bit hex key", filepath.Join(home, hmacFile))
+	var priv crypto.Signer
+	switch k := k.(type) {
+	case ed25519.PrivateKey:
+		priv = k
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("%s: an ECDSA key on %s; writer keys are Ed25519 or ECDSA P-256", filepath.Join(home, signingFile), k.Curve.Params().Name)
+		}
+		priv = k
+	default:
+		return nil, fmt.Errorf("%s: not an Ed25519 or ECDSA P-256 key", filepath.Join(home, signingFile))
 	}
 	return newIdentity(home, writer, priv, hk)
 }
 
-func newIdentity(home, writer string, priv ed25519.PrivateKey, hk []byte) (*Identity, error) {
-	sv, err := signature.LoadSignerVerifier(priv, crypto.Hash(0))
+// newIdentity makes the identity of a key file's private key (Ed25519 or
+// ECDSA P-256).
+func newIdentity(home, writer string, priv crypto.Signer, hk []byte) (*Identity, error) {
+	sv, err := signature.LoadSignerVerifier(priv, detachedHash(priv.Public()))
 	if err != nil {
 		return nil, fmt.Errorf("load signing key: %w", err)
 	}
-	cs, ok := sv.(crypto.Signer)
-	if !ok {
-		return nil, errors.New("signing key does not provide a crypto.Signer")
-	}
-	ss, err := ssh.NewSignerFromSigner(cs)
+	ss, err := ssh.NewSignerFromSigner(priv)
 	if err != nil {
 		return nil, fmt.Errorf("ssh signer: %w", err)
 	}
-	id := &Identity{
-		Writer: writer, Home: home,
-		signer: sv, crypto: cs, ssh: ss,
-		pub: priv.Public().(ed25519.PublicKey), hmacKey: hk, sshPub: ss.PublicKey(),
-	}
+	return finishIdentity(&Identity{Writer: writer, Home: home, signer: sv, ssh: ss, hmacKey: hk, sshPub: ss.PublicKey()}), nil
+}
+
+func finishIdentity(id *Identity) *Identity {
 	id.authLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(id.sshPub)))
-	return id, nil
+	return id
+}
+
+// detachedHash is the digest a sigstore signature by pub is made over: none
+// for Ed25519 (which signs the message itself), SHA-256 for ECDSA P-256 (as
+// ssh-agent's ecdsa-sha2-nistp256 signatures are).
+func detachedHash(pub crypto.PublicKey) crypto.Hash {
+	if _, ok := pub.(*ecdsa.PublicKey); ok {
+		return crypto.SHA256
+	}
+	return crypto.Hash(0)
+}
+
+// CheckKeyType refuses a writer key of a kind bernstein does not sign or
+// verify with: writer keys are ssh-ed25519 or ecdsa-sha2-nistp256.
+func CheckKeyType(pub ssh.PublicKey) error {
+	switch pub.Type() {
+	case ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256:
+		return nil
+	}
+	return fmt.Errorf("a %s key: writer keys are %s or %s", pub.Type(), ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256)
 }
 
 // Create makes a new identity in home for writer, or loads the existing one
@@ -271,7 +317,8 @@ func DefaultWriter() string {
 // PublicKey returns the writer's SSH public key.
 func (id *Identity) PublicKey() ssh.PublicKey { return id.sshPub }
 
-// AuthorizedKey returns the public key as one "ssh-ed25519 AAAA..." line.
+// AuthorizedKey returns the public key as one "ssh-ed25519 AAAA..." (or
+// "ecdsa-sha2-nistp256 AAAA...") line.
 func (id *Identity) AuthorizedKey() string { return id.authLine }
 
 // Principal is the allowed_signers principal of a writer.
@@ -287,6 +334,10 @@ func (id *Identity) SignCommit(payload []byte) ([]byte, error) {
 func (id *Identity) SignDetached(data []byte) ([]byte, error) {
 	return id.signer.SignMessage(bytes.NewReader(data))
 }
+
+// SignerVerifier is the writer's sigstore signer (a key file's, or the
+// agent's), for signatures in other formats (DSSE).
+func (id *Identity) SignerVerifier() signature.SignerVerifier { return id.signer }
 
 // MAC returns the hex HMAC-SHA256 of data under the writer's HMAC key.
 func (id *Identity) MAC(data []byte) string {
@@ -312,7 +363,7 @@ func VerifyDetached(pub ssh.PublicKey, data, sig []byte) error {
 	if !ok {
 		return errors.New("key cannot verify detached signatures")
 	}
-	v, err := signature.LoadVerifier(ck.CryptoPublicKey(), crypto.Hash(0))
+	v, err := signature.LoadVerifier(ck.CryptoPublicKey(), detachedHash(ck.CryptoPublicKey()))
 	if err != nil {
 		return err
 	}

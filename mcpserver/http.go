@@ -64,9 +64,14 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 // by its bearer claim token, its sessions capped and reaped.
 type HTTP struct {
 	store  *bernstein.Store
-	srv    *mcp.Server
+	opts   Options
 	stream http.Handler
 	lim    HTTPLimits
+
+	// servers holds one MCP server per task: a session, bound to one
+	// claim token, lists only its task's artifact versions as resources.
+	smu     sync.Mutex
+	servers map[string]*mcp.Server
 
 	mu       sync.Mutex
 	sessions map[string]*sessionUse // by Mcp-Session-Id
@@ -95,8 +100,16 @@ func HTTPHandler(store *bernstein.Store, o Options) http.Handler {
 func NewHTTP(store *bernstein.Store, o Options, lim HTTPLimits) *HTTP {
 	o.Identity = bearerIdentity
 	lim = lim.withDefaults()
-	srv := New(store, o)
-	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	h := &HTTP{store: store, opts: o, lim: lim, servers: map[string]*mcp.Server{},
+		sessions: map[string]*sessionUse{}, opening: map[record.Hash]int{}}
+	stream := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		bc, _ := r.Context().Value(claimKey{}).(bearerClaim)
+		task := ""
+		if bc.claimant != nil {
+			task = bc.claimant.Task
+		}
+		return h.serverFor(task)
+	}, &mcp.StreamableHTTPOptions{
 		Logger:              o.Logger,
 		MaxRequestBodyBytes: MaxRequestBytes,
 		SessionTimeout:      lim.SessionIdle,
@@ -113,8 +126,25 @@ func NewHTTP(store *bernstein.Store, o Options, lim HTTPLimits) *HTTP {
 			Extra:  map[string]any{"agent": bc.claimant.Agent, "task": bc.claimant.Task, "token": bc.token},
 		}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stream)
-	return &HTTP{store: store, srv: srv, stream: withInfo, lim: lim,
-		sessions: map[string]*sessionUse{}, opening: map[record.Hash]int{}}
+	h.stream = withInfo
+	return h
+}
+
+// serverFor returns the MCP server of task's sessions, made on first use.
+func (h *HTTP) serverFor(task string) *mcp.Server {
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	if srv := h.servers[task]; srv != nil {
+		return srv
+	}
+	o := h.opts
+	o.ResourceTasks = []string{}
+	if task != "" {
+		o.ResourceTasks = []string{task}
+	}
+	srv := New(h.store, o)
+	h.servers[task] = srv
+	return srv
 }
 
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -236,9 +266,17 @@ func (h *HTTP) makeRoom(owner record.Hash) bool {
 // live maps the id of every open session to the session.
 func (h *HTTP) live() map[string]*mcp.ServerSession {
 	m := map[string]*mcp.ServerSession{}
-	for ss := range h.srv.Sessions() {
-		if id := ss.ID(); id != "" {
-			m[id] = ss
+	h.smu.Lock()
+	srvs := make([]*mcp.Server, 0, len(h.servers))
+	for _, srv := range h.servers {
+		srvs = append(srvs, srv)
+	}
+	h.smu.Unlock()
+	for _, srv := range srvs {
+		for ss := range srv.Sessions() {
+			if id := ss.ID(); id != "" {
+				m[id] = ss
+			}
 		}
 	}
 	return m
@@ -268,12 +306,16 @@ func unauthorized(w http.ResponseWriter, msg string) {
 }
 
 // bearerIdentity reads the caller that HTTPHandler verified for this request.
-func bearerIdentity(_ context.Context, req *mcp.CallToolRequest) (Caller, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
+func bearerIdentity(ctx context.Context, req *mcp.CallToolRequest) (Caller, error) {
+	info := auth.TokenInfoFromContext(ctx) // requests the SDK makes itself carry no Extra
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		info = req.Extra.TokenInfo
+	}
+	if info == nil {
 		return Caller{}, errors.New("no bearer claim token on this request")
 	}
-	agent, _ := req.Extra.TokenInfo.Extra["agent"].(string)
-	token, _ := req.Extra.TokenInfo.Extra["token"].(string)
+	agent, _ := info.Extra["agent"].(string)
+	token, _ := info.Extra["token"].(string)
 	if agent == "" || token == "" {
 		return Caller{}, errors.New("no bearer claim token on this request")
 	}

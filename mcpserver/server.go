@@ -46,6 +46,11 @@ type Options struct {
 	Version string
 	// Logger receives the SDK's log; nil logs nothing.
 	Logger *slog.Logger
+	// ResourceTasks are the tasks whose artifact versions are listed as
+	// resources; nil means the tasks of the identity's live claims (a stdio
+	// server's claim tokens). Reads and subscriptions are checked against
+	// each caller's claims whatever is listed.
+	ResourceTasks []string
 }
 
 // New returns an MCP server with bernstein's tools over store.
@@ -58,8 +63,12 @@ func New(store *bernstein.Store, o Options) *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
+	res := newResources(s)
+	s.res = res
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bernstein", Title: "bernstein", Version: version}, &mcp.ServerOptions{
-		Logger: o.Logger,
+		Logger:             o.Logger,
+		SubscribeHandler:   res.subscribe,
+		UnsubscribeHandler: res.unsubscribe,
 		Instructions: "bernstein keeps the work of agent tasks in a git repository. Post reports, tables and links " +
 			"with " + ToolPostArtifact + " to a task whose live claim you hold (your identity is the transport's: " +
 			"the server's --agent and claim tokens over stdio, the bearer claim token over HTTP). Read where a task " +
@@ -88,6 +97,20 @@ func New(store *bernstein.Store, o Options) *mcp.Server {
 		OutputSchema: raw(handleOutputSchema()),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, s.handle)
+	res.srv = srv
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: latestTmpl, Name: "latest", Title: "The latest version of an artifact",
+		Description: "The latest version of an artifact key, re-verified on every read (a tampered version is an error, never content). " +
+			"Subscribe to bernstein://<task>/<key>/latest for a key, or bernstein://<task> for every key of a task.",
+		MIMEType: payloadMIME,
+	}, res.read)
+	tasks := o.ResourceTasks
+	if tasks == nil {
+		tasks = res.scope()
+	}
+	for _, t := range tasks {
+		res.track(t)
+	}
 	return srv
 }
 
@@ -96,6 +119,7 @@ func ptr[T any](v T) *T { return &v }
 type server struct {
 	store    *bernstein.Store
 	identity Identity
+	res      *resources
 
 	mu sync.Mutex
 	// reported holds, per session, the most earned steps reported per task.
@@ -157,7 +181,12 @@ func (s *server) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		return toolError(err), nil
 	}
 	s.notify(ctx, req, args.task)
-	return structured(res)
+	s.res.refresh(ctx, args.task) // subscribers hear of the new version before the caller does
+	out, err := structured(res)
+	if err == nil {
+		out.Content = append(out.Content, resourceLink(res))
+	}
+	return out, err
 }
 
 // tokenFor picks, among the caller's claim tokens, the one of its live

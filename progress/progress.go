@@ -469,6 +469,13 @@ func (v Vector) ToWire(journalHead record.Hash, journalRows int64, ledgerHead re
 
 // String is a one-line summary for humans.
 func (v Vector) String() string {
-	return fmt.Sprintf("%d checkpoints, %d diffs, %d gates passed (%d attempts), %d/%d evidence passed, phase %s",
-		v.Checkpoints, v.DiffsCaptured, v.GatesPassed, v.GateAttempts, v.EvidencePassed, v.EvidenceDeclared, v.LedgerPhase)
+	n := func(n int64, noun string) string {
+		if n == 1 {
+			return "1 " + noun
+		}
+		return fmt.Sprintf("%d %ss", n, noun)
+	}
+	return fmt.Sprintf("%s, %s, %s passed (%s), %d/%d evidence passed, phase %s",
+		n(v.Checkpoints, "checkpoint"), n(v.DiffsCaptured, "diff"), n(v.GatesPassed, "gate"), n(v.GateAttempts, "attempt"),
+		v.EvidencePassed, v.EvidenceDeclared, v.LedgerPhase)
 }

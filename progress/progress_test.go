@@ -207,7 +207,7 @@ func TestGoldenVector(t *testing.T) {
 	if w.PhaseOrdinal != 2 || w.VectorHash != wantHash || w.JournalRows != 7 || w.LedgerRows != 3 || w.EarnedSteps != 5 {
 		t.Fatalf("wire: %+v", w)
 	}
-	const wantString = "2 checkpoints, 1 diffs, 1 gates passed (2 attempts), 1/2 evidence passed, phase started"
+	const wantString = "2 checkpoints, 1 diff, 1 gate passed (2 attempts), 1/2 evidence passed, phase started"
 	if v.String() != wantString {
 		t.Fatalf("String() = %q, want %q", v.String(), wantString)
 	}

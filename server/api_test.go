@@ -424,6 +424,20 @@ func TestAPITampered(t *testing.T) {
 	if latest.Version != 3 || latest.Payload == nil || latest.Payload.Body != "third body" {
 		t.Errorf("latest: %+v", latest)
 	}
+	// The task list reads the task as tampered, counting its versions, as
+	// 'task list' does.
+	var tasks bernstein.TaskListDoc
+	body = c.get("/tasks", 200, &tasks)
+	if len(tasks.Tasks) != 1 || tasks.Tasks[0].Integrity.State != "tampered" ||
+		tasks.Tasks[0].Integrity.Versions != (bernstein.VersionCounts{Verified: 2, Tampered: 1}) ||
+		tasks.Tasks[0].Integrity.ProgressProof != "verified" || !tasks.Tasks[0].Integrity.JournalOpen ||
+		!strings.Contains(tasks.Tasks[0].Integrity.Reason, "1 of 3 versions tampered") {
+		t.Errorf("task list: %s", body)
+	}
+	var apiList, cliList any
+	json.Unmarshal(body, &apiList)
+	r.cliJSON(&cliList, "task", "list", "--output-json")
+	sameDoc(t, "tampered task list", apiList, cliList)
 }
 
 // tamperBlob flips one byte of blob's content (after marker) in a loose

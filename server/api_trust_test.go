@@ -120,6 +120,25 @@ func TestAPIForgeries(t *testing.T) {
 				}
 				var list bernstein.ArtifactListDoc
 				listBody := c.get("/tasks/"+task+"/artifacts", 200, &list)
+				// The task list reads the task as its proof does (tampered,
+				// or unverifiable for a writer not pinned here), or tampered
+				// when its artifact list finds a version tampered or its
+				// journal identity mismatched (a forged completion no seal
+				// matches).
+				want := v.State
+				for _, a := range list.Artifacts {
+					if a.State == "tampered" {
+						want = "tampered"
+					}
+				}
+				if list.JournalIdentity == "mismatched" {
+					want = "tampered"
+				}
+				var tasks bernstein.TaskListDoc
+				c.get("/tasks", 200, &tasks)
+				if len(tasks.Tasks) != 1 || tasks.Tasks[0].Integrity.State != want || tasks.Tasks[0].Integrity.ProgressProof != v.State {
+					t.Fatalf("task list after the forgery: %+v, want %s (proof %s)", tasks.Tasks[0].Integrity, want, v.State)
+				}
 				var shown bernstein.ArtifactShowDoc
 				showBody := c.get("/tasks/"+task+"/artifacts/summary", 200, &shown)
 				for what, b := range map[string][]byte{"detail": body, "list": listBody, "show": showBody} {

@@ -83,10 +83,11 @@ func TestNeverFlashTampered(t *testing.T) {
 				if show.State != "verified" || show.Payload == nil || show.Withheld != "" {
 					failf("show %s while posting: v%d %s, withheld %q", key, show.Version, show.State, show.Withheld)
 				}
-				for _, p := range []string{"/tasks/NF-1", "/tasks/NF-1/fragments/strip"} {
+				for _, p := range []string{"/tasks/NF-1", "/tasks/NF-1/fragments/strip", "/tasks/NF-1/fragments/integrity", "/tasks/NF-1/fragments/timeline", "/"} {
 					st, b = get(p)
 					if st != 200 || bytes.Contains(b, []byte(`data-state="tampered"`)) || bytes.Contains(b, []byte(`data-state="unverifiable"`)) ||
-						bytes.Contains(b, []byte("content withheld")) {
+						bytes.Contains(b, []byte("content withheld")) || bytes.Contains(b, []byte(`data-counts="false"`)) ||
+						bytes.Contains(b, []byte(`data-integrity="tampered"`)) {
 						failf("page %s while posting: %d, tampered or withheld", p, st)
 					}
 				}

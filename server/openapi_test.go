@@ -329,7 +329,7 @@ func TestOpenAPIDescription(t *testing.T) {
 	sort.Strings(documented)
 	want := []string{
 		"GET /artifacts", "GET /events", "GET /openapi.json", "GET /tasks", "GET /tasks/{id}", "GET /tasks/{id}/artifacts",
-		"GET /tasks/{id}/artifacts/{key}", "GET /tasks/{id}/journal", "GET /tasks/{id}/progress", "POST /tasks/{id}/artifacts",
+		"GET /tasks/{id}/artifacts/{key}", "GET /tasks/{id}/artifacts/{key}/diff", "GET /tasks/{id}/journal", "GET /tasks/{id}/progress", "POST /tasks/{id}/artifacts",
 	}
 	if strings.Join(documented, "\n") != strings.Join(want, "\n") {
 		t.Errorf("documented operations:\n%s\nwant:\n%s", strings.Join(documented, "\n"), strings.Join(want, "\n"))
@@ -363,7 +363,7 @@ func apiTestDone(t *testing.T) {
 // apiTests are the tests whose responses TestOpenAPICoverage counts.
 var apiTests = []string{
 	"TestAPIPost", "TestAPIPostRefusals", "TestInputRules", "TestAPIReads", "TestAPIJournal", "TestAPIErrors",
-	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries",
+	"TestAPIDotSegments", "TestAPITampered", "TestAPIMemo", "TestAPISurface", "TestAPIForgeries", "TestAPIDiff",
 }
 
 // TestOpenAPICoverage: the API tests received every status the description

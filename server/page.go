@@ -29,9 +29,11 @@ const (
 )
 
 // ContentSecurityPolicy is sent with every page, fragment and asset: no
-// inline script or style, nothing from another origin, no framing.
+// inline script or style, nothing from another origin, no framing; forms
+// (the filters and the comparison's choice, all GET) submit to this origin
+// only.
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // routePages mounts the pages: / (the tasks), /tasks/{id} (one task),
 // /tasks/{id}/versions/{key}/{n} (one artifact version), the fragments the
@@ -46,7 +48,10 @@ func (s *Server) routePages(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.pageTasks)
 	mux.HandleFunc("GET /tasks/{id}", s.pageTask)
 	mux.HandleFunc("GET /tasks/{id}/versions/{key}/{n}", s.pageVersion)
+	mux.HandleFunc("GET /tasks/{id}/diff/{key}", s.pageDiff)
 	mux.HandleFunc("GET /tasks/{id}/fragments/strip", s.fragmentStrip)
+	mux.HandleFunc("GET /tasks/{id}/fragments/integrity", s.fragmentIntegrity)
+	mux.HandleFunc("GET /tasks/{id}/fragments/timeline", s.fragmentTimeline)
 	mux.HandleFunc("GET /tasks/{id}/fragments/artifacts/{key}", s.fragmentGroup)
 	mux.HandleFunc("GET /tasks/{id}/fragments/versions/{key}/{n}", s.fragmentVersion)
 	mux.HandleFunc("GET /static/{file}", serveAsset)
@@ -159,28 +164,6 @@ func eventsURL(task string, last int64) string {
 // computed once for every open page, fragment and API client while its refs
 // and the trust set stay, and are the same answers the API gives.
 
-// readTasks is every task, as GET /api/v1/tasks reads them.
-func (s *Server) readTasks() ([]*bernstein.TaskInfo, error) {
-	a := s.api()
-	v, err := s.store.ReadView("")
-	if err != nil {
-		return nil, err
-	}
-	ids, err := v.TaskIDs()
-	if err != nil {
-		return nil, err
-	}
-	tasks := make([]*bernstein.TaskInfo, 0, len(ids))
-	for _, id := range ids {
-		info, err := a.taskInfo(v, id)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
-		}
-		tasks = append(tasks, info)
-	}
-	return tasks, nil
-}
-
 // readInfo is one task's TaskInfo, memoized.
 func (s *Server) readInfo(id string) (*bernstein.TaskInfo, error) {
 	v, err := s.store.ReadView(id)
@@ -199,21 +182,6 @@ func (s *Server) readReport(id string) (*verify.TaskReport, error) {
 	return s.api().report(v, id)
 }
 
-// pageTasks is GET /: every task.
-func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) {
-	tasks, err := s.readTasks()
-	if err != nil {
-		s.opts.Logger.Error("page", "err", err)
-		s.problem(w, http.StatusInternalServerError, false, "Reading the tasks failed: "+err.Error())
-		return
-	}
-	rows := make([]taskRow, 0, len(tasks))
-	for _, t := range tasks {
-		rows = append(rows, newTaskRow(t))
-	}
-	s.write(w, http.StatusOK, "tasks", "base", page{Title: "Tasks", Body: body{Page: "tasks"}, Main: rows})
-}
-
 // pageTask is GET /tasks/{id}: the progress strip and the artifacts panel.
 func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.taskParam(w, r, false)
@@ -224,7 +192,7 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) {
 	// store, so that an event for anything the page does not show has a
 	// later id (the script takes what it already shows as a no-op).
 	last := s.bus.LastID()
-	v, err := s.readTask(id)
+	v, err := s.readTask(id, r.URL.Query())
 	if err != nil {
 		s.storeProblem(w, false, id, err)
 		return
@@ -327,8 +295,9 @@ func (s *Server) fragmentVersion(w http.ResponseWriter, r *http.Request) {
 	s.write(w, http.StatusOK, "task", "version", *v)
 }
 
-// readTask reads what the task page shows, from one snapshot of its refs.
-func (s *Server) readTask(id string) (*taskPage, error) {
+// readTask reads what the task page shows, from one snapshot of its refs;
+// q holds the panel's pins, filter and page.
+func (s *Server) readTask(id string, q url.Values) (*taskPage, error) {
 	v, err := s.store.ReadView(id)
 	if err != nil {
 		return nil, err
@@ -341,9 +310,13 @@ func (s *Server) readTask(id string) (*taskPage, error) {
 	if err != nil {
 		return nil, err
 	}
+	tl, err := s.readTimeline(v, id, info, rep)
+	if err != nil {
+		return nil, err
+	}
 	return &taskPage{
-		Info: info, Path: TaskPath(id), Strip: newStrip(info), Groups: buildGroups(id, rep),
-		Verified: rep.Verified(), Reason: rep.Reason(), Versions: len(rep.Versions),
+		Info: info, Path: TaskPath(id), Integrity: newIntegrityView(info, rep), Strip: newStrip(info), Timeline: tl,
+		Keys: newKeyPanel(id, buildGroups(id, rep), q), Verified: rep.Verified(), Versions: len(rep.Versions),
 	}, nil
 }
 

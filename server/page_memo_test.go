@@ -8,7 +8,7 @@ import (
 )
 
 // TestPagesShareTheMemo: the pages and fragments read through the API's
-// memo. Each of them, alone on a fresh server, computes what it shows
+// memo (the task list, which verifies every task, too). Each of them, alone on a fresh server, computes what it shows
 // there (the task's fold, its verification) once; many open pages fetching
 // their fragments after one post cost one verification of the task, not
 // one each; a post computes it again.
@@ -32,9 +32,14 @@ func TestPagesShareTheMemo(t *testing.T) {
 		path         string
 		task, report int
 	}{
-		{"/", 1, 0},
+		{"/", 1, 1},
+		{"/?phase=claimed&q=pm", 1, 1},
 		{"/tasks/PM-1", 1, 1},
 		{"/tasks/PM-1/fragments/strip", 1, 0},
+		{"/tasks/PM-1/fragments/integrity", 1, 1},
+		{"/tasks/PM-1/fragments/timeline", 1, 1},
+		{"/tasks/PM-1/diff/summary?from=1&to=1", 0, 1},
+		{"/api/v1/tasks", 1, 1},
 		{"/tasks/PM-1/fragments/artifacts/summary", 0, 1},
 		{"/tasks/PM-1/fragments/versions/summary/1", 0, 1},
 		{"/tasks/PM-1/versions/summary/1", 0, 1},

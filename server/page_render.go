@@ -32,7 +32,7 @@ var webFS embed.FS
 // for parsing them.
 var templates = sync.OnceValue(func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"tasks", "task", "version", "problem"} {
+	for _, name := range []string{"tasks", "task", "version", "diff", "problem"} {
 		t := template.New(name).Funcs(template.FuncMap{
 			"asset":       assetPath,
 			"short":       short,
@@ -44,8 +44,19 @@ var templates = sync.OnceValue(func() map[string]*template.Template {
 			"add":        func(a, b int) int { return a + b },
 			"statusText": http.StatusText,
 			"long":       longCell,
+			"diffPath":   DiffPath,
+			"dec":        func(a int) int { return a - 1 },
+			"dec64":      func(a int64) int64 { return a - 1 },
+			"lane":       func() int { return tlLane },
+			"tickY":      func() int { return tlHeight - 4 },
+			"minus": func(a int, bs ...int) int {
+				for _, b := range bs {
+					a -= b
+				}
+				return a
+			},
 		})
-		out[name] = template.Must(t.ParseFS(webFS, "web/templates/base.html", "web/templates/partials.html", "web/templates/"+name+".html"))
+		out[name] = template.Must(t.ParseFS(webFS, "web/templates/base.html", "web/templates/partials.html", "web/templates/panels.html", "web/templates/"+name+".html"))
 	}
 	return out
 })

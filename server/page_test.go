@@ -90,7 +90,7 @@ func getPage(t *testing.T, hs *httptest.Server, path string, status int) string 
 func checkPageHeaders(t *testing.T, path string, h http.Header) {
 	t.Helper()
 	want := map[string]string{
-		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 		"X-Content-Type-Options":  "nosniff",
 		"Referrer-Policy":         "no-referrer",
 	}
@@ -103,7 +103,10 @@ func checkPageHeaders(t *testing.T, path string, h http.Header) {
 
 // checkInert parses doc as a browser would and fails on anything that could
 // run: a script other than the page's own, an event handler attribute, a
-// javascript: (or any non-web) URL, an inline style, embedded content.
+// javascript: (or any non-web) URL, an inline style, embedded content. The
+// pages' own forms (GET to a path of this origin, with search, hidden and
+// select fields and a submit button) and the timeline's SVG (shapes, text
+// and links to a fragment of the page) are the only forms and SVG allowed.
 func checkInert(t *testing.T, where, doc string) {
 	t.Helper()
 	root, err := html.Parse(strings.NewReader(doc))
@@ -111,9 +114,26 @@ func checkInert(t *testing.T, where, doc string) {
 		t.Fatalf("%s: parse: %v", where, err)
 	}
 	scripts := 0
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
+	var walk func(n *html.Node, form, svg bool)
+	walk = func(n *html.Node, form, svg bool) {
 		if n.Type == html.ElementNode {
+			if svg {
+				switch n.Data {
+				case "svg", "line", "polyline", "circle", "text", "title", "a":
+				default:
+					t.Fatalf("%s: element %s in the timeline: %s", where, n.Data, render(n))
+				}
+				for _, a := range n.Attr {
+					k := strings.ToLower(a.Key)
+					if strings.HasPrefix(k, "on") || k == "style" || strings.Contains(k, "href") && !strings.HasPrefix(a.Val, "#") {
+						t.Fatalf("%s: attribute %s in the timeline: %s", where, k, render(n))
+					}
+				}
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					walk(c, form, svg)
+				}
+				return
+			}
 			switch n.Data {
 			case "script":
 				scripts++
@@ -121,9 +141,26 @@ func checkInert(t *testing.T, where, doc string) {
 				if !strings.HasPrefix(src, server.AssetsPrefix+"app.js?v=") || n.FirstChild != nil || len(n.Attr) != 2 {
 					t.Fatalf("%s: a script that is not the page's own: %s", where, render(n))
 				}
-			case "iframe", "frame", "frameset", "object", "embed", "img", "svg", "math", "style", "base", "form",
-				"video", "audio", "source", "picture", "portal", "template", "noscript", "textarea", "select", "button":
+			case "svg":
+				if attr(n, "class") != "timeline-chart" {
+					t.Fatalf("%s: element svg: %s", where, render(n))
+				}
+				svg = true
+			case "form":
+				if form || attr(n, "method") != "get" || !strings.HasPrefix(attr(n, "action"), "/") || strings.HasPrefix(attr(n, "action"), "//") {
+					t.Fatalf("%s: a form that is not the pages' own: %s", where, render(n))
+				}
+				form = true
+			case "select", "option", "label":
+				if !form {
+					t.Fatalf("%s: %s outside the pages' forms: %s", where, n.Data, render(n))
+				}
+			case "iframe", "frame", "frameset", "object", "embed", "img", "math", "style", "base",
+				"video", "audio", "source", "picture", "portal", "template", "noscript", "textarea", "button":
 				if n.Data == "button" && attr(n, "class") == "copy" && attr(n, "type") == "button" {
+					break
+				}
+				if n.Data == "button" && form && attr(n, "type") == "submit" {
 					break
 				}
 				t.Fatalf("%s: element %s: %s", where, n.Data, render(n))
@@ -136,13 +173,14 @@ func checkInert(t *testing.T, where, doc string) {
 					t.Fatalf("%s: %s", where, render(n))
 				}
 			case "input":
-				if attr(n, "type") != "checkbox" || !has(n, "disabled") {
+				typ := attr(n, "type")
+				if !(typ == "checkbox" && has(n, "disabled")) && !(form && (typ == "search" || typ == "hidden")) {
 					t.Fatalf("%s: %s", where, render(n))
 				}
 			}
 			for _, a := range n.Attr {
 				k := strings.ToLower(a.Key)
-				if strings.HasPrefix(k, "on") || k == "style" || k == "srcdoc" || k == "formaction" || k == "action" {
+				if strings.HasPrefix(k, "on") || k == "style" || k == "srcdoc" || k == "formaction" || k == "action" && n.Data != "form" {
 					t.Fatalf("%s: attribute %s: %s", where, k, render(n))
 				}
 				if k == "href" || k == "src" || k == "xlink:href" || k == "data" || k == "poster" {
@@ -154,10 +192,10 @@ func checkInert(t *testing.T, where, doc string) {
 			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
+			walk(c, form || n.Data == "form" && n.Type == html.ElementNode, svg || n.Data == "svg" && n.Type == html.ElementNode)
 		}
 	}
-	walk(root)
+	walk(root, false, false)
 	if scripts > 1 {
 		t.Fatalf("%s: %d scripts", where, scripts)
 	}
@@ -178,6 +216,7 @@ func checkURL(t *testing.T, where string, n *html.Node, v string) {
 	case u == "data:," && n.Data == "link":
 	case strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "https://"):
 	case strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "//"):
+	case strings.HasPrefix(u, "#") && n.Data == "a":
 	default:
 		t.Fatalf("%s: URL %q: %s", where, v, render(n))
 	}
@@ -390,13 +429,14 @@ func TestPageTask(t *testing.T) {
 		t.Errorf("the strip does not say progress is earned: %s", text(s))
 	}
 
-	// The artifacts panel: keys in order, newest version first.
+	// The artifacts panel: keys in the order they were first posted,
+	// newest version first.
 	groups := find(t, doc, func(n *html.Node) bool { return n.Data == "section" && has(n, "data-key") })
 	var keys []string
 	for _, g := range groups {
 		keys = append(keys, attr(g, "data-key")+"@"+attr(g, "data-latest"))
 	}
-	if strings.Join(keys, " ") != "preview@1 summary@3 timings@1" {
+	if strings.Join(keys, " ") != "summary@3 timings@1 preview@1" {
 		t.Fatalf("groups %v", keys)
 	}
 	vs := versions(t, doc)
@@ -754,8 +794,36 @@ func TestPageTampered(t *testing.T) {
 	if !strings.Contains(doc, "third body, gamma") {
 		t.Fatal("the intact latest version is not shown")
 	}
-	if rs := find(t, doc, func(n *html.Node) bool { return attr(n, "id") == "artifacts-reason" }); len(rs) != 1 || !strings.Contains(text(rs[0]), "tampered") {
-		t.Fatalf("the panel does not say versions are tampered")
+	// The integrity panel counts them, first on the page.
+	in := find(t, doc, func(n *html.Node) bool { return attr(n, "id") == "integrity" })
+	if len(in) != 1 || attr(in[0], "data-state") != "tampered" || attr(in[0], "data-tampered") != "2" || attr(in[0], "data-verified") != "2" ||
+		attr(in[0], "data-total") != "4" || !strings.Contains(text(in[0]), "2 of 4 versions tampered") {
+		t.Fatalf("the integrity panel: %v", in)
+	}
+	vs := versions(t, doc)
+	// A tampered earlier version is never collapsed out of sight, and its
+	// card says what failed once.
+	s2 := vs["summary/2"]
+	for p := s2.Parent; p != nil; p = p.Parent {
+		if p.Data == "details" {
+			t.Fatalf("the tampered v2 is inside a <details>: %s", render(p))
+		}
+	}
+	if p := s2.Parent.Parent; !strings.Contains(attr(p, "class"), "flagged-list") {
+		t.Fatalf("the tampered v2 is not in the flagged list: %s", render(p))
+	}
+	reason := text(byClass(s2, "withheld-reason"))
+	if reason == "" || strings.Count(text(s2), reason) != 1 || byClass(s2, "state-reason") != nil {
+		t.Fatalf("the card of v2 does not say what failed exactly once: %s", render(s2))
+	}
+	if g := find(t, doc, func(n *html.Node) bool { return n.Data == "section" && attr(n, "data-key") == "summary" }); len(g) != 1 ||
+		!strings.Contains(attr(g[0], "class"), "has-tampered") || !strings.Contains(text(g[0]), "1 tampered") {
+		t.Fatalf("the group of summary does not say it holds a tampered version")
+	}
+	// The task list reads it tampered.
+	rows := find(t, getPage(t, hs, "/", http.StatusOK), func(n *html.Node) bool { return n.Data == "tr" && has(n, "data-task") })
+	if len(rows) != 1 || attr(rows[0], "data-integrity") != "tampered" || !strings.Contains(attr(rows[0], "class"), "integrity-tampered") {
+		t.Fatalf("the task list: %v", rows)
 	}
 }
 

@@ -35,30 +35,16 @@ type problemPage struct {
 	Message string
 }
 
-// taskRow is one line of the task list.
-type taskRow struct {
-	ID, Path, Title, Phase, Claim string
-	Earned                        int64
-	Proof                         string
-}
-
-func newTaskRow(t *bernstein.TaskInfo) taskRow {
-	r := taskRow{ID: t.ID, Path: TaskPath(t.ID), Title: t.Title, Phase: t.Phase, Claim: t.ClaimAgent}
-	if t.Progress != nil {
-		r.Earned, r.Proof = t.Progress.EarnedSteps, t.Progress.Proof.State
-	}
-	return r
-}
-
 // taskPage is the task detail screen.
 type taskPage struct {
-	Info     *bernstein.TaskInfo
-	Path     string
-	Strip    strip
-	Groups   []group
-	Verified bool
-	Reason   string // why not every version is verified
-	Versions int
+	Info      *bernstein.TaskInfo
+	Path      string
+	Integrity integrityView
+	Strip     strip
+	Timeline  timeline
+	Keys      keyPanel
+	Verified  bool
+	Versions  int
 }
 
 // strip is the progress strip.
@@ -91,13 +77,28 @@ func declaredGates(gs []ledger.Gate) int {
 	return len(seen)
 }
 
-// group is one artifact key: its latest version, then the earlier ones.
+// group is one artifact key: its latest version, the earlier ones that are
+// tampered (never collapsed out of sight), then the other earlier ones.
 type group struct {
 	Task    string
 	Key     string
 	Type    string
 	Latest  versionView
-	History []versionView
+	Flagged []versionView // earlier versions that are tampered, newest first
+	History []versionView // the other earlier versions, newest first
+	// First is the journal index of the key's first version: the panel's
+	// order.
+	First int64
+	// Numbers are the key's version numbers, newest first, for the
+	// comparison's choices; From and To are its defaults.
+	Numbers  []int64
+	From, To int64
+	DiffPath string
+	// Pinned is set when the page pins the key; PinLink pins or unpins it.
+	Pinned  bool
+	PinLink string
+	// Tampered counts the key's tampered versions.
+	Tampered int
 }
 
 // versionView is one version as a page shows it.
@@ -138,10 +139,10 @@ type linkView struct {
 	Safe bool // http or https with a host: only then an anchor
 }
 
-// buildGroups groups rep's versions by key (keys in order), newest first.
-// Only each key's latest version carries its rendered content: the page
-// stays small however long the history, and every version has its own
-// page.
+// buildGroups groups rep's versions by key, keys in the order they were
+// first posted, each key's versions newest first. Only each key's latest
+// version carries its rendered content: the page stays small however long
+// the history, and every version has its own page.
 func buildGroups(task string, rep *verify.TaskReport) []group {
 	at := runPositions(rep.RowList)
 	byKey := map[string][]*verify.Version{}
@@ -149,16 +150,16 @@ func buildGroups(task string, rep *verify.TaskReport) []group {
 	for i := range rep.Versions {
 		v := &rep.Versions[i]
 		if _, ok := byKey[v.Key]; !ok {
-			keys = append(keys, v.Key)
+			keys = append(keys, v.Key) // journal order: first posted first
 		}
 		byKey[v.Key] = append(byKey[v.Key], v)
 	}
-	sort.Strings(keys)
 	out := make([]group, 0, len(keys))
 	for _, k := range keys {
 		vs := byKey[k]
+		first := vs[0].JournalIndex
 		sort.SliceStable(vs, func(i, j int) bool { return vs[i].Version > vs[j].Version })
-		g := group{Task: task, Key: k, Type: vs[0].Type}
+		g := group{Task: task, Key: k, Type: vs[0].Type, First: first, DiffPath: DiffPath(task, k)}
 		// The version shown with its content is the one `artifact show`
 		// shows: the latest, unless a writer not pinned here wrote it (then
 		// the latest verified one; the newer ones say why they are not).
@@ -172,11 +173,22 @@ func buildGroups(task string, rep *verify.TaskReport) []group {
 			if passedOver[v.Version] && vv.Withheld == "" {
 				vv.Withheld = fmt.Sprintf("not shown here: written by writer %s, whose key is not pinned on this host (its own page shows it, marked unverifiable)", v.Writer)
 			}
-			if i == 0 {
+			g.Numbers = append(g.Numbers, v.Version)
+			if v.State == verify.Tampered {
+				g.Tampered++
+			}
+			switch {
+			case i == 0:
 				g.Latest = vv
-			} else {
+			case v.State == verify.Tampered:
+				g.Flagged = append(g.Flagged, vv)
+			default:
 				g.History = append(g.History, vv)
 			}
+		}
+		g.To = vs[0].Version
+		if len(vs) > 1 {
+			g.From = vs[1].Version
 		}
 		out = append(out, g)
 	}

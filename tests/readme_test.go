@@ -36,10 +36,14 @@ func TestReadmeUse(t *testing.T) {
 		"bernstein artifact list T-1":            {`(?m)^summary\t1\treport\tverified\t0\t`, `(?m)^timings\t1\ttable\tverified\t1\t`, `(?m)^preview\t1\tlink/preview\tverified\t2\t`},
 		"bernstein artifact show T-1 summary":    {`(?m)^summary v1 \(report\) of task T-1: verified$`},
 		"git show refs/bernstein/journal/T-1~2:": {`"type":"report"`, `Planner notes`},
-		"bernstein diff capture T-1":             {`(?m)^captured [1-9][0-9]* files, \+[0-9]+ -[0-9]+: diff_captured row`},
+		"bernstein diff capture T-1":             {`(?m)^captured [1-9][0-9]* files?, \+[0-9]+ -[0-9]+: diff_captured row`},
 		"bernstein gate run T-1":                 {`(?m)^gate \S+ passed: gate_attempt row`},
 		"bernstein task progress T-1":            {`"checkpoints": 1,`, `"diffs_captured": 1,`, `"gates_passed": 1,`, `"earned_steps": 3,`, `"vector_hash": "[0-9a-f]{64}"`},
 		"bernstein audit verify":                 {`verified: everything holds`},
+		"bernstein task list --strict":           {`(?m)^T-1\tverified\t3\t0\t0\tverified\topen\tclaimed\tagent-7\t3\tFix the planner$`},
+		"bernstein artifact diff T-1 summary":    {`(?m)^--- summary v1 \(report, verified, journal index 0\)$`, "(?m)^-The planner picks a nested loop for `orders` joins\\.$", "(?m)^\\+The planner picks hash joins for `orders` joins\\.$"},
+		"git diff refs/bernstein/journal/T-1~3:": {"(?m)^-The planner picks a nested loop for `orders` joins\\.$", "(?m)^\\+The planner picks hash joins for `orders` joins\\.$"},
+		"git log -p --diff-filter=A":             {`(?m)^\+# Planner notes$`, "(?m)^\\+The planner picks hash joins for `orders` joins\\.$", "(?m)^\\+The planner picks a nested loop for `orders` joins\\.$"},
 	}
 	used := map[string]bool{}
 	ran := map[string]bool{}

@@ -45,7 +45,7 @@ and its spine entry; a tampered version is reported and its content withheld.`,
 		cmd.AddCommand(newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
 		return cmd
 	}
-	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
+	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io), newArtifactDiffCmd(g, io), newArtifactTextconvCmd(io), newArtifactAttestCmd(g, io))
 	return cmd
 }
 
@@ -465,7 +465,7 @@ func (o *postOptions) payload(in *IO) (artifact.Payload, error) {
 }
 
 func newArtifactListCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON bool
+	var asJSON, strict bool
 	cmd := &cobra.Command{
 		Use:   "list [<task>]",
 		Short: "List every version of a task's artifacts with its verify state",
@@ -482,7 +482,10 @@ yet sealed by a terminal transition).
 Exit status: 0 versions exist (even if some are tampered); 1 the task has
 none or does not exist; 2 rows may be hidden: the journal chain is broken, or
 the journal identity is mismatched (the journal differs from its signed seal,
-e.g. it was moved back after the task was completed).
+e.g. it was moved back after the task was completed); 2 with --strict, some
+version shown is not verified (tampered, or unverifiable: no pinned key for
+its writer), or the journal identity of an ended task is unverifiable (an
+open task's journal is unsealed, which --strict accepts).
 
 Without a task: the artifact keys the local lineage spines carry, as
 bernstein://<task>/<key> with the number of productions of each.`,
@@ -546,11 +549,36 @@ bernstein://<task>/<key> with the number of productions of each.`,
 			case len(rep.Versions) == 0:
 				return exitCode(1, fmt.Errorf("task %s has no artifacts", rep.Task))
 			}
+			if strict {
+				return strictList(s, rep)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit 2 when any version shown is not verified (see above)")
 	return cmd
+}
+
+// strictList is the exit of 'artifact list <task> --strict': 2 naming what
+// is not verified, nil when everything is.
+func strictList(s *bernstein.Store, rep *verify.TaskReport) error {
+	var not []string
+	for _, v := range rep.Versions {
+		if v.State != verify.Verified {
+			not = append(not, fmt.Sprintf("%s v%d %s", v.Key, v.Version, v.State))
+		}
+	}
+	if !identityExpected(s, rep) {
+		not = append(not, "journal identity "+rep.JournalIdentity+" ("+rep.IdentityReason+")")
+	}
+	if len(not) == 0 {
+		return nil
+	}
+	if len(not) > 5 {
+		not = append(not[:5], fmt.Sprintf("and %d more", len(not)-5))
+	}
+	return exitCode(2, fmt.Errorf("task %s: not verified (--strict): %s", rep.Task, strings.Join(not, ", ")))
 }
 
 // identityExpected tells an unverifiable journal identity that only says

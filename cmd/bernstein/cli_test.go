@@ -787,3 +787,21 @@ func TestDynamicCompletion(t *testing.T) {
 		t.Fatalf("without a repository: %d %q %q", r.code, r.out, r.err)
 	}
 }
+
+// TestHelpHasNoStrayBreaks: no command's --help text breaks a line off
+// short in the middle of a sentence (a line under half the width whose
+// sentence goes on, in lower case, on the next).
+func TestHelpHasNoStrayBreaks(t *testing.T) {
+	root := newRootCmd(&IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
+	walk(root, func(c *cobra.Command) {
+		lines := strings.Split(c.Long, "\n")
+		for i, l := range lines {
+			if i+1 < len(lines) && l != "" && !strings.HasPrefix(l, " ") && len(l) < 40 && !strings.HasSuffix(l, ":") &&
+				!strings.HasSuffix(l, ".") && lines[i+1] != "" && !strings.HasPrefix(lines[i+1], " ") {
+				if r := []rune(lines[i+1])[0]; r >= 'a' && r <= 'z' {
+					t.Errorf("%s --help, line %d breaks off short: %q / %q", c.CommandPath(), i+1, l, lines[i+1])
+				}
+			}
+		}
+	})
+}

@@ -11,10 +11,10 @@ import (
 )
 
 func newInitCmd(g *globals, io *IO) *cobra.Command {
-	var writer, remote string
+	var writer, remote, agentKey string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "init",
+		Use:   "init [--ssh-agent [KEY]]",
 		Short: "Set up the writer identity and publish its key in the repository",
 		Long: `Set up bernstein in a git repository (bare or not).
 
@@ -28,13 +28,38 @@ to "pack,derived-metadata,reference" in the repository's config, so that git's
 own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
 changes nothing.
 
+With --ssh-agent the signing key never touches the disk: it is a key that
+ssh-agent holds (a hardware token, or a PKCS#11 key loaded with 'ssh-add -s'),
+ssh-ed25519 or ecdsa-sha2-nistp256. KEY names it by fingerprint (SHA256:...)
+or public key file; without KEY the agent must hold exactly one such key.
+BERNSTEIN_HOME then keeps its public half (agent.pub) and the HMAC key, and
+every signature is asked of the agent at SSH_AUTH_SOCK. A missing or locked
+agent is one error, and nothing is written (docs/trust.md, Keys in ssh-agent).
+
 With --remote REMOTE it also sets up that remote's fetch and push refspecs
 for refs/bernstein/*, as 'bernstein remote setup REMOTE' does; a remote the
 repository does not have is refused before anything is set up.
 
+It also sets up git's diff of artifact versions in the repository's own files
+(never in the user's configuration): the line
+"artifacts/*/v*.json diff=bernstein" in .git/info/attributes and
+diff.bernstein.textconv in .git/config, so that 'git diff' of two versions and
+'git log -p' of a journal show a report's markdown lines and a table's rows,
+not one line of JSON (docs/format.md, "Diffing with git").
+
 Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
-		Args: cobra.NoArgs,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			inAgent := cmd.Flags().Changed("ssh-agent")
+			if len(args) > 0 {
+				if !inAgent || agentKey != agentAny {
+					return fmt.Errorf("unexpected argument %q: init takes one only after --ssh-agent (the agent's key)", args[0])
+				}
+				agentKey = args[0]
+			}
+			if agentKey == agentAny {
+				agentKey = ""
+			}
 			if remote != "" {
 				// Refuse a mistyped remote before anything is created. A
 				// folder that is no repository yet has no remote at all.
@@ -44,7 +69,13 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 					return err
 				}
 			}
-			res, err := bernstein.Init(g.options(), writer)
+			var res *bernstein.InitResult
+			var err error
+			if inAgent {
+				res, err = bernstein.InitAgent(g.options(), writer, agentKey)
+			} else {
+				res, err = bernstein.Init(g.options(), writer)
+			}
 			if err != nil {
 				return err
 			}
@@ -54,15 +85,18 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 					return err
 				}
 			}
-			if asJSON {
-				if setup != nil {
-					return printJSON(io, struct {
-						*bernstein.InitResult
-						Remote *bernstein.RemoteSetupResult `json:"remote"`
-					}{res, setup})
-				}
-				return printJSON(io, res)
+			driver, err := bernstein.SetupDiffDriver(res.GitDir)
+			if err != nil {
+				return fmt.Errorf("setting up git's diff of artifact versions: %w", err)
 			}
+			if asJSON {
+				return printJSON(io, struct {
+					*bernstein.InitResult
+					DiffDriver *bernstein.DiffDriverResult  `json:"diff_driver"`
+					Remote     *bernstein.RemoteSetupResult `json:"remote,omitempty"`
+				}{res, driver, setup})
+			}
+			printDiffDriver(io, driver)
 			if setup != nil {
 				defer printSetup(io, setup)
 			}
@@ -75,6 +109,9 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 			}
 			fmt.Fprintf(io.Out, "writer:     %s (%s in %s)\n", res.Writer, id, res.Home)
 			fmt.Fprintf(io.Out, "public key: %s\n", res.PublicKey)
+			if res.SSHAgent {
+				fmt.Fprintf(io.Out, "signing:    through ssh-agent (SSH_AUTH_SOCK); no private key on disk\n")
+			}
 			if res.FsyncConfigured {
 				fmt.Fprintf(io.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
 			}
@@ -88,6 +125,22 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 	}
 	cmd.Flags().StringVar(&writer, "writer", "", "writer id for a new identity, [a-z0-9-]{1,64} (default: host name plus a random suffix)")
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&agentKey, "ssh-agent", "", "sign with a key held by ssh-agent: KEY is its fingerprint or public key file (default: the agent's one writer-capable key)")
+	cmd.Flags().Lookup("ssh-agent").NoOptDefVal = agentAny
 	cmd.Flags().StringVar(&remote, "remote", "", "also set up this remote's refspecs for refs/bernstein/* (see 'bernstein remote setup')")
 	return cmd
 }
+
+// printDiffDriver says what setting up git's diff of artifact versions
+// changed (nothing when it was set up already).
+func printDiffDriver(io *IO, d *bernstein.DiffDriverResult) {
+	if d.TextconvKept != "" {
+		fmt.Fprintf(io.Err, "note: diff.%s.textconv is set already (%s): kept\n", bernstein.DiffDriver, d.TextconvKept)
+	}
+	if d.Changed() {
+		fmt.Fprintf(io.Out, "git diff:   artifact versions as text (diff.%s.textconv, %s)\n", bernstein.DiffDriver, d.Attributes)
+	}
+}
+
+// agentAny is --ssh-agent given without a key: the agent's only key.
+const agentAny = "*"

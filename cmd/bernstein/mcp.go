@@ -95,6 +95,7 @@ cannot be listened on.`,
 	f.StringArrayVar(&tokens, "claim-token", nil, "stdio: a claim token of the agent (repeatable; default $BERNSTEIN_CLAIM_TOKEN)")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (host:port, e.g. 127.0.0.1:0) instead of stdio")
 	f.BoolVar(&allowRemote, "allow-remote", false, "with --http: allow an address that is not on loopback")
+	cmd.AddCommand(newMCPConfigCmd(g, io))
 	return cmd
 }
 

@@ -2,18 +2,18 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"sort"
 	"strings"
 
-	"github.com/clipperhouse/displaywidth"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
 )
 
-// table renders rows as a box-drawn table on a terminal and as
-// tab-separated lines (no header) when piped, so scripts get stable
-// columns. The box is drawn here rather than by a table library: every
-// command links this file, and a table library's package initialisation
-// (width caches, regular expressions) would be paid at every start, piped
-// or not (docs/performance.md, Start-up).
+// table renders rows as a box-drawn table on a terminal, drawn by
+// tablewriter, and as tab-separated lines (no header) when piped, so
+// scripts get stable columns. The library's package initialisation is paid
+// at every start, piped or not (docs/performance.md, Start-up, measures it).
 type table struct {
 	io     *IO
 	header []string
@@ -34,111 +34,10 @@ func (t *table) render() error {
 			b.WriteByte('\n')
 		}
 	} else {
-		drawBox(&b, t.header, t.rows)
+		return drawTable(t.io.Out, t.header, t.rows)
 	}
 	_, err := t.io.Out.Write([]byte(b.String()))
 	return err
-}
-
-// drawBox draws header and rows in a box:
-//
-//	┌─────────┬─────────┐
-//	│   KEY   │ VERSION │
-//	├─────────┼─────────┤
-//	│ summary │ 3       │
-//	└─────────┴─────────┘
-//
-// Header names are centred and shown as they are (not upper-cased, so
-// that columns "a" and "A" stay apart); cells are left-aligned, trimmed of
-// surrounding spaces, and a cell with line breaks takes several lines.
-// Widths are display widths (wide East Asian characters count two columns,
-// combining marks none). A row shorter than the widest gets empty cells.
-func drawBox(b *strings.Builder, header []string, rows [][]string) {
-	cols := len(header)
-	for _, r := range rows {
-		cols = max(cols, len(r))
-	}
-	if cols == 0 {
-		return
-	}
-	split := func(r []string) [][]string {
-		out := make([][]string, cols)
-		for i := range out {
-			if i < len(r) {
-				out[i] = cellLines(r[i])
-			} else {
-				out[i] = []string{""}
-			}
-		}
-		return out
-	}
-	head := split(header)
-	body := make([][][]string, len(rows))
-	for i, r := range rows {
-		body[i] = split(r)
-	}
-	widths := make([]int, cols)
-	measure := func(cells [][]string) {
-		for c, lines := range cells {
-			for _, l := range lines {
-				widths[c] = max(widths[c], displaywidth.String(l))
-			}
-		}
-	}
-	if len(header) > 0 {
-		measure(head)
-	}
-	for _, cells := range body {
-		measure(cells)
-	}
-	rule := func(left, mid, right string) {
-		b.WriteString(left)
-		for c, w := range widths {
-			if c > 0 {
-				b.WriteString(mid)
-			}
-			b.WriteString(strings.Repeat("─", w+2))
-		}
-		b.WriteString(right)
-		b.WriteByte('\n')
-	}
-	line := func(cells [][]string, centre bool) {
-		height := 1
-		for _, lines := range cells {
-			height = max(height, len(lines))
-		}
-		for n := 0; n < height; n++ {
-			b.WriteString("│")
-			for c, lines := range cells {
-				s := ""
-				if n < len(lines) {
-					s = lines[n]
-				}
-				pad := widths[c] - displaywidth.String(s)
-				left := 0
-				if centre {
-					left = pad / 2
-				}
-				b.WriteByte(' ')
-				b.WriteString(strings.Repeat(" ", left))
-				b.WriteString(s)
-				b.WriteString(strings.Repeat(" ", pad-left))
-				b.WriteString(" │")
-			}
-			b.WriteByte('\n')
-		}
-	}
-	rule("┌", "┬", "┐")
-	if len(header) > 0 {
-		line(head, true)
-		if len(body) > 0 {
-			rule("├", "┼", "┤")
-		}
-	}
-	for _, cells := range body {
-		line(cells, false)
-	}
-	rule("└", "┴", "┘")
 }
 
 // cellLines splits a cell into the lines it shows: at line breaks (LF, CRLF
@@ -172,3 +71,56 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// drawTable draws header and rows in a box:
+//
+//	┌─────────┬─────────┐
+//	│   KEY   │ VERSION │
+//	├─────────┼─────────┤
+//	│ summary │ 3       │
+//	└─────────┴─────────┘
+//
+// Header names are centred and shown as they are (no auto-format: columns
+// "a" and "A" stay apart); cells are left-aligned, trimmed of surrounding
+// spaces, never wrapped, and a cell with line breaks takes several lines.
+// Widths are display widths (wide East Asian characters count two columns,
+// combining marks none). A row shorter than the widest gets empty cells.
+func drawTable(w io.Writer, header []string, rows [][]string) error {
+	cols := len(header)
+	for _, r := range rows {
+		cols = max(cols, len(r))
+	}
+	if cols == 0 {
+		return nil
+	}
+	clean := func(r []string) []string {
+		out := make([]string, cols)
+		for i := range out {
+			if i < len(r) {
+				out[i] = strings.Join(cellLines(r[i]), "\n")
+			}
+		}
+		return out
+	}
+	tbl := tablewriter.NewTable(w,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignCenter),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+	)
+	if len(header) > 0 {
+		h := clean(header)
+		hs := make([]any, len(h))
+		for i, c := range h {
+			hs[i] = c
+		}
+		tbl.Header(hs...)
+	}
+	for _, r := range rows {
+		if err := tbl.Append(clean(r)); err != nil {
+			return err
+		}
+	}
+	return tbl.Render()
+}

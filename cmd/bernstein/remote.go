@@ -357,6 +357,9 @@ A clone trusts nobody on its own: published keys tell "unverifiable" from
 band, then pin it ('bernstein keys pin WRITER', or '--all'). No writer
 identity is created; run 'bernstein init' in the clone to write.
 
+It sets up git's diff of artifact versions in the clone, as 'bernstein init'
+does (docs/format.md, "Diffing with git").
+
 Exit status: 0 cloned; 1 error (git clone failed, DIR is not empty).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -370,10 +373,18 @@ Exit status: 0 cloned; 1 error (git clone failed, DIR is not empty).`,
 			if err != nil {
 				return err
 			}
+			driver, err := bernstein.SetupDiffDriver(res.GitDir)
+			if err != nil {
+				return fmt.Errorf("cloned into %s, but setting up git's diff of artifact versions failed: %w", res.Dir, err)
+			}
 			if asJSON {
-				return printJSON(io, res)
+				return printJSON(io, struct {
+					*bernstein.CloneResult
+					DiffDriver *bernstein.DiffDriverResult `json:"diff_driver"`
+				}{res, driver})
 			}
 			fmt.Fprintf(io.Out, "cloned %s into %s\n", res.URL, res.Dir)
+			printDiffDriver(io, driver)
 			for _, w := range res.Setup.Warnings {
 				fmt.Fprintf(io.Err, "warning: %s\n", w)
 			}

@@ -23,7 +23,7 @@ completed, failed, abandoned, reopened). Illegal transitions are refused.
 Every transition is mirrored into the writer's audit chain; a terminal one
 (complete, fail, abandon) also seals the task's journal in the spine.`,
 	}
-	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io), newTaskProgressCmd(g, io))
+	cmd.AddCommand(newTaskCreateCmd(g, io), newTaskClaimCmd(g, io), newTaskListCmd(g, io), newTaskShowCmd(g, io), newTaskProgressCmd(g, io), newTaskAttestCmd(g, io))
 	for _, kind := range []string{
 		record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
 		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened,
@@ -245,15 +245,28 @@ Exit status: 0 recorded; 1 illegal transition, unknown task or error
 }
 
 func newTaskListCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON bool
+	var asJSON, strict bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List tasks",
-		Long: `List every task of the repository: id, phase, the agent holding its claim,
-its number of artifact keys and its title. Piped, the columns are separated by
-tabs, without a header.
+		Short: "List tasks, integrity first",
+		Long: `List every task of the repository, integrity first: its integrity (tampered,
+unverifiable or verified: the worst of what follows), how many of its
+artifact versions are verified, tampered and unverifiable (each re-checked),
+the proof of its progress, its journal identity ("open" while the task is
+open: nothing seals its journal yet), then its phase, the agent holding its
+claim, its number of artifact keys and its title. Piped, the columns are
+separated by tabs, without a header. A task whose integrity is not verified
+is named on stderr, with why.
 
-Exit status: 0 listed (also when there are no tasks); 1 error.`,
+--output-json prints the same as GET /api/v1/tasks: each task as 'task show
+--output-json' prints it, with "integrity": {"state", "reason", "versions":
+{"verified", "tampered", "unverifiable"}, "progress_proof",
+"journal_identity", "journal_identity_reason", "journal_open"}.
+
+Exit status: 0 listed (also when there are no tasks, and when some are
+tampered); 1 error; 2 with --strict, some task's integrity is not verified
+(a version tampered or unverifiable, progress not proven, a journal identity
+mismatched, or unverifiable once the task ended).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.open()
@@ -261,21 +274,50 @@ Exit status: 0 listed (also when there are no tasks); 1 error.`,
 				return err
 			}
 			defer s.Close()
-			tasks, err := s.Tasks()
+			tasks, err := s.TaskList()
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return printJSON(io, bernstein.NewTaskListDoc(tasks))
+				if err := printJSON(io, bernstein.NewTaskListDoc(tasks)); err != nil {
+					return err
+				}
+			} else {
+				t := newTable(io, "TASK", "INTEGRITY", "VERIFIED", "TAMPERED", "UNVERIFIABLE", "PROGRESS", "JOURNAL", "PHASE", "CLAIM", "KEYS", "TITLE")
+				for _, e := range tasks {
+					in := e.Integrity
+					journal := in.JournalIdentity
+					if in.JournalOpen {
+						journal = "open"
+					}
+					t.row(e.ID, in.State, fmt.Sprint(in.Versions.Verified), fmt.Sprint(in.Versions.Tampered), fmt.Sprint(in.Versions.Unverifiable),
+						dash(in.ProgressProof), journal, e.Phase, dash(e.ClaimAgent), fmt.Sprint(len(e.Artifacts)), e.Title)
+				}
+				if err := t.render(); err != nil {
+					return err
+				}
 			}
-			t := newTable(io, "TASK", "PHASE", "CLAIM", "ARTIFACTS", "TITLE")
-			for _, ti := range tasks {
-				t.row(ti.ID, ti.Phase, dash(ti.ClaimAgent), fmt.Sprint(len(ti.Artifacts)), ti.Title)
+			var bad []string
+			for _, e := range tasks {
+				if !e.Integrity.Verified() {
+					bad = append(bad, e.ID)
+					if !asJSON {
+						fmt.Fprintf(io.Err, "note: task %s is %s: %s\n", e.ID, e.Integrity.State, e.Integrity.Reason)
+					}
+				}
 			}
-			return t.render()
+			if strict && len(bad) > 0 {
+				n := len(bad)
+				if n > 10 {
+					bad = append(bad[:10], fmt.Sprintf("and %d more", n-10))
+				}
+				return exitCode(2, fmt.Errorf("%d of %d %s not verified (--strict): %s", n, len(tasks), map[bool]string{true: "task is", false: "tasks are"}[len(tasks) == 1], strings.Join(bad, ", ")))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the tasks as JSON")
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit 2 when any task's integrity is not verified")
 	return cmd
 }
 
@@ -327,7 +369,7 @@ artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
 			}
 			if p := info.Progress; p != nil {
 				fmt.Fprintf(w, "progress: %s\n", p.Vector.String())
-				fmt.Fprintf(w, "vector:   %s (%d earned steps)\n", p.VectorHash, p.EarnedSteps)
+				fmt.Fprintf(w, "vector:   %s (%s)\n", p.VectorHash, count(p.EarnedSteps, "earned step"))
 				printProof(w, "proof:    ", p.Proof)
 			}
 			return nil

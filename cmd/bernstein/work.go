@@ -16,10 +16,18 @@ import (
 // The commands that record real work: each appends a journal row that moves
 // the task's progress vector. Nothing else can move it.
 
+// count is n and a noun, plural unless n is 1: "1 file", "2 files".
+func count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func printWork(io *IO, res *bernstein.WorkResult, what string) {
 	fmt.Fprintf(io.Out, "%s: %s row %d of task %s\n", what, res.Kind, res.JournalIndex, res.Task)
 	if p := res.Progress; p != nil {
-		fmt.Fprintf(io.Out, "progress: %s (%d earned steps, vector %s)\n", p.Vector.String(), p.EarnedSteps, p.VectorHash[:12])
+		fmt.Fprintf(io.Out, "progress: %s (%s, vector %s)\n", p.Vector.String(), count(p.EarnedSteps, "earned step"), p.VectorHash[:12])
 	}
 }
 
@@ -120,7 +128,7 @@ Exit status: 0 recorded, 1 error (nothing recorded).`,
 				return printJSON(io, res)
 			}
 			d := res.Data.(record.DiffCaptured)
-			printWork(io, res, fmt.Sprintf("captured %d files, +%d -%d", d.Files, d.Added, d.Removed))
+			printWork(io, res, fmt.Sprintf("captured %s, +%d -%d", count(d.Files, "file"), d.Added, d.Removed))
 			return nil
 		},
 	}
@@ -268,13 +276,13 @@ func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
 		Long: `Print the task's progress vector: a pure projection of its journal and ledger
 rows (checkpoints of new trees, changes captured (pairs of trees), gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
-and attempts; docs/cli.md, Progress vector). It cannot be posted, only earned; artifacts never move it, and
-repeating work earns nothing. Only rows whose commits a trusted writer signed
-count (your own writer's key, keys pinned with 'bernstein keys pin' or
---allowed-signers); the
-proof line names any row that did not count. --output-json prints the wire
-form, with earned_steps, phase_ordinal, vector_hash, the heads it was folded
-at and the proof.
+and attempts; docs/cli.md, Progress vector). It cannot be posted, only
+earned; artifacts never move it, and repeating work earns nothing. Only rows
+whose commits a trusted writer signed count (your own writer's key, keys
+pinned with 'bernstein keys pin' or --allowed-signers); the proof line names
+any row that did not count. --output-json prints the wire form, with
+earned_steps, phase_ordinal, vector_hash, the heads it was folded at and the
+proof.
 
 Exit status: 0 printed (proof verified, or unverifiable where no key is
 trusted at all); 1 unknown task or error; 2 rows did not count (forged,
@@ -301,7 +309,7 @@ or signed by a writer not pinned here): the vector shown leaves them out.`,
 				printProgress(sio.Out, w)
 			}
 			if n := len(w.Proof.RowsAtFault); n > 0 {
-				return exitCode(2, fmt.Errorf("%d rows of %s do not count (%s): %s", n, w.TaskID, w.Proof.State, w.Proof.RowsAtFault[0].Reason))
+				return exitCode(2, fmt.Errorf("%s of %s %s (%s): %s", count(n, "row"), w.TaskID, map[bool]string{true: "does not count", false: "do not count"}[n == 1], w.Proof.State, w.Proof.RowsAtFault[0].Reason))
 			}
 			return nil
 		},

@@ -121,8 +121,8 @@ export function taskPath(id) {
 //   where marker starts, and store it again compressed (it no longer hashes
 //   to its name).
 // Git itself then finds the copy damaged; the original is untouched.
-export async function tamperedCopy(ws, blob, mode, marker) {
-  const copy = join(ws.dir, `repo-tampered-${mode}`);
+export async function tamperedCopy(ws, blob, mode, marker, name = mode) {
+  const copy = join(ws.dir, `repo-tampered-${name}`);
   cpSync(ws.repo, copy, { recursive: true });
   const git = (args, input) => execFileSync('git', ['-C', copy, ...args], { env: ws.env, input, encoding: input ? undefined : 'utf8' });
   const objects = join(copy, '.git', 'objects');
@@ -144,7 +144,7 @@ export async function tamperedCopy(ws, blob, mode, marker) {
     b[off + 6] ^= 0x40; // inside the entry's compressed data
     writeFileSync(pack, b);
   } else if (mode === 'loose') {
-    const stash = join(ws.dir, `packs-${mode}`);
+    const stash = join(ws.dir, `packs-${name}`);
     mkdirSync(stash);
     const moved = packs().map((p) => {
       const to = join(stash, basename(p));

@@ -4,8 +4,8 @@
 // agent's would; the page must show it without a navigation, highlighted,
 // bound to the run position that produced it. The binary comes from
 // BERNSTEIN_BIN, the browser from CHROMIUM (default /usr/bin/chromium);
-// scripts/test-e2e.sh sets both. The screenshot goes to
-// e2e/browser/artifacts/task-page.png (git-ignored).
+// scripts/test-e2e.sh sets both. The screenshots (each view at 1280 and 375
+// wide) go to e2e/browser/artifacts/ (git-ignored).
 //
 // Every wait is a locator or a page condition, never a sleep.
 
@@ -29,6 +29,10 @@ const KEY_REPORT = 'summary';
 const KEY_TABLE = '0.._-table';
 const KEY_LINK = 'z-link..';
 const KEY_SECRET = 'secret.-_';
+// A task that sorts before TASK (the task list shows a tampered one first
+// whatever its id), and one that records every kind of journal row.
+const CLEAN = 'A-clean';
+const KINDS = 'T-2:kinds';
 // A title with markup: it must show as text.
 const TITLE = '<img src=x onerror="window.__xss=4"><script>window.__xss=5</script> Ship the <b>page</b>';
 // A report with every payload markdown can carry.
@@ -71,7 +75,11 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
   let browser;
   let page;
   let token;
+  let kindsToken;
   let commit1;
+  // The commit of TASK's latest checkpoint: later posts are bound to it
+  // (other tasks' work moves HEAD on).
+  let lastCheckpoint;
   let navigations = 0;
   const consoleMessages = [];
   const pageErrors = [];
@@ -106,7 +114,13 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
       badHrefs: [...document.querySelectorAll('[href], [src], [action], [formaction]')]
         .map((el) => el.getAttribute('href') ?? el.getAttribute('src') ?? el.getAttribute('action') ?? el.getAttribute('formaction'))
         .filter((u) => /^\s*(javascript|vbscript|data:text)/i.test(u) || /javascript:/i.test(u)),
-      embedded: document.querySelectorAll('main img, main iframe, main object, main embed, main video, main audio, main svg, main form').length,
+      embedded: document.querySelectorAll('main img, main iframe, main object, main embed, main video, main audio, main svg:not(.timeline-chart):not(.line-box)').length,
+      // The pages' own forms only: GET to a path of this origin.
+      forms: [...document.querySelectorAll('form')].filter((f) => f.getAttribute('method') !== 'get' || !/^\/(?!\/)/.test(f.getAttribute('action') || ''))
+        .map((f) => f.outerHTML.slice(0, 120)),
+      // The timeline's SVG holds shapes, text and links within the page only.
+      svg: [...document.querySelectorAll('svg.timeline-chart *')].filter((el) => !['svg', 'line', 'polyline', 'circle', 'text', 'title', 'a'].includes(el.tagName.toLowerCase())
+        || (el.getAttribute('href') ?? '#').charAt(0) !== '#').map((el) => el.tagName),
     }));
     assert.equal(state.xss, undefined, 'window.__xss was set: a payload ran');
     assert.deepEqual(state.csp, [], 'securitypolicyviolation events');
@@ -114,6 +128,8 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     assert.deepEqual(state.handlers, [], 'event-handler attributes in the DOM');
     assert.deepEqual(state.badHrefs, [], 'javascript: URLs in the DOM');
     assert.equal(state.embedded, 0, 'embedded content in the page');
+    assert.deepEqual(state.forms, [], 'forms that are not the pages\' own');
+    assert.deepEqual(state.svg, [], 'timeline SVG beyond shapes and in-page links');
     assert.deepEqual(dialogs, [], 'dialogs fired');
     assert.deepEqual(pageErrors, [], 'page errors');
     const csp = consoleMessages.filter((m) => /Content Security Policy|Refused to (execute|load|apply|connect|frame|evaluate)/i.test(m.text));
@@ -176,6 +192,11 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     token = (await ws.cli('task', 'claim', TASK, '--agent', AGENT)).trim();
     // A checkpoint before the page opens: every post is bound to it.
     commit1 = (await ws.cliJSON('checkpoint', TASK)).data.commit;
+    lastCheckpoint = commit1;
+    await ws.cli('task', 'create', CLEAN, '--title', 'Nothing to see');
+    await ws.cli('task', 'create', KINDS, '--title', 'Every kind of row', '--gate', 'unit=true', '--evidence', 'tests=true');
+    kindsToken = (await ws.cli('task', 'claim', KINDS, '--agent', AGENT)).trim();
+    await ws.cli('task', 'start', KINDS);
     server = await serve(ws);
     browser = await launch();
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -247,9 +268,9 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     const cells = await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     assert.deepEqual(cells, ROWS);
     assert.equal(await table.locator('b, i, img, script, a').count(), 0, 'markup in cells became elements');
-    // The group of a new key lands in key order.
+    // The group of a new key lands last: keys are in the order they were first posted.
     const keys = await page.locator('section.artifact-group').evaluateAll((gs) => gs.map((g) => g.dataset.key));
-    assert.deepEqual(keys, [KEY_TABLE, KEY_REPORT]);
+    assert.deepEqual(keys, [KEY_REPORT, KEY_TABLE]);
     await table.locator('tbody td').first().hover();
     await table.locator('thead th:not(.rownum)').nth(1).hover();
     await assertNoNavigation();
@@ -268,7 +289,7 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     assert.equal(decodeURIComponent(href), decodeURIComponent(new URL(LINK).href), 'the anchor goes where the URL says');
     assert.equal(await art.locator('iframe, img, object, embed, script').count(), 0);
     const keys = await page.locator('section.artifact-group').evaluateAll((gs) => gs.map((g) => g.dataset.key));
-    assert.deepEqual(keys, [KEY_TABLE, KEY_REPORT, KEY_LINK]);
+    assert.deepEqual(keys, [KEY_REPORT, KEY_TABLE, KEY_LINK]);
     await assertNoNavigation();
   });
 
@@ -279,6 +300,7 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     await ws.git('commit', '-q', '-am', 'second');
     const cp = await ws.cliJSON('checkpoint', TASK);
     const commit2 = cp.data.commit;
+    lastCheckpoint = commit2;
     assert.notEqual(commit2, commit1);
     assert.equal(cp.progress.checkpoints, 2);
     assert.equal(cp.progress.earned_steps, 2, 'a new commit earns a step');
@@ -309,6 +331,108 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     assert.equal(await old.count(), 1);
     assert.equal(await old.locator('.content').count(), 0);
     assert.equal(await old.locator('.run-position').getAttribute('data-checkpoint'), commit1);
+    await assertNoNavigation();
+  });
+
+  it('draws the timeline of a task with every row kind: its marks are the journal\'s rows, as the fold counts them, live', async () => {
+    const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await watch(p);
+      await p.goto(server.url + taskPath(KINDS));
+      await p.locator('#live-status[data-state="live"]').waitFor();
+      assert.equal(await p.locator('#timeline').getAttribute('data-rows'), '0');
+      // Every kind of row, from other processes, some earning nothing.
+      const change = async (n) => {
+        writeFileSync(join(ws.repo, `kinds-${n}.txt`), `change ${n}\n`);
+        await ws.git('add', `kinds-${n}.txt`);
+        await ws.git('commit', '-q', '-m', `kinds ${n}`);
+      };
+      await change(1);
+      await ws.cli('checkpoint', KINDS); // 0: +1
+      await ws.cli('checkpoint', KINDS); // 1: the same commit, nothing
+      await change(2);
+      await ws.cli('checkpoint', KINDS); // 2: +1
+      await ws.cli('diff', 'capture', KINDS, '--base', 'HEAD~1'); // 3: +1
+      await ws.cli('diff', 'capture', KINDS, '--base', 'HEAD~1'); // 4: the same change, nothing
+      await ws.cli('gate', 'run', KINDS, 'unit', '--quiet'); // 5: +1
+      await assert.rejects(ws.cli('gate', 'run', KINDS, 'lint', '--quiet', '--', 'false'), /exit 4/); // 6: ad hoc, failed
+      await ws.cli('evidence', 'run', KINDS, '--quiet'); // 7: +1
+      await ws.cli('artifact', 'post', KINDS, 'notes', '--type', 'report', '--body', 'kinds', '--agent', AGENT, '--claim-token', kindsToken); // 8
+      const earned = ['1', '0', '1', '1', '0', '1', '0', '1', '0'];
+      const tl = p.locator('#timeline[data-rows="9"]');
+      await tl.waitFor();
+      const journal = await (await p.request.get(`${server.url}/api/v1/tasks/${encodeURIComponent(KINDS)}/journal`)).json();
+      assert.equal(journal.rows.length, 9);
+      const got = await p.evaluate(() => ({
+        rows: [...document.querySelectorAll('#timeline li.tl-row')].map((li) => ({ ...li.dataset, text: li.textContent })),
+        marks: [...document.querySelectorAll('#timeline a.mark')].map((a) => ({ ...a.dataset, cls: a.getAttribute('class'), title: a.querySelector('title').textContent, href: a.getAttribute('href') })),
+        vmarks: [...document.querySelectorAll('#timeline a.vmark')].map((a) => ({ ...a.dataset, href: a.getAttribute('href'), target: !!document.getElementById(a.getAttribute('href').slice(1)) })),
+        strip: document.getElementById('progress-strip').dataset.earnedSteps,
+        end: document.getElementById('timeline').dataset.earned,
+      }));
+      assert.equal(got.rows.length, 9);
+      journal.rows.forEach((row, i) => {
+        const li = got.rows[i];
+        assert.equal(li.index, String(row.journal_index), `row ${i}`);
+        assert.equal(li.kind, row.kind, `row ${i}`);
+        assert.equal(li.proof, row.proof, `row ${i}`);
+        assert.equal(li.counts, 'true', `row ${i}`);
+        assert.equal(li.earned, earned[i], `row ${i} (${row.kind}) earned: ${li.text}`);
+        if (earned[i] === '0' && row.kind !== 'artifact_posted') assert.match(li.text, /earned nothing: \S/, `row ${i} does not say why`);
+      });
+      // One mark a row of work, saying what it earned; the version on its lane.
+      const work = journal.rows.filter((r) => r.kind !== 'artifact_posted');
+      assert.deepEqual(got.marks.map((m) => [m.index, m.kind]), work.map((r) => [String(r.journal_index), r.kind]));
+      for (const m of got.marks) {
+        assert.equal(m.href, `#tl-row-${m.index}`);
+        assert.match(m.title, m.earned === '1' ? /earned 1 step/ : /earned nothing: /, m.title);
+        assert.match(m.cls, m.earned === '1' ? /mark-earned/ : /mark-nothing/);
+      }
+      assert.deepEqual(got.vmarks.map((v) => [v.index, v.key, v.version, v.state, v.target]), [['8', 'notes', '1', 'verified', true]]);
+      assert.equal(got.end, got.strip, 'the line ends at the strip\'s earned steps');
+      assert.equal(got.end, '5');
+      // A mark links to its row, which says what it earned.
+      await p.locator('#timeline a.mark[data-index="1"]').click();
+      assert.equal(await p.locator('#tl-row-1').isVisible(), true, 'the row a mark links to is not shown');
+      await assertInert(p);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('compares two versions of a table from the task page: the changed cell, named by its column', async () => {
+    const rows2 = [ROWS[0], [ROWS[1][0], ROWS[1][1], 'a changed note']];
+    const r = await post(KEY_TABLE, '--type', 'table', '--csv', ws.file('table-2.csv', csv([COLUMNS, ...rows2])));
+    await assertLive(r, lastCheckpoint);
+    // The live page now offers v1 against v2.
+    const form = page.locator(`${group(KEY_TABLE)} form.compare`);
+    assert.equal(await form.isVisible(), true);
+    assert.deepEqual(await form.locator('select').evaluateAll((ss) => ss.map((s) => s.value)), ['1', '2']);
+    const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await watch(p);
+      await p.goto(server.url + taskPath(TASK));
+      const f = p.locator(`${group(KEY_TABLE)} form.compare`);
+      await f.locator('select[name="from"]').selectOption('1');
+      await f.locator('select[name="to"]').selectOption('2');
+      await Promise.all([p.waitForURL(/\/diff\//), f.locator('button[type="submit"]').click()]);
+      assert.equal(await p.locator('body').getAttribute('data-page'), 'diff');
+      const diff = p.locator('#diff[data-from="1"][data-to="2"][data-refused="false"]');
+      await diff.waitFor();
+      const changed = p.locator('#diff-table td[data-changed="true"]');
+      assert.equal(await changed.count(), 1);
+      assert.equal(await changed.getAttribute('data-column'), 'note');
+      assert.equal(await changed.locator('del').textContent(), ROWS[1][2], 'the former cell, as text');
+      assert.equal(await changed.locator('ins').textContent(), 'a changed note');
+      assert.equal(await p.locator('#diff-table tr[data-change="changed"]').getAttribute('data-to'), '2');
+      assert.equal(await p.locator('#table-summary').getAttribute('data-rows-changed'), '1');
+      // The other cells of the changed row are there, unchanged, as text.
+      assert.equal(await p.locator('#diff-table tr[data-change="changed"] td:not([data-changed])').count(), 2);
+      await p.screenshot({ path: join(dirname(SCREENSHOT), 'diff-table.png'), fullPage: true });
+      await assertInert(p);
+    } finally {
+      await p.close();
+    }
     await assertNoNavigation();
   });
 
@@ -343,7 +467,7 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     server = await serve(ws, { addr: `127.0.0.1:${port}` });
     const headers = await (await resumed).request().allHeaders();
     assert.equal(headers['last-event-id'], seen, 'the browser resumes from the last event it saw');
-    await assertLive(r, (await ws.git('rev-parse', 'HEAD')).trim());
+    await assertLive(r, lastCheckpoint);
     await page.locator('#live-status[data-state="live"]').waitFor();
     const states = await page.evaluate(() => window.__liveStates);
     assert.deepEqual(states.slice(0, 2), ['live', 'reconnecting'], `#live-status went ${states.join(' → ')}`);
@@ -362,6 +486,13 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     await fresh.goto(server.url + taskPath(TASK));
     const snapshot = (p) => p.evaluate(() => ({
       strip: { ...document.getElementById('progress-strip').dataset },
+      integrity: { ...document.getElementById('integrity').dataset },
+      timeline: {
+        ...document.getElementById('timeline').dataset,
+        rows: [...document.querySelectorAll('#timeline li.tl-row')].map((li) => ({ ...li.dataset })),
+        marks: document.querySelectorAll('#timeline a.mark').length,
+        versions: [...document.querySelectorAll('#timeline a.vmark')].map((a) => a.getAttribute('href')),
+      },
       groups: [...document.querySelectorAll('section.artifact-group')].map((g) => ({
         key: g.dataset.key,
         type: g.dataset.type,
@@ -415,7 +546,7 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     const cols = Array.from({ length: 8 }, (_, i) => `column-${i}-with-a-long-name`);
     const wide = await post('wide.table', '--type', 'table', '--csv',
       ws.file('wide.csv', csv([cols, cols.map((_, i) => `a cell of column ${i} that is long`)])));
-    await assertLive(wide, (await ws.git('rev-parse', 'HEAD')).trim());
+    await assertLive(wide, lastCheckpoint);
     const ctx = await browser.newContext({ viewport: { width: 375, height: 667 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
     const p = await ctx.newPage();
     try {
@@ -425,7 +556,7 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
       const m = await p.evaluate(() => {
         const vw = document.documentElement.clientWidth;
         // What may be wider than the screen scrolls inside its own box.
-        const inBox = (el) => el.closest('.table-wrap, .markdown pre, .markdown table');
+        const inBox = (el) => el.closest('.table-wrap, .timeline-wrap, .markdown pre, .markdown table');
         const over = [...document.querySelectorAll('body *')].filter((el) => {
           const r = el.getBoundingClientRect();
           return !inBox(el) && r.width > 0 && (r.right > vw + 1 || r.left < -1);
@@ -482,6 +613,9 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
             dark: matchMedia('(prefers-color-scheme: dark)').matches,
             bg: st('body', 'backgroundColor'), fg: st('body', 'color'),
             badgeBg: st('.badge[data-state="verified"]', 'backgroundColor'), badgeFg: st('.badge[data-state="verified"]', 'color'),
+            // The timeline: its line and an earned mark on the page.
+            line: st('#timeline .earned-line', 'stroke'), mark: st('#timeline .mark-earned circle', 'fill'),
+            axis: st('#timeline text.tick', 'fill'),
           };
         });
         if (scheme === 'dark') await p.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-dark.png'), fullPage: true });
@@ -502,17 +636,112 @@ describe('the live task page in chromium', { timeout: 120_000 }, () => {
     for (const [name, c] of [['light', light], ['dark', dark]]) {
       assert.ok(contrast(c.fg, c.bg) >= 7, `${name}: text ${c.fg} on ${c.bg}, contrast ${contrast(c.fg, c.bg).toFixed(1)}`);
       assert.ok(contrast(c.badgeFg, c.badgeBg) >= 4.5, `${name}: badge ${c.badgeFg} on ${c.badgeBg}, contrast ${contrast(c.badgeFg, c.badgeBg).toFixed(1)}`);
+      // Graphics need 3:1 (WCAG 1.4.11), the axis labels 4.5:1.
+      for (const [what, col, min] of [['timeline line', c.line, 3], ['earned mark', c.mark, 3], ['axis label', c.axis, 4.5]]) {
+        assert.ok(contrast(col, c.bg) >= min, `${name}: ${what} ${col} on ${c.bg}, contrast ${contrast(col, c.bg).toFixed(1)}`);
+      }
     }
     await assertNoNavigation();
+  });
+
+  it('saves a screenshot of each view at 1280 and 375 wide; none scrolls sideways at 375', async (t) => {
+    const views = {
+      index: '/',
+      task: taskPath(TASK),
+      kinds: taskPath(KINDS),
+      version: `${taskPath(TASK)}/versions/${encodeURIComponent(KEY_REPORT)}/1`,
+      diff: `${taskPath(TASK)}/diff/${encodeURIComponent(KEY_TABLE)}?from=1&to=2`,
+      'diff-report': `${taskPath(TASK)}/diff/${encodeURIComponent(KEY_REPORT)}?from=1`,
+    };
+    mkdirSync(dirname(SCREENSHOT), { recursive: true });
+    for (const width of [1280, 375]) {
+      const phone = width < 500;
+      const ctx = await browser.newContext({ viewport: { width, height: phone ? 667 : 900 }, isMobile: phone, hasTouch: phone });
+      try {
+        for (const [name, path] of Object.entries(views)) {
+          const p = await ctx.newPage();
+          await watch(p);
+          await p.goto(server.url + path);
+          await p.locator('main').waitFor();
+          const m = await p.evaluate(() => ({ vw: document.documentElement.clientWidth, page: document.documentElement.scrollWidth, kind: document.body.dataset.page }));
+          assert.ok(m.page <= m.vw, `${name} at ${width}: the page scrolls sideways (${m.page} in ${m.vw})`);
+          assert.notEqual(m.kind, 'problem', `${name}: ${path} is a problem page`);
+          const file = join(dirname(SCREENSHOT), `${name}-${width}.png`);
+          await p.screenshot({ path: file, fullPage: true });
+          t.diagnostic(`screenshot: ${file}`);
+          await assertInert(p);
+          await p.close();
+        }
+      } finally {
+        await ctx.close();
+      }
+    }
   });
 
   let secret;
   it('shows the content of the version a copy will tamper with, while it is intact', async () => {
     secret = await post(KEY_SECRET, '--type', 'report', '--body', `${SECRET} must never reach a page once tampered.`);
-    const art = await assertLive(secret, (await ws.git('rev-parse', 'HEAD')).trim());
+    const art = await assertLive(secret, lastCheckpoint);
     assert.match(await art.locator('.markdown').textContent(), new RegExp(SECRET));
     await assertInert(page);
     await assertNoNavigation();
+  });
+
+  it('flags a tampered task on the task list, first and in red, and counts a live post on its page; a tampered earlier version stays in sight', async (t) => {
+    assert.ok(secret, 'the version was posted');
+    const copy = await tamperedCopy(ws, secret.blob, 'packed', SECRET, 'live');
+    const tampered = await serve(ws, { repo: copy });
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const p = await ctx.newPage();
+    try {
+      await watch(p);
+      await p.goto(tampered.url + '/');
+      const rows = await p.locator('#tasks tr.task').evaluateAll((trs) => trs.map((tr) => [tr.dataset.task, tr.dataset.integrity]));
+      assert.deepEqual(rows[0], [TASK, 'tampered'], `rows: ${JSON.stringify(rows)}`);
+      assert.ok(rows.slice(1).every(([, st]) => st === 'verified'), `rows: ${JSON.stringify(rows)}`);
+      assert.ok(rows.findIndex(([id]) => id === CLEAN) > 0, 'A-clean sorts before the tampered task by id, and is listed after it');
+      const red = await p.locator(`#tasks tr.task[data-task=${JSON.stringify(TASK)}]`).evaluate((tr) => {
+        const c = (el, prop) => (getComputedStyle(el)[prop].match(/[\d.]+/g) || []).slice(0, 3).map(Number);
+        const badge = tr.querySelector('.integrity .badge');
+        return { bg: c(tr.querySelector('td'), 'backgroundColor'), badge: c(badge, 'color'), text: badge.textContent, why: tr.querySelector('.integrity .why').textContent };
+      });
+      assert.equal(red.text, 'tampered');
+      assert.ok(red.bg[0] > red.bg[1] + 10 && red.bg[0] > red.bg[2] + 10, `the tampered row is not red: ${red.bg}`);
+      assert.ok(red.badge[0] > red.badge[1] + 50, `the tampered badge is not red: ${red.badge}`);
+      assert.match(red.why, /1 of \d+ versions tampered/);
+      assert.equal(await p.locator('#tasks-summary').getAttribute('data-tampered'), '1');
+      await p.screenshot({ path: join(dirname(SCREENSHOT), 'index-tampered-1280.png'), fullPage: true });
+
+      await p.goto(tampered.url + taskPath(TASK));
+      await p.locator('#live-status[data-state="live"]').waitFor();
+      const integrity = p.locator('#integrity');
+      const total = Number(await integrity.getAttribute('data-total'));
+      assert.equal(await integrity.getAttribute('data-state'), 'tampered');
+      assert.equal(await integrity.getAttribute('data-tampered'), '1');
+      assert.match(await integrity.locator('#integrity-reason').textContent(), new RegExp(`1 of ${total} versions tampered`));
+      // Another process posts the key's next version into the tampered copy:
+      // the counts follow without a reload, and the tampered v1 moves to
+      // the flagged list, in sight, saying once what failed.
+      await ws.cli('--repo', copy, 'artifact', 'post', TASK, KEY_SECRET, '--type', 'report', '--body', 'after the tampering',
+        '--agent', AGENT, '--claim-token', token);
+      await p.locator(`#integrity[data-total="${total + 1}"][data-tampered="1"][data-verified="${total}"]`).waitFor();
+      assert.match(await p.locator('#integrity-reason').textContent(), new RegExp(`1 of ${total + 1} versions tampered`));
+      await p.locator(`${version(KEY_SECRET, 2)}[data-inserted="live"]`).waitFor();
+      const v1 = p.locator(`${group(KEY_SECRET)} .flagged-list ${version(KEY_SECRET, 1)}[data-state="tampered"]`);
+      assert.equal(await v1.count(), 1, 'the tampered v1 is not in the flagged list');
+      assert.equal(await v1.isVisible(), true, 'the tampered v1 is out of sight');
+      const card = await v1.evaluate((a) => ({ text: a.textContent, reason: a.querySelector('.withheld-reason').textContent, stateReason: a.querySelectorAll('.state-reason').length }));
+      assert.equal(card.stateReason, 0);
+      assert.equal(card.text.split(card.reason).length - 1, 1, `the card says what failed ${card.text.split(card.reason).length - 1} times`);
+      // The timeline marks the tampered version on its lane.
+      assert.equal(await p.locator(`#timeline a.vmark[data-key=${JSON.stringify(KEY_SECRET)}][data-version="1"]`).getAttribute('data-state'), 'tampered');
+      assert.ok(!(await p.content()).includes(SECRET_TAIL), 'the tampered content reached the DOM');
+      await p.screenshot({ path: join(dirname(SCREENSHOT), 'task-tampered-1280.png'), fullPage: true });
+      await assertInert(p);
+    } finally {
+      await ctx.close();
+      await tampered.kill('SIGTERM');
+    }
   });
 
   for (const mode of ['packed', 'loose']) {

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ProgressNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ProgressNotificationSchema, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
 const BIN = process.env.BERNSTEIN_BIN;
@@ -89,6 +89,15 @@ async function newClient(transport) {
   // its response: typescript-sdk issue 2580.)
   client.progressNotes = [];
   client.setNotificationHandler(ProgressNotificationSchema, (n) => { client.progressNotes.push(n.params); });
+  // Resource notifications, and whoever waits for one.
+  client.updated = [];
+  client.listChanged = 0;
+  client.waiters = [];
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+    client.updated.push(n.params.uri);
+    client.waiters = client.waiters.filter((w) => !w());
+  });
+  client.setNotificationHandler(ResourceListChangedNotificationSchema, () => { client.listChanged++; });
   await client.connect(transport);
   // Listing caches the output schemas: from here on the SDK validates every
   // structured result against what the server advertised.
@@ -399,5 +408,111 @@ for (const [name, args] of [
 
     const { code, signal } = await server.stop();
     assert.equal(code, 0, `the server exits 0 on SIGTERM (signal ${signal}): ${server.stderr()}`);
+  });
+}
+
+// --- resources -------------------------------------------------------------
+
+// waitUpdated resolves once notifications/resources/updated named uri
+// (count times in all), or fails after 20 s.
+function waitUpdated(client, uri, count = 1) {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      if (client.updated.filter((u) => u === uri).length >= count) { clearTimeout(timer); resolve(); return true; }
+      return false;
+    };
+    const timer = setTimeout(() => reject(new Error(`no notifications/resources/updated for ${uri}: got ${client.updated}`)), 20000);
+    if (!done()) client.waiters.push(done);
+  });
+}
+
+// The payload bytes of a version, read with plain git from its row's commit.
+function payloadBytes(ws, task, key, v) {
+  const path = `artifacts/${key}/v${v}.json`;
+  for (const c of ws.git('rev-list', `refs/bernstein/journal/${task}`).trim().split('\n')) {
+    if (ws.git('ls-tree', '-r', '--name-only', c).split('\n').includes(path)) return ws.git('cat-file', 'blob', `${c}:${path}`);
+  }
+  throw new Error(`no commit holds ${path}`);
+}
+
+// Versions as resources: list, templates, read (re-verified), subscribe to a
+// key and to the task, the update a post by another process (the CLI)
+// sends, the claim scope, and a tampered version's error.
+async function checkResources(ws, connect) {
+  ws.cli('task', 'create', 'T-R', '--title', 'Resources');
+  const token = ws.cli('task', 'claim', 'T-R', '--agent', 'agent-1').trim();
+  ws.cli('task', 'create', 'T-X', '--title', 'Not yours');
+  const other = ws.cli('task', 'claim', 'T-X', '--agent', 'agent-2').trim();
+  ws.cli('artifact', 'post', 'T-X', 'secret', '--type', 'report', '--body', 'not for agent-1', '--agent', 'agent-2', '--claim-token', other);
+  const client = await connect('agent-1', token);
+  assert.ok(client.getServerCapabilities().resources?.subscribe, 'the server offers resource subscriptions');
+
+  const res = await call(client, POST, { task_id: 'T-R', key: 'notes', artifact_type: 'report', body: '# one' });
+  assert.ok(!res.isError, textOf(res));
+  const link = res.content.find((c) => c.type === 'resource_link');
+  assert.deepEqual(link && { uri: link.uri, mimeType: link.mimeType }, { uri: 'bernstein://T-R/notes/v1', mimeType: 'application/json' },
+    'the post result links the new version');
+
+  const { resources } = await client.listResources();
+  assert.deepEqual(resources.map((r) => r.uri), ['bernstein://T-R/notes/v1'], 'only the claimed task\'s versions');
+  const { resourceTemplates } = await client.listResourceTemplates();
+  assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate), ['bernstein://{task}/{key}/latest']);
+
+  const read = await client.readResource({ uri: 'bernstein://T-R/notes/v1' });
+  const c0 = read.contents[0];
+  assert.equal(c0.mimeType, 'application/json');
+  assert.equal(c0.text, payloadBytes(ws, 'T-R', 'notes', 1), 'the payload, byte for byte as git holds it');
+  assert.equal(JSON.parse(c0.text).body, '# one');
+  assert.equal(c0._meta.state, 'verified');
+  assert.equal(c0._meta.content_hash, `sha256:${sha256(c0.text)}`);
+
+  await client.subscribeResource({ uri: 'bernstein://T-R/notes/latest' });
+  await client.subscribeResource({ uri: 'bernstein://T-R' });
+  // A post by another process: the CLI.
+  ws.cli('artifact', 'post', 'T-R', 'notes', '--type', 'report', '--body', '# two', '--agent', 'agent-1', '--claim-token', token);
+  await waitUpdated(client, 'bernstein://T-R/notes/latest');
+  await waitUpdated(client, 'bernstein://T-R');
+  assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), ['bernstein://T-R/notes/v1', 'bernstein://T-R/notes/v2']);
+  assert.equal(JSON.parse((await client.readResource({ uri: 'bernstein://T-R/notes/latest' })).contents[0].text).body, '# two');
+  // And by this session: the update arrives before the post's result.
+  await postOK(client, { task_id: 'T-R', key: 'table', artifact_type: 'table', columns: ['a'], rows: [['1']] });
+  assert.equal(client.updated.filter((u) => u === 'bernstein://T-R').length, 2);
+  assert.ok(!client.updated.includes('bernstein://T-R/table/latest'), 'no update for a key nobody subscribed to');
+
+  // The claim scope: another task is neither read nor followed.
+  await assert.rejects(client.readResource({ uri: 'bernstein://T-X/secret/latest' }), /claim scope/);
+  await assert.rejects(client.readResource({ uri: 'bernstein://T-X/secret/v1' }), /not found/i);
+  await assert.rejects(client.subscribeResource({ uri: 'bernstein://T-X' }), /claim scope/);
+  await assert.rejects(client.subscribeResource({ uri: 'bernstein://T-R/notes/v1' }), /never changes/);
+
+  // A tampered version is an error, never content: the head row's commit
+  // rewritten without its signature.
+  const head = refValue(ws, 'refs/bernstein/journal/T-R');
+  const body = ws.git('cat-file', 'commit', head).replace(/gpgsig [\s\S]*?-----END SSH SIGNATURE-----\n/, '');
+  const forged = execFileSync('git', ['-C', ws.repo, 'hash-object', '-t', 'commit', '-w', '--stdin'], { env: ws.env, input: body, encoding: 'utf8' }).trim();
+  ws.git('update-ref', 'refs/bernstein/journal/T-R', forged);
+  await assert.rejects(client.readResource({ uri: 'bernstein://T-R/table/v1' }), /tampered/);
+  await assert.rejects(client.readResource({ uri: 'bernstein://T-R/table/latest' }), /tampered/);
+  // Closed here, before the workspace goes: a stdio server that subscribes
+  // reads the refs until its session ends.
+  await client.close();
+}
+
+test('stdio: artifacts as resources', async (t) => {
+  const ws = workspace(t);
+  const connect = stdioConnector(t, ws);
+  // The stdio server lists the tasks of the claims it starts with.
+  await checkResources(ws, connect);
+});
+
+for (const [name, args] of [
+  ['mcp --http', ['mcp', '--http', '127.0.0.1:0']],
+  ['serve', ['serve', '--addr', '127.0.0.1:0']],
+]) {
+  test(`http: bernstein ${name}: artifacts as resources`, async (t) => {
+    const ws = workspace(t);
+    const server = await httpServer(t, ws, args);
+    await checkResources(ws, httpConnector(t, server));
+    await server.stop();
   });
 }

@@ -210,6 +210,9 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		}
 	}
 	id, err := w.c.Identity()
+	if err == nil {
+		err = id.Ready() // a key in ssh-agent: the agent must hold it before anything is built
+	}
 	if err != nil {
 		finish(err)
 		return

@@ -47,6 +47,19 @@
 
   wireCopy(document);
 
+  // A link to a version or a row (the timeline's) opens the <details> it
+  // sits in.
+  function openTarget() {
+    var id = '';
+    try { id = decodeURIComponent(window.location.hash.slice(1)); } catch (e) { return; }
+    var el = id && document.getElementById(id);
+    for (var p = el; p; p = p.parentElement) {
+      if (p.tagName === 'DETAILS') p.open = true;
+    }
+  }
+  window.addEventListener('hashchange', openTarget);
+  openTarget();
+
   var body = document.body;
   var eventsURL = body.dataset.events;
   var taskPath = body.dataset.taskPath;
@@ -129,50 +142,104 @@
   }
 
   // place puts article into group at its place: the newest is the latest,
-  // the others go to the history, newest first. False if already there.
+  // the others go to the history, newest first, except a tampered one,
+  // which goes to the flagged list (never collapsed out of sight). False if
+  // already there.
   function place(group, article) {
     var n = Number(article.dataset.version);
     if (findVersion(group, n)) return false;
     var latestBox = group.querySelector('.latest');
     var list = group.querySelector('.history-list');
+    var flagged = group.querySelector('.flagged-list');
     var current = latestBox.querySelector('article.version');
+    var earlier = article;
     if (!current || n > Number(current.dataset.version)) {
-      if (current) list.insertBefore(toHistory(current), list.firstChild);
       latestBox.appendChild(article);
       group.dataset.latest = String(n);
       group.dataset.type = article.dataset.type;
       var type = group.querySelector('.key-heading .type');
       if (type) type.textContent = article.dataset.type;
-    } else {
-      var li = toHistory(article);
+      earlier = current;
+    }
+    if (earlier) {
+      var into = earlier.dataset.state === 'tampered' && flagged ? flagged : list;
+      var en = Number(earlier.dataset.version);
+      var li = toHistory(earlier);
       var before = null;
-      for (var i = 0; i < list.children.length; i++) {
-        var a = list.children[i].querySelector('article.version');
-        if (a && Number(a.dataset.version) < n) { before = list.children[i]; break; }
+      for (var i = 0; i < into.children.length; i++) {
+        var a = into.children[i].querySelector('article.version');
+        if (a && Number(a.dataset.version) < en) { before = into.children[i]; break; }
       }
-      list.insertBefore(li, before);
+      into.insertBefore(li, before);
     }
     var h = list.children.length;
+    var f = flagged ? flagged.children.length : 0;
     group.querySelector('details.history').hidden = h === 0;
+    if (flagged) flagged.hidden = f === 0;
     group.querySelector('.history-count').textContent = String(h);
     var count = group.querySelector('.key-heading .count');
+    var total = h + f + 1;
     if (count) {
-      count.dataset.count = String(h + 1);
-      count.textContent = (h + 1) + ' versions';
+      count.dataset.count = String(total);
+      count.textContent = total + (total === 1 ? ' version' : ' versions');
     }
+    addChoice(group, n);
     return true;
   }
 
-  // placeGroup inserts a new key's group, keys in order.
-  function placeGroup(node) {
-    var gs = groupsBox.querySelectorAll('.artifact-group');
-    var before = null;
-    for (var i = 0; i < gs.length; i++) {
-      if (gs[i].dataset.key > node.dataset.key) { before = gs[i]; break; }
+  // addChoice offers version n in the key's comparison and makes the
+  // default the newest two.
+  function addChoice(group, n) {
+    var form = group.querySelector('form.compare');
+    if (!form) return;
+    var sels = form.querySelectorAll('select');
+    var nums = [];
+    for (var i = 0; i < sels.length; i++) {
+      var sel = sels[i];
+      var have = false, before = null;
+      for (var j = 0; j < sel.options.length; j++) {
+        var v = Number(sel.options[j].value);
+        if (v === n) have = true;
+        if (!before && v < n) before = sel.options[j];
+      }
+      if (!have) {
+        var o = document.createElement('option');
+        o.value = String(n);
+        o.textContent = 'v' + n;
+        sel.insertBefore(o, before);
+      }
+      nums = [];
+      for (var k = 0; k < sel.options.length; k++) nums.push(Number(sel.options[k].value));
     }
-    groupsBox.insertBefore(node, before);
+    if (sels.length === 2 && nums.length >= 2) {
+      sels[0].value = String(nums[1]);
+      sels[1].value = String(nums[0]);
+    }
+    form.hidden = nums.length < 2;
+  }
+
+  // placeGroup inserts a new key's group: keys in the order they were first
+  // posted, so a new key goes last, on the panel's last page only, and only
+  // when the filter keeps it.
+  function placeGroup(node) {
+    var keys = document.getElementById('keys');
+    if (keys && keys.dataset.lastPage === 'false') return false;
+    var filter = document.querySelector('#key-filter input[name="key"]');
+    if (filter && filter.value && node.dataset.key.toLowerCase().indexOf(filter.value.toLowerCase()) < 0) return false;
+    groupsBox.appendChild(node);
     var empty = document.getElementById('no-artifacts');
     if (empty) empty.hidden = true;
+    var index = document.querySelector('#keys .key-index ul');
+    if (index) {
+      var li = document.createElement('li');
+      li.dataset.key = node.dataset.key;
+      var a = document.createElement('a');
+      a.href = '#artifact-' + node.dataset.key;
+      a.textContent = node.dataset.key;
+      li.appendChild(a);
+      index.appendChild(li);
+    }
+    return true;
   }
 
   // Each key's updates run one after the other, in event order.
@@ -187,7 +254,7 @@
       if (!group) {
         return fragment(taskPath + '/fragments/artifacts/' + seg).then(function (node) {
           if (!node || findGroup(key)) return;
-          placeGroup(node);
+          if (!placeGroup(node)) return;
           var vs = node.querySelectorAll('article.version');
           for (var i = 0; i < vs.length; i++) markLive(vs[i]);
         });
@@ -198,21 +265,65 @@
     }).catch(warn);
   }
 
-  // --- the progress strip ---
+  // --- the panels: integrity, progress strip, timeline ---
 
-  var stripBusy = false, stripAgain = false;
-  function refreshStrip() {
-    if (stripBusy) { stripAgain = true; return; }
-    stripBusy = true;
-    fragment(taskPath + '/fragments/strip').then(function (node) {
-      var old = document.getElementById('progress-strip');
-      if (!old || !node || node.id !== 'progress-strip') return;
-      var moved = old.dataset.vectorHash !== node.dataset.vectorHash || old.dataset.phase !== node.dataset.phase;
-      old.parentNode.replaceChild(node, old);
-      if (moved) highlight(node, 2500);
-    }).catch(warn).then(function () {
-      stripBusy = false;
-      if (stripAgain) { stripAgain = false; refreshStrip(); }
+  // panel swaps in the fragment of one panel; a fetch asked for while one
+  // is in flight runs once more after it, so the last event is always seen.
+  function panel(id, path, changed, after) {
+    var busy = false, again = false;
+    return function refresh() {
+      if (busy) { again = true; return; }
+      busy = true;
+      fragment(taskPath + path).then(function (node) {
+        var old = document.getElementById(id);
+        if (!old || !node || node.id !== id) return;
+        var moved = changed(old, node);
+        // What the reader opened stays open.
+        var open = old.querySelectorAll('details[open]');
+        for (var i = 0; i < open.length; i++) {
+          var d = open[i].className && node.querySelector('details.' + open[i].className.split(' ')[0]);
+          if (d) d.open = true;
+        }
+        old.parentNode.replaceChild(node, old);
+        if (moved) highlight(node, 2500);
+        if (after) after(node);
+      }).catch(warn).then(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+    };
+  }
+
+  var refreshStrip = panel('progress-strip', '/fragments/strip', function (old, node) {
+    return old.dataset.vectorHash !== node.dataset.vectorHash || old.dataset.phase !== node.dataset.phase;
+  });
+  var refreshIntegrity = panel('integrity', '/fragments/integrity', function (old, node) {
+    return old.dataset.state !== node.dataset.state || old.dataset.tampered !== node.dataset.tampered ||
+      old.dataset.unverifiable !== node.dataset.unverifiable || old.dataset.journalIdentity !== node.dataset.journalIdentity;
+  }, function (node) {
+    var arts = document.getElementById('artifacts');
+    if (arts) arts.dataset.verified = String(node.dataset.tampered === '0' && node.dataset.unverifiable === '0');
+  });
+  var refreshTimeline = panel('timeline', '/fragments/timeline', function (old, node) {
+    return old.dataset.rows !== node.dataset.rows || old.dataset.earned !== node.dataset.earned;
+  });
+
+  function refreshAll() {
+    refreshStrip();
+    refreshIntegrity();
+    refreshTimeline();
+  }
+
+  // --- the keys' filter, as one types (the form filters on the server) ---
+
+  var keyInput = document.querySelector('#key-filter input[name="key"]');
+  if (keyInput) {
+    keyInput.addEventListener('input', function () {
+      var q = keyInput.value.toLowerCase();
+      var items = document.querySelectorAll('#artifact-groups .artifact-group, #keys .key-index li');
+      for (var i = 0; i < items.length; i++) {
+        items[i].hidden = q !== '' && items[i].dataset.key.toLowerCase().indexOf(q) < 0;
+      }
     });
   }
 
@@ -256,9 +367,10 @@
         setStatus('reconnecting', 'reconnecting…');
       }
     };
-    listen('task.artifact', onArtifact);
-    listen('task.progress', refreshStrip);
-    listen('task.transition', refreshStrip);
+    listen('task.artifact', function (d) { onArtifact(d); refreshIntegrity(); refreshTimeline(); });
+    listen('task.work', refreshTimeline);
+    listen('task.progress', refreshAll);
+    listen('task.transition', refreshAll);
     listen('task.reset', reload);
     listen('stream.reset', reload);
   }
