@@ -24,24 +24,15 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// Config is what Open needs beside the directory.
+// Config is what Open needs beside the directory: the fields of
+// bernstein.Options that reach the repository (their meaning is said there).
 type Config struct {
-	// Home holds the writer identity. Empty means keys.Home().
-	Home string
-	// AllowedSigners is a file in git's allowed_signers format whose keys
-	// the reader pins; the local writer's own key is always trusted.
+	Home           string // "": keys.Home()
 	AllowedSigners string
-	// LockWait bounds the wait for a ref lock held by another process.
-	LockWait time.Duration
-	// Now supplies commit timestamps (display metadata only).
-	Now func() time.Time
-	// Warn receives problems that arise after a write was committed (the
-	// write stands; the next writer finishes what is left). Nil discards them.
-	Warn func(msg string)
-	// FaultHook, for tests and measurements, is called at each step of a
-	// write that a crash could interrupt (the object store's and the ref
-	// transactor's); a non-nil return stops the write there.
-	FaultHook func(step string) error
+	LockWait       time.Duration
+	Now            func() time.Time // nil: time.Now
+	Warn           func(msg string) // nil: discarded
+	FaultHook      func(step string) error
 }
 
 // Repo is one open repository.
