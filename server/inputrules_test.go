@@ -580,11 +580,21 @@ func (g *inputRig) mcpStdio(c inputCase) []outcome {
 	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bernstein_post_artifact","arguments":%s}}`, g.id, g.mcpArgs(c))
 	reply := g.stdio.call(line, g.id)
 	var res struct {
-		IsError    bool                    `json:"isError"`
-		Content    []struct{ Text string } `json:"content"`
-		Structured json.RawMessage         `json:"structuredContent"`
+		IsError bool `json:"isError"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
 	}
-	if err := json.Unmarshal(reply, &res); err != nil || len(res.Content) != 1 {
+	// A refusal is one text; a post is its text and a resource_link to the
+	// version it made (docs/mcp.md).
+	want := 1
+	if !bytes.Contains(reply, []byte(`"isError":true`)) {
+		want = 2
+	}
+	if err := json.Unmarshal(reply, &res); err != nil || len(res.Content) != want || res.Content[0].Type != "text" ||
+		want == 2 && res.Content[1].Type != "resource_link" {
 		g.t.Errorf("%s (mcp over stdio): %s", c.name, reply)
 		return []outcome{{field: "?", msg: string(reply)}}
 	}
