@@ -26,6 +26,13 @@ const (
 	// Keys is where writers published their keys before WritersPrefix: one
 	// ref for all, still read.
 	Keys = Prefix + "keys"
+	// AnchorsPrefix holds one ref per writer whose commits keep the project
+	// commits its work rows name reachable, so they travel with the journal.
+	AnchorsPrefix = Prefix + "anchors/"
+	// ForksPrefix holds, per writer, the heads of a task's journal and ledger
+	// as that writer had them when they diverged from the shared task:
+	// forks/<writer>/journal/<task> and forks/<writer>/ledger/<task>.
+	ForksPrefix = Prefix + "forks/"
 )
 
 // KeyScope is what a snapshot needs to read the published keys.
@@ -103,3 +110,30 @@ func Spine(writer string) string { return SpinePrefix + writer }
 
 // Audit is the ref of a writer's audit mirror.
 func Audit(writer string) string { return AuditPrefix + writer }
+
+// Anchors is the ref of a writer's anchors.
+func Anchors(writer string) string { return AnchorsPrefix + writer }
+
+// ForkJournal is the ref of writer's fork of task's journal.
+func ForkJournal(writer, task string) string { return ForksPrefix + writer + "/journal/" + EscapeTask(task) }
+
+// ForkLedger is the ref of writer's fork of task's ledger.
+func ForkLedger(writer, task string) string { return ForksPrefix + writer + "/ledger/" + EscapeTask(task) }
+
+// ParseFork splits a fork ref into its writer, chain kind (journal or
+// ledger) and task.
+func ParseFork(ref string) (writer, kind, task string, err error) {
+	rest, ok := strings.CutPrefix(ref, ForksPrefix)
+	parts := strings.SplitN(rest, "/", 3)
+	if !ok || len(parts) != 3 || parts[1] != "journal" && parts[1] != "ledger" {
+		return "", "", "", fmt.Errorf("%s is not a fork ref (%swriter/journal|ledger/task)", ref, ForksPrefix)
+	}
+	if err := ValidateWriter(parts[0]); err != nil {
+		return "", "", "", err
+	}
+	task, err = UnescapeTask(parts[2])
+	if err != nil {
+		return "", "", "", err
+	}
+	return parts[0], parts[1], task, nil
+}
