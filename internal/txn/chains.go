@@ -142,6 +142,53 @@ func (t *Tx) entryChain(ref string, audit bool) (*Chain, error) {
 	})
 }
 
+// Anchor keeps the project commits a journal row of task names (a
+// checkpoint's commit, a diff's base and head) reachable from the writer's
+// anchors ref, in the same transaction as the row, so that they travel with
+// the journal on push, fetch and clone: one commit whose first parent is
+// the previous anchor and whose other parents are those commits.
+func (t *Tx) Anchor(task string, row record.Hash, commits ...gitstore.Oid) error {
+	c, err := t.chain(refs.Anchors(t.id.Writer), func(c *Chain) error {
+		cc, err := chain.ReadAnchor(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.ref, err)
+		}
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return fmt.Errorf("%s head: %w", c.ref, err)
+		}
+		c.next = a.Seq + 1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var parents []gitstore.Oid
+	if !c.head.IsZero() {
+		parents = append(parents, c.head)
+	}
+	seen := map[gitstore.Oid]bool{}
+	for _, id := range commits {
+		if !id.IsZero() && !seen[id] {
+			seen[id] = true
+			parents = append(parents, id)
+		}
+	}
+	a := record.Anchor{V: record.Version, Writer: t.id.Writer, Seq: c.next, TaskID: task, Row: row}
+	cm := gitstore.Commit{Tree: gitstore.EmptyTree, Parents: parents, Author: t.ident(t.id.Writer), Committer: t.ident(t.id.Writer),
+		Message: record.Message(fmt.Sprintf("anchor %s #%d", task, a.Seq), record.MustCanonical(a))}
+	sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+	if err != nil {
+		return err
+	}
+	cm.Signature = sig
+	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	t.objects = append(t.objects, o)
+	c.head, c.tree, c.dirty = o.ID, gitstore.EmptyTree, true
+	c.next++
+	return nil
+}
+
 // ident formats a commit identity for name (an agent, actor or writer).
 func (t *Tx) ident(name string) string {
 	return gitstore.Ident(name, name+"@bernstein", t.now.Unix())
