@@ -49,7 +49,7 @@ func (p Problem) String() string {
 	}
 	if p.Index != nil {
 		pos := "index"
-		if p.Chain == "spine" || p.Chain == "audit" {
+		if p.Chain == "spine" || p.Chain == "audit" || p.Chain == "anchors" {
 			pos = "seq"
 		}
 		at = append(at, fmt.Sprintf("%s %s %d", p.Chain, pos, *p.Index))
@@ -132,6 +132,13 @@ type Guard struct {
 	// Since names the audit checkpoint whose heads Refs are (audit verify
 	// --since), for the reasons' wording.
 	Since string
+	// Fetch names the remote a fetch is about to move local refs to
+	// (Refs are the local refs): a commit that checks only against the key
+	// its writer publishes is looked into as a verified one is (it is
+	// fetched, unverifiable, so that a later pin proves it), and the audit
+	// mirrors' records of rows already here count, as do rows already here
+	// that a record names.
+	Fetch string
 }
 
 // change names what the check looks at, as the subject of a reason: a
@@ -139,6 +146,9 @@ type Guard struct {
 func (g *Guard) change() string {
 	if g.Since != "" {
 		return "since audit checkpoint " + g.Since + ", the repository"
+	}
+	if g.Fetch != "" {
+		return "fetching from " + g.Fetch
 	}
 	return "the push"
 }
@@ -148,6 +158,9 @@ func (g *Guard) changeNoun() string {
 	if g.Since != "" {
 		return "what was added since audit checkpoint " + g.Since
 	}
+	if g.Fetch != "" {
+		return "this fetch"
+	}
 	return "this push"
 }
 
@@ -155,6 +168,9 @@ func (g *Guard) changeNoun() string {
 func (g *Guard) base() string {
 	if g.Since != "" {
 		return "its head at audit checkpoint " + g.Since
+	}
+	if g.Fetch != "" {
+		return "this host's head"
 	}
 	return "the remote's head"
 }
@@ -164,6 +180,9 @@ func (g *Guard) baseOwner() string {
 	if g.Since != "" {
 		return "audit checkpoint " + g.Since + "'s"
 	}
+	if g.Fetch != "" {
+		return "this host's"
+	}
 	return "the remote's"
 }
 
@@ -172,6 +191,9 @@ func (g *Guard) baseRepo() string {
 	if g.Since != "" {
 		return "the repository at audit checkpoint " + g.Since
 	}
+	if g.Fetch != "" {
+		return "this repository"
+	}
 	return "the remote"
 }
 
@@ -179,6 +201,9 @@ func (g *Guard) baseRepo() string {
 func (g *Guard) rewind() string {
 	if g.Since != "" {
 		return "it was rolled back or rewritten"
+	}
+	if g.Fetch != "" {
+		return "a fetch only moves a ref forward"
 	}
 	return "a forced push is refused"
 }
@@ -195,6 +220,9 @@ func (g *Guard) here() string {
 func (g *Guard) pinAdvice(w string) string {
 	if g.Since != "" {
 		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list') and pin it here ('bernstein keys pin %s'): its rows are unverifiable until then", w)
+	}
+	if g.Fetch != "" {
+		return fmt.Sprintf("its rows are fetched unverifiable: check its fingerprint with its owner ('bernstein keys list') and pin it here ('bernstein keys pin %s')", w)
 	}
 	if g.Local {
 		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin %s'), then push again", w)
@@ -222,6 +250,7 @@ const (
 	kindAudit   = "audit"
 	kindWriter  = "writers"
 	kindKeys    = "keys"
+	kindAnchors = "anchors"
 )
 
 // link is one commit of a pushed chain segment with its parsed record.
@@ -236,6 +265,7 @@ type link struct {
 	row     record.Row // journal and ledger
 	entry   record.SpineEntry
 	audit   record.AuditEntry
+	anchor  record.Anchor
 	writer  string      // the writer the committer names
 	key     string      // fingerprint of the key that signed it ("" unsigned)
 	proof   chain.Proof // signature verdict
@@ -262,6 +292,10 @@ type checker struct {
 	journals map[string]*segment
 	ledgers  map[string]*segment
 	spineBy  map[record.Hash]*link
+	// On a fetch, what the audit mirrors and task chains already here
+	// record (read once, only when a record is not among those added).
+	baseAudit map[string]map[mirrored]bool
+	baseRows  map[string]map[string]bool
 }
 
 // Check checks every update of a refs/bernstein/* ref; others pass. It reads
@@ -313,6 +347,8 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkLedger(s)
 		case kindSpine:
 			c.checkSpine(s)
+		case kindAnchors:
+			c.checkAnchors(s)
 		}
 	}
 	c.count()
@@ -408,7 +444,7 @@ func (c *checker) checkMirror() {
 				m = mirrored{l.proof.Writer, record.EventArtifactPosted, string(a.SpineEntryHash)}
 			}
 			held[m] = s.task
-			if !recorded[m] {
+			if !recorded[m] && !c.baseRecorded(m) {
 				c.at(s, l, "audit_mirror", fmt.Sprintf("%s row at %s index %d: the audit mirror of writer %s does not record it", l.row.Kind, s.kind, l.pos, orNone(m.writer)))
 			}
 		}
@@ -425,11 +461,94 @@ func (c *checker) checkMirror() {
 			if task, ok := held[mirrored{s.writer, a.Event, a.Resource}]; ok && task == a.TaskID {
 				continue
 			}
+			if c.baseHolds(s.writer, a) {
+				continue
+			}
 			p := Problem{Ref: s.u.Ref, Task: a.TaskID, Writer: s.writer, Chain: kindAudit, Index: i64(l.pos), Check: "audit_mirror",
 				Reason: fmt.Sprintf("audit entry %s/%d records %s %s of task %s, which the task's chains do not hold", s.writer, l.pos, a.Event, a.Resource, a.TaskID)}
 			c.problem(p)
 		}
 	}
+}
+
+// baseRecorded reports, on a fetch, whether the audit mirror already here
+// records m: a row added whose entry this host fetched before. Only a
+// repository a torn fetch of an earlier version left so needs it, so the
+// mirror is read whole, once.
+func (c *checker) baseRecorded(m mirrored) bool {
+	if c.g.Fetch == "" || refs.ValidateWriter(m.writer) != nil {
+		return false
+	}
+	if c.baseAudit == nil {
+		c.baseAudit = map[string]map[mirrored]bool{}
+	}
+	set, ok := c.baseAudit[m.writer]
+	if !ok {
+		set = map[mirrored]bool{}
+		head, err := c.base(refs.Audit(m.writer))
+		for id := head; err == nil && !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			a, err := record.ParseAuditEntry(cc.Record)
+			if err != nil {
+				break
+			}
+			set[mirrored{m.writer, a.Event, a.Resource}] = true
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+		c.baseAudit[m.writer] = set
+	}
+	return set[m]
+}
+
+// baseHolds reports, on a fetch, whether the chains already here hold
+// what audit entry a of writer records: a post's spine entry of its task,
+// a transition's ledger row, a work row's journal row.
+func (c *checker) baseHolds(writer string, a record.AuditEntry) bool {
+	if c.g.Fetch == "" {
+		return false
+	}
+	if a.Event == record.EventArtifactPosted {
+		e, _ := c.spineEntry(writer, record.Hash(a.Resource), true)
+		return e != nil && e.Artifact != nil && e.Artifact.TaskID == a.TaskID
+	}
+	kind := kindJournal
+	if ledgerEvents[a.Event] {
+		kind = kindLedger
+	}
+	if refs.ValidateTaskID(a.TaskID) != nil {
+		return false
+	}
+	ref := refs.Journal(a.TaskID)
+	if kind == kindLedger {
+		ref = refs.Ledger(a.TaskID)
+	}
+	if c.baseRows == nil {
+		c.baseRows = map[string]map[string]bool{}
+	}
+	set, ok := c.baseRows[ref]
+	if !ok {
+		set = map[string]bool{}
+		head, err := c.base(ref)
+		for id := head; err == nil && !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			set[string(record.Sum(cc.Record))] = true
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+		c.baseRows[ref] = set
+	}
+	return set[a.Resource]
 }
 
 // versions lists the artifact versions added, by task, with their states:
@@ -503,11 +622,11 @@ func (c *checker) classify(u Update) *segment {
 	case kind == kindJournal || kind == kindLedger:
 		s.kind = kind
 		s.task, err = refs.UnescapeTask(name)
-	case kind == kindSpine || kind == kindAudit || kind == kindWriter:
+	case kind == kindSpine || kind == kindAudit || kind == kindWriter || kind == kindAnchors:
 		s.kind = kind
 		s.writer, err = name, refs.ValidateWriter(name)
 	default:
-		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/ or keys)"})
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, forks/ or keys)"})
 		return nil
 	}
 	if err != nil {
@@ -583,6 +702,10 @@ func (c *checker) walk(s *segment) {
 	}
 	if s.kind == kindWriter || s.kind == kindKeys {
 		c.walkKeys(s)
+		return
+	}
+	if s.kind == kindAnchors {
+		c.walkAnchors(s)
 		return
 	}
 	chainName := s.kind
@@ -705,8 +828,129 @@ func (c *checker) walk(s *segment) {
 	}
 }
 
+// walkAnchors collects the commits an anchors ref update adds, newest to
+// oldest, as walk does for a record chain: each anchor's seq says how many
+// commits the update adds, and its first parent is the previous anchor
+// (seq 0 has none: all its parents are the commits it keeps).
+func (c *checker) walkAnchors(s *segment) {
+	u := s.u
+	nonFF := func(why string) {
+		c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
+			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
+	}
+	read := func(id gitstore.Oid) (*link, error) {
+		c.res.Stats.Commits++
+		cc, err := chain.ReadAnchor(c.g.Objects, id)
+		if err != nil {
+			return nil, err
+		}
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return nil, err
+		}
+		l := &link{id: id, commit: cc.Commit, payload: cc.Payload, rec: cc.Record, anchor: a, pos: a.Seq}
+		l.writer, _ = CommitWriter(cc.Commit.Committer)
+		if len(cc.Commit.Signature) > 0 {
+			if k, _, err := keys.CommitSigner(cc.Commit.Signature); err == nil {
+				l.key = ssh.FingerprintSHA256(k)
+			}
+		}
+		return l, nil
+	}
+	oldPos := int64(-1)
+	if !u.Old.IsZero() {
+		l, err := read(u.Old)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "anchors_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			return
+		}
+		oldPos = l.pos
+	}
+	var newest []*link
+	want := int64(-1)
+	for id := u.New; u.Old.IsZero() || id != u.Old; {
+		l, err := read(id)
+		if err != nil {
+			c.broken(s, want, id, err.Error())
+			return
+		}
+		if want < 0 {
+			if l.pos <= oldPos {
+				nonFF(fmt.Sprintf("whose seq is %d, not after %s %d", l.pos, c.g.baseOwner(), oldPos))
+				return
+			}
+			want = l.pos
+		}
+		if l.pos != want {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("commit %s says seq %d where seq %d belongs", short(id), l.pos, want))
+			return
+		}
+		if want == oldPos {
+			nonFF("which does not contain " + c.g.base())
+			return
+		}
+		if l.anchor.Writer != s.writer {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("anchor names writer %q", l.anchor.Writer))
+			return
+		}
+		newest = append(newest, l)
+		if want == 0 {
+			if !u.Old.IsZero() {
+				nonFF("which does not contain " + c.g.base())
+				return
+			}
+			break
+		}
+		if len(l.commit.Parents) == 0 {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("the anchor at seq %d has no previous anchor", want))
+			return
+		}
+		id = l.commit.Parents[0]
+		want--
+	}
+	if !u.Old.IsZero() && want != oldPos {
+		c.at(s, newest[len(newest)-1], "anchors_chain", fmt.Sprintf("commit %s says seq %d, but %s has seq %d", short(newest[len(newest)-1].id), want+1, c.g.base(), oldPos))
+		return
+	}
+	for i, j := 0, len(newest)-1; i < j; i, j = i+1, j-1 {
+		newest[i], newest[j] = newest[j], newest[i]
+	}
+	s.links = newest
+	s.ok = true
+}
+
+// checkAnchors checks what each new anchor keeps: commits of the project
+// (never one of bernstein's own record commits), under an empty tree.
+func (c *checker) checkAnchors(s *segment) {
+	for _, l := range s.links {
+		if l.commit.Tree != gitstore.EmptyTree {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("commit %s: an anchor's tree is the empty tree", short(l.id)))
+		}
+		kept := l.commit.Parents
+		if l.pos > 0 && len(kept) > 0 {
+			kept = kept[1:]
+		}
+		for _, id := range kept {
+			c.res.Stats.Commits++
+			data, err := c.g.Objects.ReadType(id, gitstore.TypeCommit)
+			if err == nil {
+				var cm gitstore.Commit
+				if cm, err = gitstore.ParseCommitLinks(data); err == nil {
+					var why string
+					if why, err = chain.RecordShape(c.g.Objects, cm); err == nil && why != "" {
+						err = fmt.Errorf("it is one of bernstein's own record commits (%s)", why)
+					}
+				}
+			}
+			if err != nil {
+				c.at(s, l, "anchors_chain", fmt.Sprintf("anchor %s keeps commit %s: %v", short(l.id), short(id), err))
+			}
+		}
+	}
+}
+
 func posName(kind string) string {
-	if kind == kindSpine || kind == kindAudit {
+	if kind == kindSpine || kind == kindAudit || kind == kindAnchors {
 		return "seq"
 	}
 	return "index"
@@ -980,7 +1224,7 @@ func (c *checker) isTrusted(writer string, k ssh.PublicKey) bool {
 // (spine, audit) or the committer names (journal, ledger) signed every
 // commit the push adds.
 func (c *checker) checkSignatures(s *segment) {
-	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature"}[s.kind]
+	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature", kindAnchors: "anchor_signature"}[s.kind]
 	// A writer with no pinned key is one problem per ref, not one per commit.
 	unpinned := map[string][]*link{}
 	var order []string
@@ -997,7 +1241,7 @@ func (c *checker) checkSignatures(s *segment) {
 	}()
 	for _, l := range s.links {
 		l.proof = ProveCommit(c.env, l.commit, l.payload)
-		if (s.kind == kindSpine || s.kind == kindAudit) && l.writer != s.writer {
+		if (s.kind == kindSpine || s.kind == kindAudit || s.kind == kindAnchors) && l.writer != s.writer {
 			c.at(s, l, check, fmt.Sprintf("the commit names %s as its committer, not the ref's writer %s", orNone(l.writer), s.writer))
 			l.proof.State = Tampered
 			continue
@@ -1099,6 +1343,13 @@ func (c *checker) checkKeysRef(s *segment) {
 // forgery cannot make it read far.
 func verified(l *link) bool { return l.proof.State == Verified }
 
+// far reports whether the guard looks into the refs already there for what
+// l binds: for a verified commit, and on a fetch for one that checks
+// against its writer's published key too (it is fetched unverifiable).
+func (c *checker) far(l *link) bool {
+	return verified(l) || c.g.Fetch != "" && l.proof.State == Unverifiable
+}
+
 // checkJournal checks what each new journal row stores and binds.
 func (c *checker) checkJournal(s *segment) {
 	type latest struct {
@@ -1132,7 +1383,7 @@ func (c *checker) checkJournal(s *segment) {
 		}
 		keysSeen[a.Key] = latest{a.Version, a.SpineEntryHash}
 		// The spine entry must seal exactly this row.
-		e, ew := c.spineEntry(l.proof.Writer, a.SpineEntryHash, verified(l))
+		e, ew := c.spineEntry(l.proof.Writer, a.SpineEntryHash, c.far(l))
 		if e == nil || e.Artifact == nil {
 			c.at(s, l, "spine_binding", fmt.Sprintf("%s: no spine entry %s of writer %s", where, a.SpineEntryHash, orNone(l.proof.Writer)))
 			continue
@@ -1151,7 +1402,7 @@ func (c *checker) checkLedger(s *segment) {
 		if !ledger.Terminal(ledger.PhaseOf(l.row.Kind)) {
 			continue
 		}
-		if !c.sealFor(l.proof.Writer, s.task, l.row.Index, l.row.Kind, verified(l)) {
+		if !c.sealFor(l.proof.Writer, s.task, l.row.Index, l.row.Kind, c.far(l)) {
 			c.at(s, l, "journal_seal", fmt.Sprintf("the ledger records %s at index %d, but no spine entry of writer %s seals the journal there", l.row.Kind, l.row.Index, orNone(l.proof.Writer)))
 		}
 	}
@@ -1163,7 +1414,7 @@ func (c *checker) checkLedger(s *segment) {
 // terminal transition, with its detached signature.
 func (c *checker) checkSpine(s *segment) {
 	for _, l := range s.links {
-		far := verified(l)
+		far := c.far(l)
 		switch {
 		case l.entry.Artifact != nil:
 			a := l.entry.Artifact
@@ -1189,7 +1440,7 @@ func (c *checker) checkSpine(s *segment) {
 		case l.entry.Seal != nil:
 			seal := l.entry.Seal
 			what := fmt.Sprintf("seal %s/%d of task %s", s.writer, seal.Seq, seal.TaskID)
-			if l.proof.State == Verified {
+			if far {
 				if err := CheckSealSignature(c.env, l.commit, l.entry.Bytes); err != nil {
 					c.at(s, l, "spine_signature", fmt.Sprintf("%s: %v", what, err))
 				}
