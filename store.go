@@ -110,7 +110,7 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.ForksPrefix)
 }
 
 // GitDir returns the repository's (common) git directory.
