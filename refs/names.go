@@ -115,10 +115,14 @@ func Audit(writer string) string { return AuditPrefix + writer }
 func Anchors(writer string) string { return AnchorsPrefix + writer }
 
 // ForkJournal is the ref of writer's fork of task's journal.
-func ForkJournal(writer, task string) string { return ForksPrefix + writer + "/journal/" + EscapeTask(task) }
+func ForkJournal(writer, task string) string {
+	return ForksPrefix + writer + "/journal/" + EscapeTask(task)
+}
 
 // ForkLedger is the ref of writer's fork of task's ledger.
-func ForkLedger(writer, task string) string { return ForksPrefix + writer + "/ledger/" + EscapeTask(task) }
+func ForkLedger(writer, task string) string {
+	return ForksPrefix + writer + "/ledger/" + EscapeTask(task)
+}
 
 // ParseFork splits a fork ref into its writer, chain kind (journal or
 // ledger) and task.
