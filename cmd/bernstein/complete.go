@@ -188,24 +188,34 @@ func completeFixed(values ...string) cobra.CompletionFunc {
 
 // registerCompletions wires the completion functions into the tree.
 func registerCompletions(g *factory, root *cobra.Command) {
-	find := func(path ...string) *cobra.Command {
-		c := root
-		for _, p := range path {
-			if c = findSub(c, p); c == nil {
-				return nil
-			}
+	registerArgCompletions(g, root)
+	registerFlagCompletions(g, root)
+	root.RegisterFlagCompletionFunc("repo", func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	})
+}
+
+// findPath is the command at path below root, or nil.
+func findPath(root *cobra.Command, path ...string) *cobra.Command {
+	c := root
+	for _, p := range path {
+		if c = findSub(c, p); c == nil {
+			return nil
 		}
-		return c
 	}
+	return c
+}
+
+// registerArgCompletions completes the positional arguments.
+func registerArgCompletions(g *factory, root *cobra.Command) {
 	set := func(f cobra.CompletionFunc, paths ...[]string) {
 		for _, p := range paths {
-			if c := find(p...); c != nil && c.ValidArgsFunction == nil {
+			if c := findPath(root, p...); c != nil && c.ValidArgsFunction == nil {
 				c.ValidArgsFunction = f
 			}
 		}
 	}
-	justTask := completeTask(g, nil)
-	set(justTask,
+	set(completeTask(g, nil),
 		[]string{"task", "claim"}, []string{"task", "show"}, []string{"task", "progress"},
 		[]string{"task", "release"}, []string{"task", "start"}, []string{"task", "suspend"}, []string{"task", "resume"},
 		[]string{"task", "complete"}, []string{"task", "fail"}, []string{"task", "abandon"}, []string{"task", "reopen"},
@@ -214,13 +224,34 @@ func registerCompletions(g *factory, root *cobra.Command) {
 	)
 	set(completeTask(g, keyOf(g)),
 		[]string{"artifact", "show"}, []string{"artifacts", "show"}, []string{"artifact", "post"})
-	set(completeTask(g, func(task string, rest []string, toComplete string) []cobra.Completion {
+	set(completeTask(g, gateOf(g)), []string{"gate", "run"})
+	set(completeTask(g, producersOf(g)), []string{"evidence", "run"})
+	set(func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, noFiles
+	}, []string{"task", "create"}, []string{"task", "list"}, []string{"init"})
+	// Positional remotes and writers.
+	set(remoteNames(g, true), []string{"remote", "setup"}, []string{"push"}, []string{"fetch"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return wk.Trust == bernstein.TrustUnpinned || wk.Trust == bernstein.TrustChanged
+	}), []string{"keys", "pin"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return len(wk.Pinned) > 0 && wk.Trust != bernstein.TrustOwn
+	}), []string{"keys", "unpin"})
+}
+
+// gateOf completes the gate after the task.
+func gateOf(g *factory) func(string, []string, string) []cobra.Completion {
+	return func(task string, rest []string, toComplete string) []cobra.Completion {
 		if len(rest) > 0 {
 			return nil
 		}
 		return taskWords(g, task, toComplete, gateNames)
-	}), []string{"gate", "run"})
-	set(completeTask(g, func(task string, rest []string, toComplete string) []cobra.Completion {
+	}
+}
+
+// producersOf completes the evidence producers after the task, each once.
+func producersOf(g *factory) func(string, []string, string) []cobra.Completion {
+	return func(task string, rest []string, toComplete string) []cobra.Completion {
 		given := map[string]bool{}
 		for _, r := range rest {
 			given[r] = true
@@ -234,21 +265,13 @@ func registerCompletions(g *factory, root *cobra.Command) {
 			}
 			return out
 		})
-	}), []string{"evidence", "run"})
-	set(func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return nil, noFiles
-	}, []string{"task", "create"}, []string{"task", "list"}, []string{"init"})
-	// Positional remotes and writers.
-	set(remoteNames(g, true), []string{"remote", "setup"}, []string{"push"}, []string{"fetch"})
-	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
-		return wk.Trust == bernstein.TrustUnpinned || wk.Trust == bernstein.TrustChanged
-	}), []string{"keys", "pin"})
-	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
-		return len(wk.Pinned) > 0 && wk.Trust != bernstein.TrustOwn
-	}), []string{"keys", "unpin"})
-	// Flag values the repository knows.
+	}
+}
+
+// registerFlagCompletions completes the flag values the repository knows.
+func registerFlagCompletions(g *factory, root *cobra.Command) {
 	flag := func(path []string, name string, f cobra.CompletionFunc) {
-		c := find(path...)
+		c := findPath(root, path...)
 		if c == nil {
 			panic("completion: no command " + strings.Join(path, " "))
 		}
@@ -267,7 +290,4 @@ func registerCompletions(g *factory, root *cobra.Command) {
 	flag([]string{"diff", "capture"}, "base", revisions(g))
 	flag([]string{"diff", "capture"}, "head", revisions(g))
 	flag([]string{"init"}, "remote", remoteNames(g, false))
-	root.RegisterFlagCompletionFunc("repo", func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return nil, cobra.ShellCompDirectiveFilterDirs
-	})
 }
