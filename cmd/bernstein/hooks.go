@@ -150,33 +150,32 @@ func newHooksInstallCmd(f *factory, runF func(*hooksInstallOptions) error) *cobr
 }
 
 // hooksInstallRun checks the hook fits the repository, installs it and
-// says what it did. Every error exits 1, with nothing written.
+// says what it did. Every error exits 1 (the default), with nothing
+// written.
 func hooksInstallRun(o *hooksInstallOptions) error {
 	hook, bin, home, err := o.check()
 	if err != nil {
-		return exitCode(1, err)
+		return err
 	}
-	s, err := bernstein.Open(bernstein.Options{Repo: o.Repo, Home: home})
-	if err != nil {
-		return exitCode(1, errors.New(userMessage(err)))
-	}
-	defer s.Close()
-	if hook == hooks.PostCommit {
-		if err := checkpointTaskExists(s, o.checkpoint); err != nil {
-			return exitCode(1, err)
+	// The repository as the hook will see it: this BERNSTEIN_HOME, and
+	// only the keys pinned there (not --allowed-signers).
+	open := func() (*bernstein.Store, error) { return bernstein.Open(bernstein.Options{Repo: o.Repo, Home: home}) }
+	return withStore(open, func(s *bernstein.Store) error {
+		if hook == hooks.PostCommit {
+			if err := checkpointTaskExists(s, o.checkpoint); err != nil {
+				return err
+			}
 		}
-	}
-	res, err := hooks.Install(hooks.InstallOptions{Repo: o.Repo, Hook: hook, Binary: bin, Home: home, Task: o.checkpoint, TrustFirstUse: o.TrustFirstUse})
-	if err != nil {
-		return exitCode(1, err)
-	}
-	printInstalled(o.IO, hook, res)
-	if hook == hooks.PreReceive {
-		if err := printGuardTrust(o.IO, s, o.TrustFirstUse); err != nil {
-			return exitCode(1, err)
+		res, err := hooks.Install(hooks.InstallOptions{Repo: o.Repo, Hook: hook, Binary: bin, Home: home, Task: o.checkpoint, TrustFirstUse: o.TrustFirstUse})
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		printInstalled(o.IO, hook, res)
+		if hook == hooks.PreReceive {
+			return printGuardTrust(o.IO, s, o.TrustFirstUse)
+		}
+		return nil
+	})
 }
 
 // check finds the hook to install, this binary's path and BERNSTEIN_HOME,
