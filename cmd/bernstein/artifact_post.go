@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -428,14 +429,25 @@ func (o *payloadFlags) payload(in *IO) (artifact.Payload, error) {
 	return artifact.Payload{}, badInput("type", strconv.Quote(o.Type)+" is not one of report, table, link")
 }
 
-// others refuses a flag of another type that is set.
+// others refuses the flags of another type that are set: the error names
+// the first in alphabetical order and lists the rest, the same whatever
+// the order the flags were given in.
 func (o *payloadFlags) others(flags map[string]bool) error {
-	for name, set := range flags {
-		if set {
-			return badInput(name, "does not apply to --type "+o.Type)
+	var set []string
+	for name, on := range flags {
+		if on {
+			set = append(set, name)
 		}
 	}
-	return nil
+	if len(set) == 0 {
+		return nil
+	}
+	sort.Strings(set)
+	msg := "does not apply to --type " + o.Type
+	if len(set) > 1 {
+		msg += " (nor do --" + strings.Join(set[1:], ", --") + ")"
+	}
+	return badInput(set[0], msg)
 }
 
 func (o *payloadFlags) report(in *IO) (artifact.Payload, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/artifact"
 )
 
 // The tests here drive the commands as the GitHub CLI's tests do: a
@@ -371,5 +372,19 @@ func TestCommandFunctionsAreShort(t *testing.T) {
 	}
 	if n < 100 {
 		t.Fatalf("read only %d functions", n)
+	}
+}
+
+// TestOtherTypesFlagsNamedInOrder: flags of another type are refused with
+// one error that names the first of them alphabetically and lists the
+// rest, whichever order they came in (a map's order once chose the name).
+func TestOtherTypesFlagsNamedInOrder(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		o := &payloadFlags{Type: "link", URL: "https://example.com", Kind: "preview", BodySet: true, Body: "x", CSVFile: "t.csv", Rows: []string{"a"}}
+		_, err := o.payload(&IO{})
+		var ie *artifact.InputError
+		if !errors.As(err, &ie) || ie.Field != "body" || ie.Msg != "does not apply to --type link (nor do --csv, --row)" {
+			t.Fatalf("run %d: %v, want body: does not apply to --type link (nor do --csv, --row)", i, err)
+		}
 	}
 }
