@@ -44,6 +44,9 @@ var (
 	// ErrNotFastForward: FastForward was given an update that would drop
 	// commits.
 	ErrNotFastForward = remote.ErrNotFastForward
+	// ErrHeldBack: a fetch left refs behind the remote's heads because what
+	// they hold does not verify here (see HeldBackError).
+	ErrHeldBack = remote.ErrHeldBack
 )
 
 // The remote commands' results and errors (package remote).
@@ -59,6 +62,8 @@ type (
 	RejectedError      = remote.RejectedError
 	RemoteRefusedError = remote.RemoteRefusedError
 	PrePushError       = remote.PrePushError
+	HeldBack           = remote.HeldBack
+	HeldBackError      = remote.HeldBackError
 )
 
 // Remotes lists the repository's git remotes, as 'git remote' does.
@@ -78,8 +83,10 @@ func (s *Store) FastForward(updates []refs.Update) error { return s.sync.FastFor
 
 // Fetch brings remote's refs/bernstein/* into the remote-tracking refs
 // refs/bernstein-remotes/<remote>/*, then moves the local refs forward to
-// them, all in one transaction or none: when any ref diverged nothing
-// moves and the error is a *DivergedError.
+// them in one transaction, each only to commits that verify here and never
+// this host's own chains (remote.Syncer.Fetch): a ref that diverged, and
+// what depends on it, stays (*DivergedError); what does not verify is held
+// back (*HeldBackError).
 func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync.Fetch(name) }
 
 // Push sends every local refs/bernstein/* ref that this host moved past the

@@ -259,22 +259,21 @@ func (s *Syncer) planFetch(remote string) (*fetchPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
-		own := ownRef(ref, me)
 		switch {
 		case a.rel == relSame:
 			p.upToDate++
 		case a.rel == relAhead:
 			p.ahead = append(p.ahead, RefChange{RefInfo: DescribeRef(ref), Old: theirs.String(), New: mine.String(), Commits: a.localOnly})
-		case own:
+		case a.rel == relDiverged:
+			p.diverged = append(p.diverged, divergence(remote, ref, mine, theirs, a))
+		case ownRef(ref, me):
 			// The remote has commits on a chain only this host's writer
 			// writes, which it did not write here: never taken.
 			p.own = append(p.own, HeldBack{RefInfo: DescribeRef(ref), Local: mine.String(), Remote: theirs.String(), Own: true,
 				Problems: []string{fmt.Sprintf("%s holds %d commit%s after this host's head that this host's writer did not write here", remote, a.remoteOnly, plural(a.remoteOnly))}})
-		case a.rel == relBehind:
+		default:
 			p.cands = append(p.cands, refs.Update{Ref: ref, Old: mine, New: theirs})
 			p.commits[ref] = a.remoteOnly
-		case a.rel == relDiverged:
-			p.diverged = append(p.diverged, divergence(ref, mine, theirs, a))
 		}
 	}
 	return p, nil

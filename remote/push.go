@@ -444,7 +444,7 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		case relBehind:
 			res.RemoteAhead = append(res.RemoteAhead, RefChange{RefInfo: DescribeRef(ref), Old: head.String(), New: theirs.String(), Commits: a.remoteOnly})
 		case relDiverged:
-			res.Diverged = append(res.Diverged, divergence(ref, head, theirs, a))
+			res.Diverged = append(res.Diverged, divergence(remote, ref, head, theirs, a))
 		}
 	}
 	return plan, nil

@@ -147,6 +147,7 @@ type Divergence struct {
 	Base       string `json:"base"`        // the last commit both share; "" when none
 	LocalOnly  int    `json:"local_only"`  // commits after Base on this host
 	RemoteOnly int    `json:"remote_only"` // commits after Base on the remote
+	remote     string // the remote's name, for Meaning
 }
 
 func (d Divergence) String() string {
@@ -162,7 +163,11 @@ func (d Divergence) String() string {
 func (d Divergence) Meaning() string {
 	switch d.Kind {
 	case "journal", "ledger":
-		return "two hosts wrote to task " + d.Task + ": each host keeps its own rows; nothing was overwritten (docs/remotes.md, Divergence)"
+		remote := d.remote
+		if remote == "" {
+			remote = "REMOTE"
+		}
+		return "two hosts wrote to task " + d.Task + ": each host keeps its own rows; nothing was overwritten. To take the remote's rows as the truth and record this host's again on top of them: 'bernstein task adopt " + d.Task + " " + remote + "' (docs/remotes.md, Divergence)"
 	case "spine", "audit", "key":
 		return "only writer " + d.Writer + " writes this chain, so either its identity (BERNSTEIN_HOME) is in use on two hosts or a chain was rewritten: find out which before anything else"
 	case "keys":

@@ -45,6 +45,9 @@ type TaskResult struct {
 	JournalRows     int64          `json:"journal_rows"`
 	LedgerRows      int64          `json:"ledger_rows"`
 	Artifacts       []VersionState `json:"artifacts"`
+	// Diverged are rows of other writers' diverged chains that their
+	// spines and audit mirrors name (forks.go): not failures.
+	Diverged []DivergedRow `json:"diverged,omitempty"`
 }
 
 // Counts summarises a walk.
@@ -92,6 +95,10 @@ type Report struct {
 	// why; never a failure, and never empty of reasons when it is not
 	// empty.
 	NotChecked []NotChecked `json:"not_checked"`
+	// Resolutions are the divergences writers resolved (task adopt), and
+	// Pending those not resolved yet: neither is a failure.
+	Resolutions []Resolution `json:"resolutions"`
+	Pending     []Pending    `json:"pending"`
 }
 
 // NotChecked is one kind of check a walk could not make on this host.
@@ -325,6 +332,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 	}
 	rep.Counts.Tasks = len(tasks)
 	rep.Counts.Failures = len(rep.Failures)
+	rep.Resolutions, rep.Pending = divergences(env, ix, rep.Tasks)
 	rep.NotChecked = []NotChecked{}
 	if len(audits.unchecked) > 0 {
 		rep.NotChecked = append(rep.NotChecked, hmacsNotChecked(rep.Counts.HMACsNotChecked, audits.unchecked))
@@ -345,8 +353,10 @@ func Repository(env *Env, o Options) (*Report, error) {
 // work row they record is still in the task's ledger or journal. A ledger,
 // journal or spine rolled back with plain git leaves the mirror ahead of it.
 // Only the walked tasks are checked (all of them, or the --task one).
-func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHeld map[[32]byte]bool) []Failure {
+func (v *Verifier) checkMirrored(entries []auditRecord, journalHeld, ledgerHeld map[[32]byte]bool) ([]Failure, []DivergedRow) {
+	ix := v.Spine
 	var fs []Failure
+	var diverged []DivergedRow
 	for _, e := range entries {
 		// Row and spine entry hashes are all canonical: a resource in
 		// another form names none of them.
@@ -364,6 +374,18 @@ func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHel
 		}
 		if held {
 			continue
+		}
+		// A row of the writer's own chain that diverged from the task's
+		// is in its fork: pending or resolved, not lost.
+		if e.resource.canon && (ledgerEvents[e.event] || workEvents[e.event]) {
+			kind := kindJournal
+			if ledgerEvents[e.event] {
+				kind = kindLedger
+			}
+			if d, ok := v.explainRow(e.task, e.writer, kind, e.resource.Hash()); ok {
+				diverged = append(diverged, *d)
+				continue
+			}
 		}
 		where := fmt.Sprintf("audit entry %s/%d records %s", e.writer, e.seq, e.event)
 		f := Failure{TaskID: e.task, Writer: e.writer, Seq: i64(e.seq), Check: "audit_mirror"}
@@ -386,7 +408,7 @@ func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHel
 		fs = append(fs, f)
 	}
 	sortFailures(fs)
-	return fs
+	return fs, diverged
 }
 
 // auditDetails reads the details of the audit entry commit id carries
@@ -667,7 +689,9 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 	c.SignaturesUnpinned += unpinned
 	// The other way round: what the audit mirrors say of this task must be
 	// in its chains.
-	fs = append(fs, checkMirrored(v.Spine, audits.byTask[task], journalHeld, ledgerHeld)...)
+	mfs, diverged := v.checkMirrored(audits.byTask[task], journalHeld, ledgerHeld)
+	fs = append(fs, mfs...)
+	res.Diverged = append(append([]DivergedRow{}, tr.Diverged...), diverged...)
 	res.LedgerRows, c.LedgerRows = rows, int(rows)
 	return res, fs, c, nil
 }
@@ -869,4 +893,56 @@ func workCommitFault(objs *gitstore.Repo, id gitstore.Oid, tree, parentTree stri
 		return fmt.Sprintf("has a first parent with tree %s, the row records %s", want, parentTree)
 	}
 	return ""
+}
+
+// divergences sums up, for a report, the supersede entries the spines hold
+// and the diverged rows the tasks' checks explained by forks that no
+// supersede entry resolves yet.
+func divergences(env *Env, ix *SpineIndex, tasks []TaskResult) ([]Resolution, []Pending) {
+	forkRefs := map[[2]string][]string{} // (task, writer) -> fork refs
+	if _, names, err := env.Refs.List(refs.ForksPrefix); err == nil {
+		for _, n := range names {
+			if w, _, t, _, err := refs.ParseFork(n); err == nil {
+				forkRefs[[2]string{t, w}] = append(forkRefs[[2]string{t, w}], n)
+			}
+		}
+	}
+	res := []Resolution{}
+	var taskIDs []string
+	for t := range ix.Supersedes {
+		taskIDs = append(taskIDs, t)
+	}
+	sort.Strings(taskIDs)
+	for _, t := range taskIDs {
+		for _, r := range ix.Supersedes[t] {
+			if r.ChainErr != "" {
+				continue
+			}
+			if st, _ := ix.signature(r); st == sigBad {
+				continue
+			}
+			e := r.Supersede
+			res = append(res, Resolution{Task: t, Writer: r.Writer, Seq: r.Seq, Remote: e.Remote, Rerecorded: e.Rerecorded,
+				Dropped: len(e.Journal.Dropped) + len(e.Ledger.Dropped), Forks: append([]string{}, forkRefs[[2]string{t, r.Writer}]...)})
+		}
+	}
+	pending := []Pending{}
+	for _, tr := range tasks {
+		n := map[string]int{}
+		var writers []string
+		for _, d := range tr.Diverged {
+			if d.Resolved {
+				continue
+			}
+			if n[d.Writer] == 0 {
+				writers = append(writers, d.Writer)
+			}
+			n[d.Writer]++
+		}
+		sort.Strings(writers)
+		for _, w := range writers {
+			pending = append(pending, Pending{Task: tr.TaskID, Writer: w, Rows: n[w], Forks: append([]string{}, forkRefs[[2]string{tr.TaskID, w}]...)})
+		}
+	}
+	return res, pending
 }

@@ -61,8 +61,9 @@ type SpineRecord struct {
 	posted   bool // an artifact.posted audit entry names it
 	checked  bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
 	sigState sigState
-	Artifact *ArtifactSeal
-	Seal     *record.SpineSealEntry // seals are few: kept whole
+	Artifact  *ArtifactSeal
+	Seal      *record.SpineSealEntry      // seals are few: kept whole
+	Supersede *record.SpineSupersedeEntry // so are supersede entries
 	ChainErr string                 // set when the entry does not sit where its chain says
 
 	sigReason string
@@ -100,6 +101,8 @@ type SpineIndex struct {
 	Records  map[string][]*SpineRecord // by writer, in chain order
 	Seals    map[string][]*SpineRecord // by task
 	ByTask   map[string][]*SpineRecord // artifact entries, by task
+	// Supersedes are the supersede entries (task adopt), by task.
+	Supersedes map[string][]*SpineRecord
 	Problems []Failure                 // chain-level problems found while indexing
 	Entries  int
 }
@@ -117,7 +120,8 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{},
+		Supersedes: map[string][]*SpineRecord{}}
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
@@ -196,7 +200,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			newer = nil
 			return true
 		}
-		rec.Seq, rec.Seal = e.Header.Seq, e.Seal
+		rec.Seq, rec.Seal, rec.Supersede = e.Header.Seq, e.Seal, e.Supersede
 		rec.hash, rec.parsed = hashBytes(string(e.Hash))
 		if a := e.Artifact; a != nil {
 			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key),
@@ -254,6 +258,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 		if rec.Artifact != nil {
 			ix.ByTask[rec.Artifact.TaskID] = append(ix.ByTask[rec.Artifact.TaskID], rec)
+		}
+		if rec.Supersede != nil {
+			ix.Supersedes[rec.Supersede.TaskID] = append(ix.Supersedes[rec.Supersede.TaskID], rec)
 		}
 	}
 	ix.Records[writer] = recs

@@ -113,7 +113,8 @@ func (a *Auditor) Since(view *refs.Snapshot, name string) (*verify.Report, error
 
 // sinceReport is the audit verify report of an incremental check.
 func sinceReport(name string, res *verify.Result) *verify.Report {
-	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}, NotChecked: []verify.NotChecked{}}
+	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}, NotChecked: []verify.NotChecked{},
+		Resolutions: []verify.Resolution{}, Pending: []verify.Pending{}}
 	unpinned := 0
 	for _, p := range res.Problems {
 		if p.Unverifiable {
