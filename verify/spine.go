@@ -53,18 +53,18 @@ const (
 // binds (ArtifactSeal), and the commit is re-read when its signature is
 // checked lazily.
 type SpineRecord struct {
-	Writer   string
-	Seq      int64
-	Commit   gitstore.Oid
-	hash     [32]byte
-	parsed   bool // the entry parsed: hash is its identity
-	posted   bool // an artifact.posted audit entry names it
-	checked  bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
-	sigState sigState
+	Writer    string
+	Seq       int64
+	Commit    gitstore.Oid
+	hash      [32]byte
+	parsed    bool // the entry parsed: hash is its identity
+	posted    bool // an artifact.posted audit entry names it
+	checked   bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
+	sigState  sigState
 	Artifact  *ArtifactSeal
 	Seal      *record.SpineSealEntry      // seals are few: kept whole
 	Supersede *record.SpineSupersedeEntry // so are supersede entries
-	ChainErr string                 // set when the entry does not sit where its chain says
+	ChainErr  string                      // set when the entry does not sit where its chain says
 
 	sigReason string
 	sealErr   *error // seals: the detached signature check (nil: not a seal, or not checked)
@@ -93,18 +93,18 @@ func (r *SpineRecord) Hash() record.Hash {
 
 // SpineIndex indexes every entry of every local lineage spine by hash.
 type SpineIndex struct {
-	env      *Env
-	strs     interner
-	mu       sync.Mutex // lazy signature checks
-	byHash   []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
-	Writers  []string
-	Records  map[string][]*SpineRecord // by writer, in chain order
-	Seals    map[string][]*SpineRecord // by task
-	ByTask   map[string][]*SpineRecord // artifact entries, by task
+	env     *Env
+	strs    interner
+	mu      sync.Mutex // lazy signature checks
+	byHash  []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
+	Writers []string
+	Records map[string][]*SpineRecord // by writer, in chain order
+	Seals   map[string][]*SpineRecord // by task
+	ByTask  map[string][]*SpineRecord // artifact entries, by task
 	// Supersedes are the supersede entries (task adopt), by task.
 	Supersedes map[string][]*SpineRecord
-	Problems []Failure                 // chain-level problems found while indexing
-	Entries  int
+	Problems   []Failure // chain-level problems found while indexing
+	Entries    int
 }
 
 // BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
