@@ -64,6 +64,8 @@ type (
 	PrePushError       = remote.PrePushError
 	HeldBack           = remote.HeldBack
 	HeldBackError      = remote.HeldBackError
+	UntrustedError     = remote.UntrustedError
+	UntrustedWriter    = remote.UntrustedWriter
 )
 
 // Remotes lists the repository's git remotes, as 'git remote' does.

@@ -80,7 +80,7 @@ var (
 // journal or ledger, the writer of a spine, audit mirror or key ref.
 type RefInfo struct {
 	Ref    string `json:"ref"`
-	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, other
+	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, anchors, fork_journal, fork_ledger, other
 	Task   string `json:"task,omitempty"`
 	Writer string `json:"writer,omitempty"`
 }
@@ -109,9 +109,14 @@ func DescribeRef(ref string) RefInfo {
 	}
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
-		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"):
+		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
+		writer(refs.AnchorsPrefix, "anchors"):
 	case ref == refs.Prefix+"keys":
 		in.Kind = "keys"
+	case strings.HasPrefix(ref, refs.ForksPrefix):
+		if w, kind, t, _, err := refs.ParseFork(ref); err == nil {
+			in.Kind, in.Writer, in.Task = "fork_"+kind, w, t
+		}
 	}
 	return in
 }
@@ -120,6 +125,8 @@ func DescribeRef(ref string) RefInfo {
 // (spine)", "the keys ref".
 func (in RefInfo) What() string {
 	switch {
+	case in.Task != "" && strings.HasPrefix(in.Kind, "fork_"):
+		return fmt.Sprintf("task %s (writer %s's fork of its %s)", in.Task, in.Writer, strings.TrimPrefix(in.Kind, "fork_"))
 	case in.Task != "":
 		return fmt.Sprintf("task %s (%s)", in.Task, in.Kind)
 	case in.Writer != "":

@@ -279,6 +279,13 @@ type segment struct {
 	writer string // spine, audit, writers
 	links  []*link
 	ok     bool // the segment extends the old head and is structurally sound
+	// fork is the writer of a fork of the task's chain (kind journal or
+	// ledger), forkBase the rows it shares with the task's chain, and
+	// diverges whether that chain holds other rows after them.
+	fork     string
+	forkBase int64
+	diverges bool
+	mainNext gitstore.Oid // the task chain's commit at index forkBase (zero: none)
 }
 
 type checker struct {
@@ -291,6 +298,7 @@ type checker struct {
 	env      *Env
 	journals map[string]*segment
 	ledgers  map[string]*segment
+	forks    map[string][]*segment // fork segments, by writer and task ("w/T")
 	spineBy  map[record.Hash]*link
 	// On a fetch, what the audit mirrors and task chains already here
 	// record (read once, only when a record is not among those added).
@@ -304,7 +312,7 @@ type checker struct {
 // they name; never the history as a whole.
 func (g *Guard) Check(updates []Update) *Result {
 	c := &checker{g: g, res: &Result{}, updates: map[string]Update{}, trusted: map[string][]ssh.PublicKey{},
-		pushed: map[string]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, spineBy: map[record.Hash]*link{}}
+		pushed: map[string]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, forks: map[string][]*segment{}, spineBy: map[record.Hash]*link{}}
 	for _, w := range g.Trust.Writers() {
 		c.trusted[w] = append([]ssh.PublicKey(nil), g.Trust.Trusted(w)...)
 	}
@@ -324,6 +332,7 @@ func (g *Guard) Check(updates []Update) *Result {
 	for _, s := range c.segs {
 		c.walk(s)
 	}
+	c.checkForks()
 	c.firstUse()
 	c.buildEnv()
 	for _, s := range c.segs {
@@ -367,7 +376,7 @@ func (c *checker) count() {
 	c.res.Added = map[string]int{}
 	c.res.TaskRows = map[string][2]int64{}
 	for _, s := range c.segs {
-		if s.kind == kindJournal || s.kind == kindLedger {
+		if (s.kind == kindJournal || s.kind == kindLedger) && s.fork == "" {
 			n := c.res.TaskRows[s.task]
 			if s.kind == kindJournal {
 				n[0] += int64(len(s.links))
@@ -528,6 +537,9 @@ func (c *checker) baseHolds(writer string, a record.AuditEntry) bool {
 	if kind == kindLedger {
 		ref = refs.Ledger(a.TaskID)
 	}
+	if c.forkHolds(writer, kind, a.TaskID, record.Hash(a.Resource)) {
+		return true
+	}
 	if c.baseRows == nil {
 		c.baseRows = map[string]map[string]bool{}
 	}
@@ -551,6 +563,49 @@ func (c *checker) baseHolds(writer string, a record.AuditEntry) bool {
 	return set[a.Resource]
 }
 
+// forkHolds reports whether writer's forks of task's chain of kind, as
+// they will be after the update, hold the row hashing to h.
+func (c *checker) forkHolds(writer, kind, task string, h record.Hash) bool {
+	if refs.ValidateWriter(writer) != nil || !c.forkPairDiverges(writer, task) {
+		return false
+	}
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.kind != kind || !s.ok {
+			continue
+		}
+		for _, l := range s.links {
+			if record.Hash(l.self) == h {
+				return true
+			}
+		}
+	}
+	vals, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task))
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		_, _, _, base, _ := refs.ParseFork(n)
+		for id := vals[n]; !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			l, err := parse(kind, cc)
+			if err != nil || l.pos < base {
+				break
+			}
+			if record.Hash(l.self) == h {
+				return true
+			}
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+	}
+	return false
+}
+
 // versions lists the artifact versions added, by task, with their states:
 // tampered where a problem names the row (or its spine entry does not bind
 // it), unverifiable where only a pin is missing, verified otherwise.
@@ -569,7 +624,7 @@ func (c *checker) versions() {
 		}
 	}
 	for _, s := range c.segs {
-		if s.kind != kindJournal {
+		if s.kind != kindJournal || s.fork != "" {
 			continue
 		}
 		for _, l := range s.links {
@@ -622,6 +677,9 @@ func (c *checker) classify(u Update) *segment {
 	case kind == kindJournal || kind == kindLedger:
 		s.kind = kind
 		s.task, err = refs.UnescapeTask(name)
+	case kind == "forks":
+		s.fork, s.kind, s.task, s.forkBase, err = refs.ParseFork(u.Ref)
+		s.writer = s.fork
 	case kind == kindSpine || kind == kindAudit || kind == kindWriter || kind == kindAnchors:
 		s.kind = kind
 		s.writer, err = name, refs.ValidateWriter(name)
@@ -709,20 +767,29 @@ func (c *checker) walk(s *segment) {
 		return
 	}
 	chainName := s.kind
+	from := u.Old
+	if s.fork != "" && u.Old.IsZero() {
+		// A new fork is read from where it meets the task's chain: what
+		// it costs follows the rows that differ.
+		var ok bool
+		if from, ok = c.forkStart(s); !ok {
+			return
+		}
+	}
 	nonFF := func(why string) {
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
 	oldPos, oldSelf := int64(-1), ""
-	if !u.Old.IsZero() {
-		cc, err := c.read(u.Old)
+	if !from.IsZero() {
+		cc, err := c.read(from)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(from), err)})
 			return
 		}
 		l, err := parse(s.kind, cc)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(from), err)})
 			return
 		}
 		oldPos, oldSelf = l.pos, l.self
@@ -730,7 +797,7 @@ func (c *checker) walk(s *segment) {
 	var newest []*link
 	id := u.New
 	want := int64(-1) // the position the next commit must have; -1 before the head is read
-	for u.Old.IsZero() || id != u.Old {
+	for from.IsZero() || id != from {
 		cc, err := c.read(id)
 		if err != nil {
 			c.broken(s, want, id, err.Error())
@@ -762,7 +829,7 @@ func (c *checker) walk(s *segment) {
 		}
 		newest = append(newest, l)
 		if len(cc.Commit.Parents) == 0 {
-			if !u.Old.IsZero() {
+			if !from.IsZero() {
 				nonFF("which does not contain " + c.g.base())
 				return
 			}
@@ -779,7 +846,7 @@ func (c *checker) walk(s *segment) {
 		id = cc.Commit.Parents[0]
 		want--
 	}
-	if !u.Old.IsZero() && want != oldPos {
+	if !from.IsZero() && want != oldPos {
 		// The push's first commit sits right on the remote's head but
 		// skips positions.
 		c.at(s, newest[len(newest)-1], chainName+"_chain", fmt.Sprintf("commit %s says %s %d, but %s has %s %d", short(newest[len(newest)-1].id), posName(s.kind), want+1, c.g.base(), posName(s.kind), oldPos))
@@ -816,16 +883,172 @@ func (c *checker) walk(s *segment) {
 		prev = l.self
 	}
 	s.ok = true
-	switch s.kind {
-	case kindJournal:
+	switch {
+	case s.fork != "":
+		c.forks[s.fork+"/"+s.task] = append(c.forks[s.fork+"/"+s.task], s)
+		if u.Old.IsZero() {
+			s.diverges = c.forkDiverges(s)
+		}
+	case s.kind == kindJournal:
 		c.journals[s.task] = s
-	case kindLedger:
+	case s.kind == kindLedger:
 		c.ledgers[s.task] = s
-	case kindSpine:
+	case s.kind == kindSpine:
 		for _, l := range s.links {
 			c.spineBy[l.entry.Hash] = l
 		}
 	}
+}
+
+// mainHead is the head of task's chain of kind once the update lands.
+func (c *checker) mainHead(kind, task string) (gitstore.Oid, error) {
+	ref := refs.Journal(task)
+	if kind == kindLedger {
+		ref = refs.Ledger(task)
+	}
+	if u, ok := c.updates[ref]; ok {
+		return u.New, nil
+	}
+	return c.g.Refs.ReadOptional(ref)
+}
+
+// forkStart is where a new fork meets its task's chain: the chain's commit
+// at index forkBase-1 (zero when the fork shares no row). It remembers the
+// chain's commit after it, which a fork that diverges does not hold.
+func (c *checker) forkStart(s *segment) (gitstore.Oid, bool) {
+	fail := func(reason string) (gitstore.Oid, bool) {
+		c.problem(Problem{Ref: s.u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base", Reason: reason})
+		return gitstore.ZeroOid, false
+	}
+	head, err := c.mainHead(s.kind, s.task)
+	if err != nil {
+		return fail(err.Error())
+	}
+	pos := int64(-1)
+	if !head.IsZero() {
+		cc, err := c.read(head)
+		if err != nil {
+			return fail(err.Error())
+		}
+		l, err := parse(s.kind, cc)
+		if err != nil {
+			return fail(err.Error())
+		}
+		pos = l.pos
+	}
+	if pos < s.forkBase-1 {
+		return fail(fmt.Sprintf("the fork says it shares %d rows with task %s's %s, which holds %d", s.forkBase, s.task, s.kind, pos+1))
+	}
+	id := head
+	for ; pos >= s.forkBase; pos-- {
+		s.mainNext = id
+		cc, err := c.read(id)
+		if err != nil {
+			return fail(err.Error())
+		}
+		if len(cc.Commit.Parents) == 0 {
+			return fail(fmt.Sprintf("task %s's %s ends before index %d", s.task, s.kind, pos))
+		}
+		id = cc.Commit.Parents[0]
+	}
+	if s.forkBase == 0 {
+		return gitstore.ZeroOid, true
+	}
+	return id, true
+}
+
+// forkDiverges reports whether a new fork segment holds other rows than
+// its task's chain after the rows they share.
+func (c *checker) forkDiverges(s *segment) bool {
+	return !s.mainNext.IsZero() && len(s.links) > 0 && s.links[0].id != s.mainNext
+}
+
+// checkForks checks that each new fork records a divergence: it holds rows
+// after the ones it shares, the first of them not the task's, and the
+// writer's forks of the task diverge from it in one of its chains (a fork
+// only ahead of the task's chain would hide rows the task lost).
+func (c *checker) checkForks() {
+	for _, ss := range c.forks {
+		for _, s := range ss {
+			if !s.ok || !s.u.Old.IsZero() {
+				continue
+			}
+			fail := func(reason string) {
+				c.problem(Problem{Ref: s.u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base", Reason: reason})
+			}
+			switch {
+			case len(s.links) == 0:
+				fail(fmt.Sprintf("the fork holds no row after the %d it shares with task %s's %s", s.forkBase, s.task, s.kind))
+			case s.links[0].id == s.mainNext:
+				fail(fmt.Sprintf("the fork shares more than %d rows with task %s's %s: its name says where they part", s.forkBase, s.task, s.kind))
+			case !c.forkPairDiverges(s.fork, s.task):
+				fail(fmt.Sprintf("writer %s's forks of task %s hold no row in place of one of the task's: a fork records a divergence", s.fork, s.task))
+			}
+		}
+	}
+}
+
+// forkPairDiverges reports whether writer's forks of task diverge from it:
+// a new one in the update does, or one is there already (checked when it
+// was created).
+func (c *checker) forkPairDiverges(writer, task string) bool {
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.diverges {
+			return true
+		}
+	}
+	for _, kind := range []string{kindJournal, kindLedger} {
+		if _, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task)); err == nil && len(names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// forkRow finds the row at index of writer's fork of task's chain of kind,
+// as it will be after the update: among the fork rows the update adds,
+// else in the forks already there (as far back from their heads as the row
+// is). Only a fork that records a divergence counts.
+func (c *checker) forkRow(writer, kind, task string, index int64) *link {
+	if refs.ValidateWriter(writer) != nil || !c.forkPairDiverges(writer, task) {
+		return nil
+	}
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.kind == kind && s.ok && len(s.links) > 0 && index >= s.links[0].pos {
+			if i := index - s.links[0].pos; i < int64(len(s.links)) {
+				return s.links[i]
+			}
+		}
+	}
+	vals, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task))
+	if err != nil {
+		return nil
+	}
+	for _, n := range names {
+		head := vals[n]
+		if u, ok := c.updates[n]; ok {
+			head = u.Old
+		}
+		for id := head; !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			l, err := parse(kind, cc)
+			if err != nil || l.row.TaskID != task || l.pos < index {
+				break
+			}
+			if l.pos == index {
+				l.writer, _ = CommitWriter(cc.Commit.Committer)
+				return l
+			}
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+	}
+	return nil
 }
 
 // walkAnchors collects the commits an anchors ref update adds, newest to
@@ -1420,16 +1643,28 @@ func (c *checker) checkSpine(s *segment) {
 			a := l.entry.Artifact
 			what := fmt.Sprintf("spine entry %s/%d seals %s v%d of task %s at journal index %d", s.writer, a.Seq, a.Key, a.Version, a.TaskID, a.JournalIndex)
 			rl, pushed := c.findRow(kindJournal, a.TaskID, a.JournalIndex, far)
+			names := func(rl *link) bool {
+				var d record.ArtifactPosted
+				return rl != nil && rl.row.Kind == record.KindArtifactPosted && rl.row.DecodeData(&d) == nil && d.SpineEntryHash == l.entry.Hash
+			}
+			if !names(rl) && far {
+				// The writer's chain diverged from the task's: the row is in
+				// its fork.
+				if fl := c.forkRow(s.writer, kindJournal, a.TaskID, a.JournalIndex); names(fl) {
+					rl, pushed = fl, false
+				}
+			}
 			if rl == nil {
 				c.at(s, l, "spine_binding", what+", which the journal does not hold")
 				continue
 			}
 			row, rowWriter := rl.row, rl.writer
 			var d record.ArtifactPosted
-			if row.Kind != record.KindArtifactPosted || row.DecodeData(&d) != nil || d.SpineEntryHash != l.entry.Hash {
+			if !names(rl) {
 				c.at(s, l, "spine_binding", what+", but the row there does not name this entry")
 				continue
 			}
+			row.DecodeData(&d)
 			if !pushed {
 				// The row arrived earlier; the push's entry must bind it.
 				ver := &Version{Key: d.Key, Version: d.Version, ContentHash: d.ContentHash, PrevVersionHash: d.PrevVersionHash, JournalIndex: row.Index}
@@ -1445,14 +1680,22 @@ func (c *checker) checkSpine(s *segment) {
 					c.at(s, l, "spine_signature", fmt.Sprintf("%s: %v", what, err))
 				}
 			}
+			// A seal of a writer's chains that diverged from the task's
+			// seals its forks.
+			row := func(kind string, index int64, ok func(*link) bool) bool {
+				if rl, _ := c.findRow(kind, seal.TaskID, index, far); rl != nil && ok(rl) {
+					return true
+				}
+				return far && ok(c.forkRow(s.writer, kind, seal.TaskID, index))
+			}
 			if seal.Rows > 0 {
-				if rl, _ := c.findRow(kindJournal, seal.TaskID, seal.Rows-1, far); rl == nil || record.Hash(rl.self) != seal.Head {
+				if !row(kindJournal, seal.Rows-1, func(rl *link) bool { return rl != nil && record.Hash(rl.self) == seal.Head }) {
 					c.at(s, l, "journal_seal", fmt.Sprintf("%s: the journal's row %d is not the sealed head (%d rows)", what, seal.Rows-1, seal.Rows))
 				}
 			} else if seal.Head != "" {
 				c.at(s, l, "journal_seal", fmt.Sprintf("%s: seals no rows but names a head", what))
 			}
-			if rl, _ := c.findRow(kindLedger, seal.TaskID, seal.LedgerIndex, far); rl == nil || rl.row.Kind != seal.Transition {
+			if !row(kindLedger, seal.LedgerIndex, func(rl *link) bool { return rl != nil && rl.row.Kind == seal.Transition }) {
 				c.at(s, l, "journal_seal", fmt.Sprintf("%s names %s at ledger index %d, which the ledger does not hold", what, seal.Transition, seal.LedgerIndex))
 			}
 		}

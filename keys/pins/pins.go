@@ -157,6 +157,10 @@ type Options struct {
 	From string
 	// Replace lets a pin replace a writer's different pinned key.
 	Replace bool
+	// Fingerprint, with one writer, is the SHA256 fingerprint its key must
+	// have: the key an operator checked, not whatever is published when
+	// the pin runs.
+	Fingerprint string
 }
 
 // Pin pins writers' keys in the pin file and returns what it pinned; the
@@ -172,6 +176,9 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 		if err := refs.ValidateWriter(w); err != nil {
 			return nil, err
 		}
+	}
+	if o.Fingerprint != "" && (o.All || len(o.Writers) != 1) {
+		return nil, errors.New("--fingerprint names the key of one writer: give exactly one")
 	}
 	candidates := map[string]string{} // writer -> authorized key line
 	if o.From != "" {
@@ -242,6 +249,9 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 			return nil, fmt.Errorf("writer %s: %v", w, err)
 		}
 		fp := ssh.FingerprintSHA256(k)
+		if o.Fingerprint != "" && o.Fingerprint != fp {
+			return nil, fmt.Errorf("writer %s: the key to pin is %s, not %s: nothing pinned", w, fp, o.Fingerprint)
+		}
 		old := pinnedFor(w)
 		same := false
 		for _, a := range old {
