@@ -47,6 +47,9 @@ var (
 	// ErrHeldBack: a fetch left refs behind the remote's heads because what
 	// they hold does not verify here (see HeldBackError).
 	ErrHeldBack = remote.ErrHeldBack
+	// ErrNotDiverged: Adopt was asked to resolve a task that did not
+	// diverge from the remote's.
+	ErrNotDiverged = remote.ErrNotDiverged
 )
 
 // The remote commands' results and errors (package remote).
@@ -66,6 +69,9 @@ type (
 	HeldBackError      = remote.HeldBackError
 	UntrustedError     = remote.UntrustedError
 	UntrustedWriter    = remote.UntrustedWriter
+	AdoptResult        = remote.AdoptResult
+	AdoptedChain       = remote.AdoptedChain
+	DroppedRow         = remote.DroppedRow
 )
 
 // Remotes lists the repository's git remotes, as 'git remote' does.
@@ -90,6 +96,13 @@ func (s *Store) FastForward(updates []refs.Update) error { return s.sync.FastFor
 // what depends on it, stays (*DivergedError); what does not verify is held
 // back (*HeldBackError).
 func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync.Fetch(name) }
+
+// Adopt resolves a divergence of task with remote: the remote's chains of
+// the task become the truth, this host's own rows the remote lacks are
+// recorded again on top of them, and a signed supersede entry in this
+// host's spine and audit mirror names what was dropped, which stays in
+// this host's fork refs (remote.Syncer.Adopt; docs/remotes.md, Divergence).
+func (s *Store) Adopt(name, task string) (*AdoptResult, error) { return s.sync.Adopt(name, task) }
 
 // Push sends every local refs/bernstein/* ref that this host moved past the
 // remote's head, in one atomic push, never forced (see remote.Syncer.Push

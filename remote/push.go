@@ -493,16 +493,17 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			}
 		}
 	}
-	if len(diverged) == 0 {
-		return plan, nil
-	}
 	for _, d := range res.Diverged {
 		if d.Task == "" || d.Kind != "journal" && d.Kind != "ledger" {
 			// One of the chains a single writer writes diverged: that
 			// writer identity writes on two hosts (or a chain was
-			// rewritten): nothing goes.
+			// rewritten), and what it seals cannot go without it: nothing
+			// goes.
 			return nil, nil
 		}
+	}
+	if len(diverged) == 0 {
+		return plan, nil
 	}
 	id, err := s.c.Identity()
 	if err != nil {

@@ -1,0 +1,177 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/refs"
+)
+
+// adoptHosts is the three-host scene of TestRemoteAdopt: host-a made task
+// T-1 and pushed it, host-b and host-c cloned, every host trusts every
+// other's key.
+type adoptHosts struct {
+	srv     *gitServer
+	url     string
+	root    string
+	a, b, c *host
+	tok     string // the claim token of agent-host-a on T-1
+	signers string
+}
+
+func newAdoptHosts(t *testing.T, kind string) *adoptHosts {
+	t.Helper()
+	isolateGit(t)
+	s := &adoptHosts{srv: newGitServer(t, kind), root: t.TempDir()}
+	s.url, s.a = newOrigin(t, s.srv, s.root)
+	s.tok = s.a.work("T-1", "notes", 1)
+	s.a.ok("push")
+	s.b, _ = cloneHost(t, s.url, s.root, "host-b")
+	s.c, _ = cloneHost(t, s.url, s.root, "host-c")
+	s.signers = writeSigners(t, filepath.Join(s.root, "signers"), s.a, s.b, s.c)
+	for _, h := range []*host{s.a, s.b, s.c} {
+		h.signers = s.signers
+	}
+	return s
+}
+
+// bodies lists the bodies of task's versions of key as h shows them, and
+// fails unless every one is verified.
+func bodies(t *testing.T, h *host, task, key string) []string {
+	t.Helper()
+	var list struct {
+		Artifacts []struct {
+			Key     string `json:"key"`
+			Version int64  `json:"version"`
+			State   string `json:"state"`
+		} `json:"artifacts"`
+	}
+	out := h.ok("artifact", "list", task, "--output-json")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%s: artifact list: %v\n%s", h.name, err, out)
+	}
+	var got []string
+	for _, v := range list.Artifacts {
+		if v.Key != key {
+			continue
+		}
+		if v.State != "verified" {
+			t.Fatalf("%s: %s %s v%d is %s\n%s", h.name, task, key, v.Version, v.State, out)
+		}
+		show := h.ok("artifact", "show", task, key, "--version", fmt.Sprint(v.Version), "--strict")
+		_, body, _ := strings.Cut(show, "\n\n")
+		body, _, _ = strings.Cut(body, "\n\nhistory (oldest first):")
+		got = append(got, strings.TrimSpace(body))
+	}
+	return got
+}
+
+// TestRemoteAdopt: three hosts write to task T-1 with one claim before
+// seeing each other's rows; host-b also works an unrelated task. host-a
+// pushes first. host-b's push exits 5 naming T-1 only, and its unrelated
+// task reaches the remote; 'task adopt' resolves the divergence, and its
+// push goes through; host-c then diverges from what host-b pushed and
+// adopts too. Afterwards every host and a fresh clone verify (exit 0,
+// never TAMPERED) and report both resolutions; every version each host
+// wrote is there, verified, re-recorded on top of the winner's, and each
+// dropped version is still readable from its fork ref.
+func TestRemoteAdopt(t *testing.T) {
+	for _, kind := range gitServerKinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newAdoptHosts(t, kind)
+			a, b, c := s.a, s.b, s.c
+			a.post("T-1", "notes", "agent-host-a", s.tok, 1)
+			b.post("T-1", "notes", "agent-host-a", s.tok, 2)
+			c.post("T-1", "notes", "agent-host-a", s.tok, 1)
+			b.work("T-B", "notes", 1)
+			a.ok("push")
+			bJournal := b.refs()[refs.Journal("T-1")]
+
+			// A diverged task blocks only itself.
+			r := b.want(5, "push")
+			mustHave(t, "host-b's push", r.err, "diverged: task T-1 (journal)", "task adopt T-1 origin")
+			if strings.Contains(r.err, "T-B") {
+				t.Fatalf("host-b's push names T-B, which did not diverge:\n%s", r.err)
+			}
+			remote := refsOf(t, s.srv.dir("tasks.git"), refs.Prefix)
+			if remote[refs.Journal("T-B")] != b.refs()[refs.Journal("T-B")] {
+				t.Fatalf("host-b's unrelated task T-B did not reach the remote: %v", sorted(remote))
+			}
+			if remote[refs.Journal("T-1")] != a.refs()[refs.Journal("T-1")] {
+				t.Fatalf("the remote's T-1 is not host-a's")
+			}
+			r = b.want(5, "fetch")
+			mustHave(t, "host-b's fetch", r.err, "task adopt T-1 origin")
+			// Pending: no host calls it tampered before the adoption; one
+			// that fetched host-b's spine and fork names the divergence.
+			a.ok("fetch")
+			for _, h := range []*host{a, b} {
+				r := h.run("audit", "verify", "--strict")
+				if r.code != 0 || strings.Contains(r.out+r.err, "TAMPERED") || h == a && !strings.Contains(r.out, "pending: writer host-b's 2 rows of T-1") {
+					t.Fatalf("%s before the adoption: audit verify exited %d\n%s%s", h.name, r.code, r.out, r.err)
+				}
+			}
+
+			out := b.ok("task", "adopt", "T-1")
+			mustHave(t, "host-b's adopt", out, "resolved: 2 rows of T-1 re-recorded after a divergence with origin", "kept: refs/bernstein/forks/host-b/journal/T-1/1")
+			if fork := b.refs()["refs/bernstein/forks/host-b/journal/T-1/1"]; fork != bJournal {
+				t.Fatalf("host-b's fork of T-1 is %s, not the journal it had, %s", fork, bJournal)
+			}
+			b.ok("push")
+			// A second adopt has nothing to resolve and writes nothing.
+			before := b.refs()
+			r = b.want(1, "task", "adopt", "T-1")
+			mustHave(t, "second adopt", r.err, "has not diverged")
+			sameRefs(t, "host-b's refs after a second adopt", b.refs(), before)
+
+			// host-c diverged from what host-b pushed: it adopts too.
+			r = c.want(5, "push")
+			mustHave(t, "host-c's push", r.err, "diverged: task T-1 (journal)")
+			out = c.ok("task", "adopt", "T-1", "origin")
+			mustHave(t, "host-c's adopt", out, "resolved: 1 rows of T-1 re-recorded after a divergence with origin")
+			c.ok("push")
+			for _, h := range []*host{a, b, c} {
+				h.ok("fetch")
+			}
+			want := []string{
+				"T-1: post 0 on host-a", "T-1: post 0 on host-a", // host-a's (its second post has the same body)
+				"T-1: post 0 on host-b", "T-1: post 1 on host-b", // host-b's, re-recorded
+				"T-1: post 0 on host-c", // host-c's, re-recorded
+			}
+			d := newHost(t, s.root, "host-d")
+			if r := d.runIn(s.root, "clone", s.url, d.dir); r.code != 0 {
+				t.Fatalf("clone: exit %d\n%s%s", r.code, r.out, r.err)
+			}
+			d.signers = s.signers
+			for _, h := range []*host{a, b, c, d} {
+				if got := bodies(t, h, "T-1", "notes"); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s: T-1's notes are\n%q\nwant\n%q", h.name, got, want)
+				}
+				r := h.run("audit", "verify", "--strict")
+				if r.code != 0 || strings.Contains(r.out+r.err, "TAMPERED") {
+					t.Fatalf("%s after the adoptions: audit verify --strict exited %d\n%s%s", h.name, r.code, r.out, r.err)
+				}
+				mustHave(t, h.name+"'s audit verify", r.out,
+					"resolved: 2 rows of T-1 re-recorded after a divergence with origin",
+					"resolved: 1 rows of T-1 re-recorded after a divergence with origin")
+				if strings.Contains(r.out, "pending:") {
+					t.Fatalf("%s: a divergence is still pending:\n%s", h.name, r.out)
+				}
+			}
+			// Nothing lost: each dropped version is readable, with git
+			// itself, from its fork on a host that only cloned.
+			for _, fv := range []struct{ ref, path, body string }{
+				{"refs/bernstein/forks/host-b/journal/T-1/1", "artifacts/notes/v3.json", "post 1 on host-b"},
+				{"refs/bernstein/forks/host-c/journal/T-1/1", "artifacts/notes/v2.json", "post 0 on host-c"},
+			} {
+				commit := strings.TrimSpace(d.git("rev-parse", fv.ref))
+				if got := d.git("show", commit+":"+fv.path); !strings.Contains(got, fv.body) {
+					t.Fatalf("%s:%s on the clone is %q, want %q", fv.ref, fv.path, got, fv.body)
+				}
+			}
+		})
+	}
+}
