@@ -12,6 +12,7 @@ import (
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // ErrNotDiverged: task adopt was asked to resolve a task whose chains did
@@ -133,19 +134,6 @@ func (s *Syncer) adopt(t *txn.Tx, remote, task string) (*AdoptResult, error) {
 		}
 		sides = append(sides, sd)
 	}
-	for _, sd := range sides {
-		if sd.a.rel != relDiverged {
-			continue
-		}
-		proof, err := t.ChainProof(task, sd.kind, sd.mine)
-		if err != nil {
-			return nil, err
-		}
-		if !proof.Whole() {
-			f := proof.Faults[0]
-			return nil, fmt.Errorf("this host's %s of task %s does not verify at index %d (%s: %s): nothing is recorded again from it; run 'bernstein audit verify'", sd.kind, task, f.Index, f.State, f.Reason)
-		}
-	}
 	if !diverged {
 		return nil, fmt.Errorf("task %s %w from %s: 'bernstein fetch %s' and 'bernstein push %s' move it", task, ErrNotDiverged, remote, remote, remote)
 	}
@@ -166,6 +154,22 @@ func (s *Syncer) adopt(t *txn.Tx, remote, task string) (*AdoptResult, error) {
 		if !proof.Whole() {
 			f := proof.Faults[0]
 			return nil, fmt.Errorf("%s's %s of task %s does not verify here at index %d (%s: %s): only a chain whose every row a trusted key signed is adopted; pin its writers ('bernstein keys pin') if that is what is missing", remote, sd.kind, task, f.Index, f.State, f.Reason)
+		}
+	}
+	// What is recorded again must not be tampered with here.
+	for _, sd := range sides {
+		if sd.a.rel != relDiverged {
+			continue
+		}
+		proof, err := t.ChainProof(task, sd.kind, sd.mine)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range proof.Faults {
+			if f.State != verify.Tampered {
+				continue // a row only unverifiable here: the remote's chain was checked above
+			}
+			return nil, fmt.Errorf("this host's %s of task %s does not verify at index %d (%s: %s): nothing is recorded again from it; run 'bernstein audit verify'", sd.kind, task, f.Index, f.State, f.Reason)
 		}
 	}
 	// This host's own chains go to its forks, where every host reads them.

@@ -306,12 +306,31 @@ func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[st
 		if len(byRef) == 0 {
 			break
 		}
+		// A head that carries no record (a commit appended with plain git)
+		// is taken back first, alone: the other refused refs may only have
+		// failed for want of what it hid, and are checked again after.
+		junk := map[string]bool{}
+		for _, u := range cur {
+			if _, ok := s.position(u.Ref, u.New); byRef[u.Ref] != nil && !ok {
+				junk[u.Ref] = true
+			}
+		}
 		var next []refs.Update
 		for _, u := range cur {
 			ps := byRef[u.Ref]
-			if ps == nil {
+			if ps == nil || len(junk) > 0 && !junk[u.Ref] {
 				next = append(next, u)
 				continue
+			}
+			if junk[u.Ref] {
+				// What follows from the junk head is checked again.
+				var own []verify.Problem
+				for _, p := range ps {
+					if p.Index == nil {
+						own = append(own, p)
+					}
+				}
+				ps = own
 			}
 			held[u.Ref] = append(held[u.Ref], ps...)
 			to, ok := s.before(u, ps)
@@ -327,6 +346,15 @@ func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[st
 // before is the commit of u's chain just before the first of problems,
 // when that is past u.Old: a fetch moves a ref that far and no further.
 func (s *Syncer) before(u refs.Update, problems []verify.Problem) (gitstore.Oid, bool) {
+	if _, ok := s.position(u.Ref, u.New); !ok {
+		// A head that carries no record at all (a commit appended with
+		// plain git), which the other problems may only follow from: try
+		// the commit under it, and the checks run again.
+		if parent, err := s.parentOf(u.New); err == nil && !parent.IsZero() && parent != u.Old {
+			return parent, true
+		}
+		return gitstore.ZeroOid, false
+	}
 	first := int64(-1)
 	for _, p := range problems {
 		if p.Index == nil {

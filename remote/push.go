@@ -817,7 +817,7 @@ func (p *pushRun) untrusted(refused *RemoteRefusedError) error {
 	if len(order) == 0 {
 		return refused
 	}
-	local, err := p.s.c.Refs.Snapshot(refs.WritersPrefix)
+	local, err := p.s.c.Refs.Snapshot(refs.KeyScope...)
 	if err != nil {
 		return err
 	}

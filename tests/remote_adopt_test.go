@@ -175,3 +175,23 @@ func TestRemoteAdopt(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptRefusesWhatDoesNotVerify: task adopt takes the remote's chains
+// only when every row verifies here. A host that pins no key of the
+// winner's writer is refused, naming the row and what to do, and nothing
+// moves; once the key is pinned, the same adopt resolves it.
+func TestAdoptRefusesWhatDoesNotVerify(t *testing.T) {
+	s := newAdoptHosts(t, "file")
+	a, b := s.a, s.b
+	a.post("T-1", "notes", "agent-host-a", s.tok, 1)
+	b.post("T-1", "notes", "agent-host-a", s.tok, 1)
+	a.ok("push")
+	b.signers = ""
+	before := b.refs()
+	r := b.want(1, "task", "adopt", "T-1")
+	mustHave(t, "adopt of unpinned rows", r.err, "origin's journal of task T-1 does not verify here at index 0", "keys pin")
+	sameRefs(t, "host-b's refs after the refused adopt", b.refs(), before)
+	b.ok("keys", "pin", "host-a")
+	out := b.ok("task", "adopt", "T-1")
+	mustHave(t, "adopt once pinned", out, "resolved: 1 rows of T-1 re-recorded after a divergence with origin")
+}
