@@ -482,8 +482,18 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 	args = append(args, remote)
 	args = append(args, refspecs...)
 	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"}, Args: args}
-	if _, errb, err := fetch.Run(); err != nil {
-		return fmt.Errorf("git fetch %s: %s", remote, git.Message(errb))
+	for n := 1; ; n++ {
+		_, errb, err := fetch.Run()
+		if err == nil {
+			return nil
+		}
+		// A concurrent 'git gc --prune=now' deletes the temporary pack a
+		// running fetch writes (git documents that prune as unsafe beside
+		// writers): nothing was fetched, and the fetch is made again.
+		msg := git.Message(errb)
+		if n < maxFetches && strings.Contains(msg, "unable to rename temporary") {
+			continue
+		}
+		return fmt.Errorf("git fetch %s: %s", remote, msg)
 	}
-	return nil
 }
