@@ -3,6 +3,7 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/chain"
@@ -155,6 +156,12 @@ func (s *Syncer) adopt(t *txn.Tx, remote, task string) (*AdoptResult, error) {
 			f := proof.Faults[0]
 			return nil, fmt.Errorf("%s's %s of task %s does not verify here at index %d (%s: %s): only a chain whose every row a trusted key signed is adopted; pin its writers ('bernstein keys pin') if that is what is missing", remote, sd.kind, task, f.Index, f.State, f.Reason)
 		}
+	}
+	// What the adopted chains lean on (the other writers' spine entries and
+	// audit entries of their rows) moves with them, as a fetch would move
+	// it, checked against the task as adopted.
+	if err := s.fetchWith(t, remote, task, sides); err != nil {
+		return nil, err
 	}
 	// What is recorded again must not be tampered with here.
 	for _, sd := range sides {
@@ -401,4 +408,70 @@ func (s *Syncer) sealsOf(t *txn.Tx, writer, task string, journal, led *adoptSide
 // committer).
 func writtenBy(cc chain.Commit, writer string) bool {
 	return strings.HasPrefix(cc.Commit.Committer, writer+" <")
+}
+
+// fetchWith moves, in the adoption's transaction, every other ref a fetch
+// of remote would move, checked as a fetch checks them but against the
+// task's refs at the remote's heads.
+func (s *Syncer) fetchWith(t *txn.Tx, remote, task string, sides []*adoptSide) error {
+	p, err := s.planFetch(remote)
+	if err != nil {
+		return err
+	}
+	over := map[string]gitstore.Oid{}
+	for _, sd := range sides {
+		if sd.a.rel == relDiverged || sd.a.rel == relBehind {
+			over[sd.ref] = sd.theirs
+		}
+	}
+	var cands []refs.Update
+	for _, u := range p.cands {
+		if u.Ref != refs.Journal(task) && u.Ref != refs.Ledger(task) && !ownRef(u.Ref, t.Identity().Writer) {
+			cands = append(cands, u)
+		}
+	}
+	p.cands, p.view = cands, overlay{p.local, over}
+	moves, _, err := s.verifyMoves(remote, p)
+	if err != nil {
+		return err
+	}
+	for _, u := range moves {
+		t.SetRef(u.Ref, u.Old, u.New)
+	}
+	return nil
+}
+
+// overlay is a view of refs with some refs at other values.
+type overlay struct {
+	refs.Source
+	over map[string]gitstore.Oid
+}
+
+func (o overlay) ReadOptional(ref string) (gitstore.Oid, error) {
+	if v, ok := o.over[ref]; ok {
+		return v, nil
+	}
+	return o.Source.ReadOptional(ref)
+}
+
+func (o overlay) List(prefix string) (map[string]gitstore.Oid, []string, error) {
+	vals, names, err := o.Source.List(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]gitstore.Oid, len(vals))
+	for k, v := range vals {
+		out[k] = v
+	}
+	for ref, v := range o.over {
+		if !strings.HasPrefix(ref, prefix) {
+			continue
+		}
+		if _, ok := out[ref]; !ok {
+			names = append(names, ref)
+		}
+		out[ref] = v
+	}
+	sort.Strings(names)
+	return out, names, nil
 }

@@ -211,6 +211,9 @@ type fetchPlan struct {
 	ahead    []RefChange
 	diverged []Divergence
 	own      []HeldBack // this host's own chains the remote has otherwise
+	// view is what the checks read the refs from: local, or (task adopt)
+	// local with the adopted task's refs at the remote's heads.
+	view refs.Source
 }
 
 // ownRef reports whether ref is one of the chains only writer moves: its
@@ -296,7 +299,11 @@ func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[st
 		for i, u := range cur {
 			us[i] = verify.Update{Ref: u.Ref, Old: u.Old, New: u.New}
 		}
-		g := &verify.Guard{Objects: s.c.Objects, Refs: p.local, Trust: trust, Local: true, Mirror: true, Fetch: remote}
+		view := p.view
+		if view == nil {
+			view = p.local
+		}
+		g := &verify.Guard{Objects: s.c.Objects, Refs: view, Trust: trust, Local: true, Mirror: true, Fetch: remote}
 		byRef := map[string][]verify.Problem{}
 		for _, pr := range g.Check(us).Problems {
 			if !pr.Unverifiable {

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,11 @@ func TestRemoteAdopt(t *testing.T) {
 			if fork := b.refs()["refs/bernstein/forks/host-b/journal/T-1/1"]; fork != bJournal {
 				t.Fatalf("host-b's fork of T-1 is %s, not the journal it had, %s", fork, bJournal)
 			}
+			// At once, before any push or fetch: the adopted task, and the
+			// winner's spine entries it leans on, moved together.
+			if r := b.run("audit", "verify", "--strict"); r.code != 0 || !strings.Contains(r.out, "resolved: 2 rows of T-1") {
+				t.Fatalf("host-b right after its adopt: audit verify --strict exited %d\n%s%s", r.code, r.out, r.err)
+			}
 			b.ok("push")
 			// A second adopt has nothing to resolve and writes nothing.
 			before := b.refs()
@@ -161,6 +167,31 @@ func TestRemoteAdopt(t *testing.T) {
 					t.Fatalf("%s: a divergence is still pending:\n%s", h.name, r.out)
 				}
 			}
+			// --strict on the clone says what it could not check here: every
+			// writer's HMACs, in its summary and its JSON.
+			r = d.run("audit", "verify", "--strict")
+			mustHave(t, "the clone's audit verify --strict", r.out, "not checked here: ", "audit entry HMACs of writer host-a, host-b, host-c",
+				"strict: 1 kind(s) of check could not be made here")
+			r = d.run("audit", "verify", "--strict", "--output-json")
+			var rep struct {
+				NotChecked []struct {
+					Check   string   `json:"check"`
+					Count   int      `json:"count"`
+					Writers []string `json:"writers"`
+				} `json:"not_checked"`
+				Resolutions []struct {
+					Task       string `json:"task_id"`
+					Writer     string `json:"writer"`
+					Rerecorded int    `json:"rerecorded"`
+				} `json:"resolutions"`
+			}
+			decodeJSON(t, r.out, &rep)
+			if len(rep.NotChecked) != 1 || rep.NotChecked[0].Check != "audit_hmac" || rep.NotChecked[0].Count == 0 || len(rep.NotChecked[0].Writers) != 3 {
+				t.Fatalf("the clone's JSON not_checked: %+v", rep.NotChecked)
+			}
+			if len(rep.Resolutions) != 2 {
+				t.Fatalf("the clone's JSON resolutions: %+v", rep.Resolutions)
+			}
 			// Nothing lost: each dropped version is readable, with git
 			// itself, from its fork on a host that only cloned.
 			for _, fv := range []struct{ ref, path, body string }{
@@ -194,4 +225,38 @@ func TestAdoptRefusesWhatDoesNotVerify(t *testing.T) {
 	b.ok("keys", "pin", "host-a")
 	out := b.ok("task", "adopt", "T-1")
 	mustHave(t, "adopt once pinned", out, "resolved: 1 rows of T-1 re-recorded after a divergence with origin")
+}
+
+// TestAdoptHeadsLeftBehind: task adopt moves the task's refs and its
+// spine in one transaction and the heads this host remembers after it; a
+// crash between the two leaves the old heads. The adopted chain must not
+// then read as rolled back: the signed supersede entry in this writer's
+// spine names the head it replaced.
+func TestAdoptHeadsLeftBehind(t *testing.T) {
+	s := newAdoptHosts(t, "file")
+	a, b := s.a, s.b
+	a.post("T-1", "notes", "agent-host-a", s.tok, 1)
+	b.post("T-1", "notes", "agent-host-a", s.tok, 2)
+	a.ok("push")
+	b.want(5, "push")
+	saved := filepath.Join(s.root, "heads-before")
+	if err := os.CopyFS(saved, os.DirFS(filepath.Join(b.home, "heads"))); err != nil {
+		t.Fatal(err)
+	}
+	b.ok("task", "adopt", "T-1")
+	// What a crash after the refs moved, before the heads were written,
+	// leaves.
+	if err := os.RemoveAll(filepath.Join(b.home, "heads")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(b.home, "heads"), os.DirFS(saved)); err != nil {
+		t.Fatal(err)
+	}
+	r := b.run("audit", "verify", "--strict")
+	if r.code != 0 || strings.Contains(r.out, "rolled back") || strings.Contains(r.out, "rewritten") {
+		t.Fatalf("after the adoption with the old heads: audit verify exited %d\n%s%s", r.code, r.out, r.err)
+	}
+	b.ok("artifact", "list", "T-1", "--strict")
+	b.post("T-1", "notes", "agent-host-a", s.tok, 1)
+	b.ok("push")
 }
