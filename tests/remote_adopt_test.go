@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -259,4 +260,54 @@ func TestAdoptHeadsLeftBehind(t *testing.T) {
 	b.ok("artifact", "list", "T-1", "--strict")
 	b.post("T-1", "notes", "agent-host-a", s.tok, 1)
 	b.ok("push")
+}
+
+// TestForgedSupersedeHidesNoRollback: a supersede entry speaks for this
+// writer's remembered heads only when this writer signed it. Someone with
+// plain git write access rolls a journal back one row and appends to the
+// writer's spine an unsigned supersede entry naming the dropped row: audit
+// verify still reports the rollback.
+func TestForgedSupersedeHidesNoRollback(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "T-1", "agent")
+	f.post(s, "T-1", "notes", "agent", tok, report("one"))
+	f.post(s, "T-1", "notes", "agent", tok, report("two"))
+	s.Close()
+	journal := refs.Journal("T-1")
+	head := strings.TrimSpace(f.git("rev-parse", journal))
+	f.git("update-ref", journal, head+"~1", head)
+	last := record.Sum([]byte(strings.TrimSpace(strings.SplitN(f.git("log", "-1", "--format=%B", head), "\n\n", 2)[1])))
+	spine := strings.TrimSpace(f.git("rev-parse", refs.Spine("test-writer")))
+	prevRec := strings.TrimSpace(strings.SplitN(f.git("log", "-1", "--format=%B", spine), "\n\n", 2)[1])
+	prev, err := record.ParseSpineEntry([]byte(prevRec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := record.Sum([]byte(strings.TrimSpace(strings.SplitN(f.git("log", "-1", "--format=%B", head+"~1"), "\n\n", 2)[1])))
+	e := record.SpineSupersedeEntry{
+		SpineHeader: record.SpineHeader{V: record.Version, Writer: "test-writer", Seq: prev.Header.Seq + 1, Prev: prev.Hash, Kind: record.SpineSupersede},
+		TaskID:      "T-1", Remote: "origin", Entries: []record.Hash{},
+		Journal: record.SupersededChain{Dropped: []record.Hash{last}, DroppedRows: 2, Adopted: first, AdoptedRows: 1, Head: first, Rows: 1},
+		Ledger:  record.SupersededChain{Dropped: []record.Hash{}},
+	}
+	msg := record.Message("supersede T-1", record.MustCanonical(e))
+	cmd := execGitStdin(f.dir, msg, "commit-tree", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "-p", spine)
+	forged := strings.TrimSpace(string(mustOutput(t, cmd)))
+	f.git("update-ref", refs.Spine("test-writer"), forged, spine)
+	out, _, code := f.cli("", "audit", "verify", "--output-json")
+	var rep struct {
+		Failures []struct {
+			Check  string `json:"check"`
+			TaskID string `json:"task_id"`
+		} `json:"failures"`
+	}
+	decodeJSON(t, out, &rep)
+	found := false
+	for _, fl := range rep.Failures {
+		found = found || fl.Check == "rollback" && fl.TaskID == "T-1"
+	}
+	if code != 1 || !found {
+		t.Fatalf("audit verify exited %d without the rollback of T-1's journal:\n%s", code, out)
+	}
 }
