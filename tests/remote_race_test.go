@@ -137,8 +137,10 @@ func TestRemoteSameTaskRace(t *testing.T) {
 			rs := pushAtOnce(t, a, b)
 
 			if rd.held {
-				if n := arrivals(t, arrived); n != 2 {
-					t.Fatalf("%d pushes got past the guard together, want 2:\na: %s%s\nb: %s%s", n, rs[0].out, rs[0].err, rs[1].out, rs[1].err)
+				// The two, then the loser's push of what did not diverge
+				// (its own chains and its fork of T-1).
+				if n := arrivals(t, arrived); n != 3 {
+					t.Fatalf("%d pushes got past the guard, want the 2 racing and the loser's third:\na: %s%s\nb: %s%s", n, rs[0].out, rs[0].err, rs[1].out, rs[1].err)
 				}
 			}
 			var winner, loser *host
@@ -159,7 +161,23 @@ func TestRemoteSameTaskRace(t *testing.T) {
 			if strings.Contains(lost.err, "refused") {
 				t.Fatalf("the lost race is reported as a refusal:\n%s", lost.err)
 			}
-			sameRefs(t, "the remote's and the winner's refs", remote, winner.refs())
+			// The remote holds the winner's refs, and of the loser's only its
+			// own chains and its fork of T-1 (a diverged task blocks only
+			// itself).
+			won := winner.refs()
+			for ref, id := range remote {
+				switch {
+				case won[ref] == id:
+				case ref == refs.Spine(loser.name) || ref == refs.Audit(loser.name) || ref == refs.Writer(loser.name) || strings.HasPrefix(ref, refs.ForksPrefix+loser.name+"/"):
+				default:
+					t.Fatalf("the remote's %s is %s, the winner's %q", ref, id, won[ref])
+				}
+			}
+			for ref, id := range won {
+				if remote[ref] != id {
+					t.Fatalf("the remote lacks the winner's %s", ref)
+				}
+			}
 			for _, h := range []*host{a, b} {
 				sameRefs(t, h.name+"'s refs after the pushes", h.refs(), before[h])
 			}
@@ -168,6 +186,21 @@ func TestRemoteSameTaskRace(t *testing.T) {
 				out := h.ok("artifact", "list", "T-1")
 				if n := strings.Count(out, "\tverified\t"); n != want {
 					t.Fatalf("%s lists %d verified versions of T-1, want %d:\n%s", h.name, n, want, out)
+				}
+			}
+			// The loser resolves it; then both hosts hold every version,
+			// and verify, never TAMPERED.
+			loser.ok("task", "adopt", "T-1")
+			loser.ok("push")
+			winner.ok("fetch")
+			for _, h := range []*host{a, b} {
+				out := h.ok("artifact", "list", "T-1")
+				if n := strings.Count(out, "\tverified\t"); n != 4 {
+					t.Fatalf("%s lists %d verified versions of T-1 after the adoption, want 4:\n%s", h.name, n, out)
+				}
+				r := h.run("audit", "verify", "--strict")
+				if r.code != 0 || !strings.Contains(r.out, "re-recorded after a divergence with origin") {
+					t.Fatalf("%s after the adoption: audit verify exited %d\n%s%s", h.name, r.code, r.out, r.err)
 				}
 			}
 		})
