@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -169,11 +170,16 @@ func Clone(url, dir string, o Options) (*CloneResult, error) {
 	}
 	defer s.Close()
 	res.GitDir = s.GitDir()
-	if res.Fetch, err = s.Fetch("origin"); err != nil {
+	// A fetch that held back what does not verify still made the clone,
+	// of everything else: it is reported with the clone's result.
+	var held error
+	if res.Fetch, err = s.Fetch("origin"); errors.Is(err, ErrHeldBack) {
+		held = err
+	} else if err != nil {
 		return res, err
 	}
 	if res.Writers, err = s.PublishedWriterKeys(); err != nil {
 		return res, err
 	}
-	return res, nil
+	return res, held
 }
