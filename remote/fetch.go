@@ -223,7 +223,10 @@ func ownRef(ref, writer string) bool {
 		return false
 	}
 	switch ref {
-	case refs.Spine(writer), refs.Audit(writer), refs.Writer(writer), refs.Anchors(writer):
+	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer):
+		return true
+	}
+	if isKeyRef(ref, writer) {
 		return true
 	}
 	return strings.HasPrefix(ref, refs.ForksPrefix+writer+"/")

@@ -844,11 +844,12 @@ func (p *pushRun) untrusted(refused *RemoteRefusedError) error {
 			cmd += " --fingerprint " + u.Fingerprint
 		}
 		u.Command = cmd
-		ref := refs.Writer(w)
-		head, _ := local.ReadOptional(ref)
-		if theirs := tracking[TrackingRef(p.remote, ref)]; !head.IsZero() && theirs != head {
-			publish = append(publish, refs.Update{Ref: ref, Old: theirs, New: head})
-			u.Published = true
+		for _, ref := range keyRefs(local, w) {
+			head, _ := local.ReadOptional(ref)
+			if theirs := tracking[TrackingRef(p.remote, ref)]; !head.IsZero() && theirs != head {
+				publish = append(publish, refs.Update{Ref: ref, Old: theirs, New: head})
+				u.Published = true
+			}
 		}
 		e.Writers = append(e.Writers, u)
 	}
@@ -889,4 +890,25 @@ func writersKeys(s *Syncer, view refs.Source) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// keyRefs are the refs of view that publish writer's keys: its writers ref,
+// and the refs named by writer and key (refs/bernstein/writers/<writer>.<key>).
+func keyRefs(view refs.Source, writer string) []string {
+	_, names, err := view.List(refs.WritersPrefix)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if isKeyRef(n, writer) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// isKeyRef reports whether ref publishes a key of writer.
+func isKeyRef(ref, writer string) bool {
+	return ref == refs.WritersPrefix+writer || strings.HasPrefix(ref, refs.WritersPrefix+writer+".")
 }

@@ -347,7 +347,7 @@ func TestRemoteSameTaskDivergence(t *testing.T) {
 						if id != before[journal] {
 							t.Fatalf("the remote's %s is %s, not the loser's journal %s", fork, id, before[journal])
 						}
-					case ref == refs.Spine(loser.name) || ref == refs.Audit(loser.name) || ref == refs.Writer(loser.name):
+					case ref == refs.Spine(loser.name) || ref == refs.Audit(loser.name) || strings.HasPrefix(ref, refs.WritersPrefix+loser.name):
 					case id != remote[ref]:
 						t.Fatalf("the loser's push moved %s on the remote", ref)
 					}
