@@ -211,12 +211,14 @@ func TestRemoteAdopt(t *testing.T) {
 // TestAdoptRefusesWhatDoesNotVerify: task adopt takes the remote's chains
 // only when every row verifies here. A host that pins no key of the
 // winner's writer is refused, naming the row and what to do, and nothing
-// moves; once the key is pinned, the same adopt resolves it.
+// moves; once the key is pinned, the same adopt resolves it, recording its
+// post and its checkpoint again.
 func TestAdoptRefusesWhatDoesNotVerify(t *testing.T) {
 	s := newAdoptHosts(t, "file")
 	a, b := s.a, s.b
 	a.post("T-1", "notes", "agent-host-a", s.tok, 1)
 	b.post("T-1", "notes", "agent-host-a", s.tok, 1)
+	b.ok("checkpoint", "T-1", "--commit", strings.TrimSpace(b.git("rev-parse", "origin/main")))
 	a.ok("push")
 	b.signers = ""
 	before := b.refs()
@@ -225,7 +227,12 @@ func TestAdoptRefusesWhatDoesNotVerify(t *testing.T) {
 	sameRefs(t, "host-b's refs after the refused adopt", b.refs(), before)
 	b.ok("keys", "pin", "host-a")
 	out := b.ok("task", "adopt", "T-1")
-	mustHave(t, "adopt once pinned", out, "resolved: 1 rows of T-1 re-recorded after a divergence with origin")
+	mustHave(t, "adopt once pinned", out, "re-recorded: journal row 1 (artifact_posted notes v2) as row 2",
+		"re-recorded: journal row 2 (checkpoint) as row 3", "resolved: 2 rows of T-1 re-recorded after a divergence with origin")
+	b.ok("push")
+	if r := b.run("audit", "verify", "--strict"); r.code != 0 {
+		t.Fatalf("after the adoption: audit verify exited %d\n%s%s", r.code, r.out, r.err)
+	}
 }
 
 // TestAdoptHeadsLeftBehind: task adopt moves the task's refs and its
