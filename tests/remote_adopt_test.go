@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -316,5 +317,41 @@ func TestForgedSupersedeHidesNoRollback(t *testing.T) {
 	}
 	if code != 1 || !found {
 		t.Fatalf("audit verify exited %d without the rollback of T-1's journal:\n%s", code, out)
+	}
+}
+
+// TestForkThatDoesNotDivergeExplainsNothing: a fork explains a writer's
+// spine entries only where the task's chain holds other rows. Someone with
+// plain git write access rolls a journal back one row and points a fork
+// ref at the dropped head (a fork merely ahead of the task): a host with
+// no remembered heads (another home, the key pinned) still reports the
+// spine entry that seals the dropped row.
+func TestForkThatDoesNotDivergeExplainsNothing(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "T-1", "agent")
+	f.post(s, "T-1", "notes", "agent", tok, report("one"))
+	f.post(s, "T-1", "notes", "agent", tok, report("two"))
+	s.Close()
+	journal := refs.Journal("T-1")
+	head := strings.TrimSpace(f.git("rev-parse", journal))
+	f.git("update-ref", journal, head+"~1", head)
+	f.git("update-ref", refs.Fork("test-writer", "journal", "T-1", 1), head)
+	signers := filepath.Join(t.TempDir(), "signers")
+	if err := os.WriteFile(signers, []byte(f.publishedSigners()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cliBin, "--repo", f.dir, "audit", "verify", "--output-json")
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+t.TempDir(), "BERNSTEIN_ALLOWED_SIGNERS="+signers, "BERNSTEIN_FORCE_TTY=0")
+	out, _ := cmd.Output()
+	var rep struct {
+		Failures []struct {
+			Check string `json:"check"`
+		} `json:"failures"`
+		Pending []any `json:"pending"`
+	}
+	decodeJSON(t, string(out), &rep)
+	if len(rep.Failures) == 0 || len(rep.Pending) != 0 || cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("a fork that does not diverge explained the dropped row (exit %d):\n%s", cmd.ProcessState.ExitCode(), out)
 	}
 }

@@ -225,3 +225,28 @@ func TestAnchorsTravel(t *testing.T) {
 		t.Fatalf("the clone checked %d commits, %d not: %s", rep.Counts.CommitsChecked, rep.Counts.CommitsNotChecked, r.out)
 	}
 }
+
+// TestGuardRefusesForkThatDoesNotDiverge: the remote guard accepts a fork
+// ref only when it records a divergence (its rows after the shared ones
+// differ from the task's): one that only repeats the task's chain is
+// refused, whoever pushes it with plain git.
+func TestGuardRefusesForkThatDoesNotDiverge(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	_, a := newOrigin(t, srv, root)
+	a.work("T-1", "notes", 2)
+	a.ok("push")
+	head := strings.TrimSpace(a.git("rev-parse", refs.Journal("T-1")))
+	fork := refs.Fork("host-a", "journal", "T-1", 2)
+	out, err := gitTry(a.dir, "push", "origin", head+":"+fork)
+	if err != nil {
+		out += err.Error()
+	}
+	if err == nil || !strings.Contains(out, "bernstein guard: refused "+fork) {
+		t.Fatalf("the guard took a fork that does not diverge (err %v):\n%s", err, out)
+	}
+	if refsOf(t, srv.dir("tasks.git"), refs.ForksPrefix)[fork] != "" {
+		t.Fatalf("the remote holds %s", fork)
+	}
+}

@@ -775,6 +775,11 @@ func (c *checker) walk(s *segment) {
 		if from, ok = c.forkStart(s); !ok {
 			return
 		}
+		if from == u.New {
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base",
+				Reason: fmt.Sprintf("the fork holds no row after the %d it shares with task %s's %s: it records no divergence", s.forkBase, s.task, s.kind)})
+			return
+		}
 	}
 	nonFF := func(why string) {
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
