@@ -112,7 +112,7 @@ func untrusted(io *IO, remote string, e *bernstein.UntrustedError) error {
 	for _, w := range e.Writers {
 		switch {
 		case w.Published:
-			fmt.Fprintf(io.Err, "%s trusts no key of writer %s yet: published its key (%s) there, in refs/bernstein/writers/%s\n", remote, w.Writer, w.Fingerprint, w.Writer)
+			fmt.Fprintf(io.Err, "%s trusts no key of writer %s yet: published its key (%s) there, under refs/bernstein/writers/\n", remote, w.Writer, w.Fingerprint)
 		default:
 			fmt.Fprintf(io.Err, "%s trusts no key of writer %s yet: its key (%s) is published there\n", remote, w.Writer, w.Fingerprint)
 		}
