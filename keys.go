@@ -86,7 +86,8 @@ type WriterKey struct {
 }
 
 // PublishedWriterKeys lists the published keys with their fingerprints,
-// sorted by writer. A key that does not parse is listed with an empty
+// sorted by writer (a writer name under which several keys are published
+// is listed once per key). A key that does not parse is listed with an empty
 // fingerprint.
 func (s *Store) PublishedWriterKeys() ([]WriterKey, error) {
 	pub, err := s.PublishedKeys()
@@ -94,13 +95,20 @@ func (s *Store) PublishedWriterKeys() ([]WriterKey, error) {
 		return nil, err
 	}
 	out := make([]WriterKey, 0, len(pub))
-	for w, line := range pub {
-		k := WriterKey{Writer: w, Key: line}
-		if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
-			k.KeyType, k.Fingerprint = pk.Type(), ssh.FingerprintSHA256(pk)
+	for w, lines := range pub {
+		for _, line := range lines {
+			k := WriterKey{Writer: w, Key: line}
+			if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+				k.KeyType, k.Fingerprint = pk.Type(), ssh.FingerprintSHA256(pk)
+			}
+			out = append(out, k)
 		}
-		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Writer != out[j].Writer {
+			return out[i].Writer < out[j].Writer
+		}
+		return out[i].Fingerprint < out[j].Fingerprint
+	})
 	return out, nil
 }
