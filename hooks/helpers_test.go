@@ -185,7 +185,6 @@ func (h *host) writerRef() string {
 	return ref
 }
 
-
 // fingerprint is the SHA256 fingerprint of the host's published key, as
 // ssh-keygen computes it.
 func (h *host) fingerprint() string {

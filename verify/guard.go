@@ -266,7 +266,7 @@ type checker struct {
 	firstUse map[string]bool            // writers trusted only on first use (pinned so, or now)
 	pushed   map[string][]ssh.PublicKey // keys the push publishes, by writer
 	env      *Env
-	binding  *Binding // the identity the chains must be rooted in, after the push
+	binding  *Binding          // the identity the chains must be rooted in, after the push
 	creators map[string]string // task -> the writer that signed its ledger's first row
 	journals map[string]*segment
 	ledgers  map[string]*segment
