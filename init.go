@@ -1,6 +1,8 @@
 package bernstein
 
 import (
+	"fmt"
+
 	"golang.org/x/crypto/ssh"
 
 	"github.com/bernstein/bernstein/internal/git"
@@ -8,6 +10,7 @@ import (
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // InitResult says what Init did.
@@ -29,13 +32,17 @@ type InitResult struct {
 	// repository of storage format 1; RepositoryMinted is set when this
 	// init minted it.
 	RepositoryID     string `json:"repository_id"`
+	KeyHex           string `json:"-"` // the key's SHA-256 in hex: its writers ref's suffix
 	RepositoryMinted bool   `json:"repository_minted"`
 	StorageFormat    int    `json:"storage_format"`
 	// OtherKeys are the fingerprints of keys published under this writer's
 	// name that are not its key (someone else's claim to the name: only the
 	// key a reader pins writes for it).
 	OtherKeys []string `json:"other_keys,omitempty"`
-	Note      string   `json:"note,omitempty"`
+	// IdentityPushed names the remote init pushed a new identity to
+	// (Options.Remote).
+	IdentityPushed string `json:"identity_pushed,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 // KeyRecord is the published record of a writer's public key.
@@ -98,6 +105,13 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 	s.core.SetIdentity(id)
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.core.Home, id.AuthorizedKey(), made
 	res.SSHAgent = id.InAgent()
+	if o.Remote != "" && s.core.IdentityID() == "" {
+		// A clone made before its remote had an identity, or with plain
+		// git: take the remote's rather than mint a rival one.
+		if _, err := s.Fetch(o.Remote); err != nil {
+			return nil, fmt.Errorf("init --remote %s: fetching the remote's refs/bernstein/* first (so as not to mint a repository identity the remote's would contend with): %w", o.Remote, err)
+		}
+	}
 	type done struct{ minted, published bool }
 	out, err := s.w.Submit(func(t *txn.Tx) (any, error) {
 		// A repository with no chain yet gets its identity, in the same
@@ -118,7 +132,16 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 		return nil, err
 	}
 	res.RepositoryMinted, res.KeyPublished = out.(done).minted, out.(done).published
+	if res.RepositoryMinted && o.Remote != "" {
+		// The next clone of the remote takes the identity from it.
+		if _, err := s.Push(o.Remote); err != nil {
+			res.Note = fmt.Sprintf("the repository's new identity is not on %s yet (%v): push before another host runs bernstein init in a clone of it", o.Remote, err)
+		} else {
+			res.IdentityPushed = o.Remote
+		}
+	}
 	res.RepositoryID, res.StorageFormat = s.core.IdentityID(), formatOf(s.core.IdentityID())
+	res.KeyHex = refs.KeyHex(id.PublicKey().Marshal())
 	if res.StorageFormat == 1 {
 		res.Note = "this repository is in storage format 1 (it holds chains and no repository identity): 'bernstein upgrade' moves it to format 2 (docs/format.md, Upgrading)"
 	}

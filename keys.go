@@ -32,6 +32,10 @@ type PinOptions = pins.Options
 // ErrKeyChanged reports a pin that would replace a different pinned key.
 var ErrKeyChanged = pins.ErrKeyChanged
 
+// ErrAmbiguous reports a writer name under which several keys are
+// published, none of them named (PinOptions.Key) or pinned already.
+var ErrAmbiguous = pins.ErrAmbiguous
+
 // ErrNotPinned reports an unpin of a writer the pin file does not name.
 var ErrNotPinned = pins.ErrNotPinned
 

@@ -54,6 +54,10 @@ type Options struct {
 	// a push passes on git's command line (a larger push goes through
 	// temporary refs); 0 is the default.
 	PushArgBudget int
+	// Remote, for Init only, is the remote the repository shares (init
+	// --remote): a repository without an identity fetches it from there
+	// first, and one that init gives an identity pushes it there at once.
+	Remote string
 }
 
 // Store is an open bernstein repository.

@@ -199,7 +199,7 @@ func TestAPIPinSeenAtOnce(t *testing.T) {
 	r := newTaskRepo(t, "PN-1")
 	r.post("summary", "posted by this host's writer")
 	pins := filepath.Join(t.TempDir(), "signers")
-	if err := os.WriteFile(pins, []byte(r.git("show", "refs/bernstein/writers/test-writer:allowed_signers")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pins, []byte(r.git("show", r.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/test-writer.*")+":allowed_signers")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agentHome := filepath.Join(t.TempDir(), "agent-home")

@@ -198,6 +198,8 @@ func Repository(env *Env, o Options) (*Report, error) {
 	rep.Counts.SpineEntries = ix.Entries
 	if b := env.Binding; b != nil && b.Problem != "" {
 		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Problem})
+	} else if b != nil && b.Signature != "" {
+		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Signature})
 	}
 	rep.Failures = append(rep.Failures, ix.Problems...)
 	for _, w := range ix.Writers {
@@ -655,7 +657,7 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 			broken = true
 			continue
 		}
-		if i == 0 {
+		if i == 0 && row.TaskID == task {
 			if why := v.Env.Binding.CheckRoot(record.ChainLedger, task, cc.ID, string(row.Prev)); why != "" {
 				fail(CheckRepositoryBinding, why)
 				broken = true

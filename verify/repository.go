@@ -32,10 +32,15 @@ type Binding struct {
 	Format int          // storage format
 	Head   gitstore.Oid // refs/bernstein/repository ("" when there is none)
 	// Problem is why refs/bernstein/repository cannot be taken as this
-	// repository's identity (a record that does not parse or chain, a
-	// commit not signed by its writer's key); every chain's root is then at
-	// fault with it.
+	// repository's identity (a record that does not parse or chain); every
+	// chain's root is then at fault with it.
 	Problem string
+	// Signature is why a commit of the repository chain is tampered (not
+	// signed by a key trusted or published for the writer it names), ""
+	// when none is. audit verify reports it; it binds nothing by itself:
+	// the id is what chains are rooted in, and a copy of a repository's
+	// signed identity is that repository.
+	Signature string
 
 	objs   *gitstore.Repo
 	tree   gitstore.Oid // the head commit's tree: the bound format-1 chains
@@ -59,10 +64,10 @@ func LegacyRoot(kind, name string) string {
 
 // LoadBinding reads the repository chain whose head is head (zero: the
 // repository has none, and is in format 1) under env's keys. Its records
-// must chain (seq, prev), carry one id and a format that never decreases,
-// and each commit must be signed by its writer's key, trusted or published:
-// the identity grants nothing by itself (a copy of the repository is the
-// repository), but an identity nobody signed is tampered with.
+// must chain (seq, prev) and carry one id and a format that never
+// decreases; a commit not signed by its writer's key (trusted or
+// published) is reported (Signature), for an identity nobody signed is
+// tampered with, though it grants nothing by itself.
 func LoadBinding(env *Env, head gitstore.Oid) *Binding {
 	r := &Binding{Format: record.FormatLegacy, Head: head, objs: env.Objects, shards: map[string]map[string]gitstore.Oid{}}
 	if head.IsZero() {
@@ -86,8 +91,9 @@ func LoadBinding(env *Env, head gitstore.Oid) *Binding {
 			return false
 		}
 		if p := ProveCommit(env, cc.Commit, cc.Payload); p.State == Tampered {
-			problem = fmt.Sprintf("commit %s (seq %d): %s", cc.ID, rec.Seq, p.Reason)
-			return false
+			if r.Signature == "" {
+				r.Signature = fmt.Sprintf("%s: commit %s (seq %d): %s", refs.Repository, cc.ID, rec.Seq, p.Reason)
+			}
 		} else if p.Writer != rec.Writer {
 			problem = fmt.Sprintf("commit %s (seq %d) is committed by %s, not by its record's writer %s", cc.ID, rec.Seq, p.Writer, rec.Writer)
 			return false

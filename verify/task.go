@@ -249,7 +249,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 			breakChain(idx, err.Error())
 			continue
 		}
-		if idx == 0 {
+		if idx == 0 && row.TaskID == task {
 			if why := v.Env.Binding.CheckRoot(record.ChainJournal, task, cc.ID, string(row.Prev)); why != "" {
 				v.foreign(rep, why)
 				brokenAt = 0

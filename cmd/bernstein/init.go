@@ -71,10 +71,12 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 			}
 			var res *bernstein.InitResult
 			var err error
+			o := g.options()
+			o.Remote = remote
 			if inAgent {
-				res, err = bernstein.InitAgent(g.options(), writer, agentKey)
+				res, err = bernstein.InitAgent(o, writer, agentKey)
 			} else {
-				res, err = bernstein.Init(g.options(), writer)
+				res, err = bernstein.Init(o, writer)
 			}
 			if err != nil {
 				return err
@@ -115,10 +117,29 @@ Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
 			if res.FsyncConfigured {
 				fmt.Fprintf(io.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
 			}
+			ref := refs.Writer(res.Writer)
+			if res.StorageFormat != 1 {
+				ref = refs.WriterKey(res.Writer, res.KeyHex)
+			}
 			if res.KeyPublished {
-				fmt.Fprintf(io.Out, "published:  %s\n", refs.Writer(res.Writer))
+				fmt.Fprintf(io.Out, "published:  %s\n", ref)
 			} else {
-				fmt.Fprintf(io.Out, "published:  already in %s, nothing changed\n", refs.Writer(res.Writer))
+				fmt.Fprintf(io.Out, "published:  already in %s, nothing changed\n", ref)
+			}
+			switch {
+			case res.RepositoryMinted:
+				fmt.Fprintf(io.Out, "repository: %s (new identity, storage format %d)\n", res.RepositoryID, res.StorageFormat)
+			case res.RepositoryID != "":
+				fmt.Fprintf(io.Out, "repository: %s (storage format %d)\n", res.RepositoryID, res.StorageFormat)
+			}
+			if res.IdentityPushed != "" {
+				fmt.Fprintf(io.Out, "pushed:     the repository's identity and this writer's key to %s\n", res.IdentityPushed)
+			}
+			for _, fp := range res.OtherKeys {
+				fmt.Fprintf(io.Err, "note: writer name %s is also published with key %s, not this writer's: readers trust only the key they pin for the name (docs/trust.md)\n", res.Writer, fp)
+			}
+			if res.Note != "" {
+				fmt.Fprintf(io.Err, "note: %s\n", res.Note)
 			}
 			return nil
 		},

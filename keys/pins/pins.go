@@ -263,11 +263,26 @@ func (f File) Pin(o Options, published func() (map[string][]string, error)) ([]W
 			return nil, errors.New("no key to pin: no writer publishes one")
 		}
 	}
+	current, err := f.Read()
+	if err != nil {
+		return nil, err
+	}
 	// Which key each writer is pinned with.
 	chosen := map[string]keys.AllowedSigner{}
 	var ambiguous []string
 	for _, w := range names {
 		cs := candidates[w]
+		if o.Key == "" && !o.Replace && len(cs) > 1 {
+			// A writer pinned already keeps its key when it is still
+			// published: another key under its name is someone's claim.
+			for _, c := range cs {
+				for _, p := range current {
+					if pinsWriter(p, w) && bytes.Equal(p.Key.Marshal(), c.Key.Marshal()) {
+						cs = []keys.AllowedSigner{c}
+					}
+				}
+			}
+		}
 		if o.Key != "" {
 			var picked []keys.AllowedSigner
 			for _, c := range cs {
