@@ -88,3 +88,28 @@ func TestGuardFirstUseWriterKeepsToItsOwnTasks(t *testing.T) {
 		t.Fatal("T-1 gone")
 	}
 }
+
+// TestGuardRefusesRivalIdentity: a repository that minted its own identity
+// (an init in a clone that never fetched the remote's) cannot push it over
+// the remote's: the guard names both identities, and nothing moves.
+func TestGuardRefusesRivalIdentity(t *testing.T) {
+	h := newHost(t, "host-a")
+	h.task("T-1")
+	r := newRemote(t)
+	r.mustCLI("hooks", "install", "--remote-guard")
+	r.pin("host-a", h.signers())
+	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("push refused:\n%s", out)
+	}
+	rival := newHost(t, "host-b") // a repository of its own: another identity
+	r.pin("host-b", rival.signers())
+	before := r.refs()
+	out, code := rival.push(r, "--atomic", "+"+refs.Repository+":"+refs.Repository)
+	if code == 0 {
+		t.Fatalf("a rival identity was accepted:\n%s", out)
+	}
+	mustContain(t, out, "refused "+refs.Repository, "[repository_identity]")
+	if after := r.refs(); after != before {
+		t.Fatalf("refs moved:\n%s\n%s", before, after)
+	}
+}

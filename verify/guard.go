@@ -614,6 +614,14 @@ func (c *checker) walk(s *segment) {
 	}
 	chainName := s.kind
 	nonFF := func(why string) {
+		if s.kind == kindRepository {
+			if rival, base := c.repositoryID(u.New), c.repositoryID(u.Old); rival != "" && base != "" && rival != base {
+				// Not a rewind: another repository's identity.
+				c.problem(Problem{Ref: u.Ref, Check: CheckRepositoryIdentity,
+					Reason: fmt.Sprintf("%s brings repository %s over repository %s: another repository's identity (minted by an init that had not fetched this remote's refs/bernstein/*); clone this remote again and init there", c.g.change(), rival, base)})
+				return
+			}
+		}
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
@@ -1150,6 +1158,23 @@ func (c *checker) checkWriterRef(s *segment) {
 			at("key_record", fmt.Sprintf("commit %s: its %s file does not name exactly the key it publishes, as git verify-commit would read it", short(l.id), allowedSignersFile))
 		}
 	}
+}
+
+// repositoryID is the id the repository record at commit id names ("" when
+// it cannot be read).
+func (c *checker) repositoryID(id gitstore.Oid) string {
+	if id.IsZero() {
+		return ""
+	}
+	cc, err := c.read(id)
+	if err != nil {
+		return ""
+	}
+	r, err := record.ParseRepositoryRecord(cc.Record)
+	if err != nil {
+		return ""
+	}
+	return r.ID
 }
 
 // checkRepository checks an update of refs/bernstein/repository: it keeps
