@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // UpgradeResult says what Upgrade did.
@@ -160,4 +162,16 @@ func writeSynced(path string, b []byte, perm fs.FileMode) error {
 		err = cerr
 	}
 	return err
+}
+
+// AcceptRef makes this host's writer forget the head it remembers for ref
+// (a journal, ledger, spine or audit mirror moved back on purpose): the
+// chain as it stands is no longer a rollback here (docs/trust.md,
+// Rollbacks).
+func (s *Store) AcceptRef(ref string) error {
+	if !strings.HasPrefix(ref, refs.JournalPrefix) && !strings.HasPrefix(ref, refs.LedgerPrefix) &&
+		!strings.HasPrefix(ref, refs.SpinePrefix) && !strings.HasPrefix(ref, refs.AuditPrefix) {
+		return fmt.Errorf("invalid ref: %q is no journal, ledger, spine or audit mirror (refs/bernstein/{journal,ledger,spine,audit}/...)", ref)
+	}
+	return s.heads.Forget(ref)
 }

@@ -67,3 +67,40 @@ func upgradeRun(o *upgradeOptions) error {
 		return nil
 	})
 }
+
+type auditAcceptOptions struct {
+	IO    *IO
+	Store openFunc
+	Ref   string
+}
+
+const auditAcceptLong = `Accept a journal, ledger, spine or audit mirror as it stands: this host's
+writer forgets the head it remembers for REF, so a chain moved back on
+purpose (a repair, a history deliberately cut) is no longer a rollback here
+(docs/trust.md, Rollbacks). The rollback error names the command to run.
+
+Exit status: 0 accepted; 1 not such a ref, or an error.`
+
+func newAuditAcceptCmd(f *factory, runF func(*auditAcceptOptions) error) *cobra.Command {
+	o := &auditAcceptOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "accept REF",
+		Short: "Accept a chain moved back on purpose",
+		Long:  auditAcceptLong,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ref = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return withStore(o.Store, func(s *bernstein.Store) error {
+				if err := s.AcceptRef(o.Ref); err != nil {
+					return err
+				}
+				fmt.Fprintf(o.IO.Out, "accepted %s as it stands: this host forgot the head it remembered for it\n", o.Ref)
+				return nil
+			})
+		},
+	}
+	return cmd
+}
