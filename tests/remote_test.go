@@ -567,6 +567,8 @@ func TestPushRefusedByRemote(t *testing.T) {
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'guard: T-A journal index 0 is not signed' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// init --remote pushed the repository's identity and the key already.
+	before := refsOf(t, srv.dir("tasks.git"), refs.Prefix)
 	a.work("T-A", "notes", 1)
 	r := a.want(1, "push")
 	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed\n") || !strings.Contains(r.err, "bernstein: origin refused") ||
@@ -576,9 +578,7 @@ func TestPushRefusedByRemote(t *testing.T) {
 	if n := strings.Count(r.err, "is not signed"); n != 1 {
 		t.Fatalf("the remote's words are printed %d times:\n%s", n, r.err)
 	}
-	if n := len(refsOf(t, srv.dir("tasks.git"), refs.Prefix)); n != 0 {
-		t.Fatalf("the remote took %d refs", n)
-	}
+	sameRefs(t, "the remote's refs after a refused push", refsOf(t, srv.dir("tasks.git"), refs.Prefix), before)
 }
 
 // TestFetchWriterDivergence: one writer identity used on two hosts makes its
