@@ -80,7 +80,7 @@ var (
 // journal or ledger, the writer of a spine, audit mirror or key ref.
 type RefInfo struct {
 	Ref    string `json:"ref"`
-	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, other
+	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, other
 	Task   string `json:"task,omitempty"`
 	Writer string `json:"writer,omitempty"`
 }
@@ -110,8 +110,16 @@ func DescribeRef(ref string) RefInfo {
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
 		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"):
+		if in.Kind == "key" {
+			// refs/bernstein/writers/<writer>.<key>: one ref per key.
+			if w, _, err := refs.ParseWriterRef(ref); err == nil {
+				in.Writer = w
+			}
+		}
 	case ref == refs.Prefix+"keys":
 		in.Kind = "keys"
+	case ref == refs.Repository:
+		in.Kind = "repository"
 	}
 	return in
 }
@@ -126,6 +134,8 @@ func (in RefInfo) What() string {
 		return fmt.Sprintf("writer %s (%s)", in.Writer, in.Kind)
 	case in.Kind == "keys":
 		return "the published keys (" + in.Ref + ")"
+	case in.Kind == "repository":
+		return "the repository's identity (" + in.Ref + ")"
 	}
 	return in.Ref
 }
@@ -167,6 +177,8 @@ func (d Divergence) Meaning() string {
 		return "only writer " + d.Writer + " writes this chain, so either its identity (BERNSTEIN_HOME) is in use on two hosts or a chain was rewritten: find out which before anything else"
 	case "keys":
 		return "two hosts published keys into the one keys ref on their own: fetch before bernstein init on a new host"
+	case "repository":
+		return "this repository and the remote are two repositories (each minted its own identity, docs/format.md): a clone made before the remote had one ran bernstein init on its own; clone the remote again (bernstein clone) and init there"
 	}
 	return "the ref moved on both sides"
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // Keys across hosts, through a shared remote and `bernstein keys pin`
@@ -59,8 +60,11 @@ func TestRemoteKeysPinnedAndChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := "refs/bernstein/writers/host-a"
-	tree := gitRun(t, bare, "rev-parse", ref+"^{tree}")
+	// From storage format 2 on each key has a ref of its own, named by the
+	// writer and the key: the attacker's key sits beside host-a's.
+	own := a.writerRef()
+	ref := refs.WriterKey("host-a", refs.KeyHex(other.PublicKey().Marshal()))
+	tree := gitRun(t, bare, "rev-parse", own+"^{tree}")
 	blob := strings.TrimSpace(gitStdin(t, bare, other.AuthorizedKey()+"\n", "hash-object", "-w", "--stdin"))
 	var entries []string
 	for _, l := range strings.Split(strings.TrimSpace(gitRun(t, bare, "ls-tree", strings.TrimSpace(tree))), "\n") {
@@ -71,18 +75,24 @@ func TestRemoteKeysPinnedAndChanged(t *testing.T) {
 	}
 	newTree := strings.TrimSpace(gitStdin(t, bare, strings.Join(entries, "\n")+"\n", "mktree"))
 	// The message (the key record) is copied: only the .pub file changes.
-	_, msg, _ := strings.Cut(gitRun(t, bare, "cat-file", "commit", ref), "\n\n")
-	forged := strings.TrimSpace(gitStdin(t, bare, msg, "commit-tree", newTree, "-p", strings.TrimSpace(gitRun(t, bare, "rev-parse", ref))))
+	_, msg, _ := strings.Cut(gitRun(t, bare, "cat-file", "commit", own), "\n\n")
+	forged := strings.TrimSpace(gitStdin(t, bare, msg, "commit-tree", newTree))
 	gitRun(t, bare, "update-ref", ref, forged)
 
 	r = b.want(0, "fetch")
 	newFP := sshKeygenFingerprint(t, writeTemp(t, other.AuthorizedKey()+"\n"))
-	want := "WARNING: the published key of writer host-a CHANGED: refs/bernstein/writers/host-a publishes " + newFP + ", but " + aFP + " is pinned"
+	want := "WARNING: the published key of writer host-a CHANGED: " + ref + " publishes " + newFP + ", but " + aFP + " is pinned"
 	if !strings.Contains(r.err, want) {
 		t.Fatalf("fetch of a substituted key: stderr\n%s\nwant %q", r.err, want)
 	}
-	if r := b.want(1, "keys", "pin", "--all"); !strings.Contains(r.err, "writer key changed") {
-		t.Fatalf("pin --all over a changed key: %s%s", r.out, r.err)
+	// Pinning again keeps host-a's pinned key; a host that pinned nobody
+	// must choose, by fingerprint.
+	b.ok("keys", "pin", "--all")
+	if out := b.ok("keys", "list"); !strings.Contains(out, aFP) || !strings.Contains(out, newFP) {
+		t.Fatalf("keys list after pin --all:\n%s", out)
+	}
+	if r := b.want(1, "keys", "pin", "--replace", "host-a"); !strings.Contains(r.err, aFP) || !strings.Contains(r.err, newFP) || !strings.Contains(r.err, "--key") {
+		t.Fatalf("pin --replace of a name with two keys: %s%s", r.out, r.err)
 	}
 	// The substitution grants nothing: everything host-a signed still
 	// verifies against the pinned key (host-c is not pinned: not --strict).
@@ -93,10 +103,10 @@ func TestRemoteKeysPinnedAndChanged(t *testing.T) {
 	junk := strings.TrimSpace(gitStdin(t, bare, "not a key record\n", "commit-tree", newTree, "-p", forged))
 	gitRun(t, bare, "update-ref", ref, junk)
 	r = b.want(0, "fetch")
-	if !strings.Contains(r.err, "WARNING: refs/bernstein/writers/host-a, the key ref of writer host-a, cannot be read") {
+	if !strings.Contains(r.err, "WARNING: "+ref+", the key ref of writer host-a, cannot be read") {
 		t.Fatalf("fetch of an unreadable key ref: stderr\n%s", r.err)
 	}
-	if out := b.ok("keys", "list"); !strings.Contains(out, "\trefs/bernstein/writers/host-a\tUNREADABLE\n") {
+	if out := b.ok("keys", "list"); !strings.Contains(out, "\t"+ref+"\tUNREADABLE\n") {
 		t.Fatalf("keys list:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(b.home, "pins")); err != nil {

@@ -125,6 +125,7 @@ func TestRemoteSameTaskRace(t *testing.T) {
 			b, _ := cloneHost(t, url, root, "host-b")
 			signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 			a.signers, b.signers = signers, signers
+			srv.operatorPin(t, "tasks.git", signers, a, b)
 			a.post("T-1", "notes", "agent-host-a", tok, 1)
 			b.post("T-1", "notes", "agent-host-a", tok, 2)
 			before := map[*host]map[string]string{a: a.refs(), b: b.refs()}
@@ -229,6 +230,8 @@ func TestPushRejectedMessage(t *testing.T) {
 	b, _ := cloneHost(t, url, root, "host-b")
 	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 	a.signers, b.signers = signers, signers
+	srv.operatorPin(t, "tasks.git", signers, a, b)
+	srv.operatorPin(t, "mirror.git", signers, a, b)
 	b.git("remote", "add", "mirror", mirror)
 	b.ok("remote", "setup", "mirror")
 	b.post("T-1", "notes", "agent-host-a", tok, 1)
@@ -319,6 +322,7 @@ func TestPushNonAtomicDivergence(t *testing.T) {
 	b, _ := cloneHost(t, url, root, "host-b")
 	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 	a.signers, b.signers = signers, signers
+	srv.operatorPin(t, "tasks.git", signers, a, b)
 	a.post("T-1", "notes", "agent-host-a", tok, 1)
 	a.ok("push")
 	b.ok("checkpoint", "T-1", "--commit", strings.TrimSpace(b.git("rev-parse", "origin/main")))
@@ -346,7 +350,7 @@ func TestPushNonAtomicDivergence(t *testing.T) {
 	for _, p := range res.Pushed {
 		pushed = append(pushed, p.Ref)
 	}
-	want := []string{refs.Audit("host-b"), refs.Writer("host-b")}
+	want := []string{refs.Audit("host-b"), b.writerRef()}
 	if strings.Join(pushed, " ") != strings.Join(want, " ") || res.UpToDate != upToDate || res.Replanned != 1 ||
 		len(res.Diverged) != 1 || res.Diverged[0].Ref != refs.Journal("T-1") {
 		t.Fatalf("push result: %+v; want pushed %v, %d up to date, one replan, T-1 diverged", res, want, upToDate)
