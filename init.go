@@ -1,10 +1,16 @@
 package bernstein
 
 import (
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // InitResult says what Init did.
@@ -22,6 +28,21 @@ type InitResult struct {
 	// SSHAgent is set when the writer's signing key lives in ssh-agent
 	// (InitAgent).
 	SSHAgent bool `json:"ssh_agent,omitempty"`
+	// RepositoryID is the repository's identity (docs/format.md), "" in a
+	// repository of storage format 1; RepositoryMinted is set when this
+	// init minted it.
+	RepositoryID     string `json:"repository_id"`
+	KeyHex           string `json:"-"` // the key's SHA-256 in hex: its writers ref's suffix
+	RepositoryMinted bool   `json:"repository_minted"`
+	StorageFormat    int    `json:"storage_format"`
+	// OtherKeys are the fingerprints of keys published under this writer's
+	// name that are not its key (someone else's claim to the name: only the
+	// key a reader pins writes for it).
+	OtherKeys []string `json:"other_keys,omitempty"`
+	// IdentityPushed names the remote init pushed a new identity to
+	// (Options.Remote).
+	IdentityPushed string `json:"identity_pushed,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 // KeyRecord is the published record of a writer's public key.
@@ -34,8 +55,11 @@ const (
 
 // Init prepares a repository for writing: it creates the repository when o
 // names an empty or missing folder, the writer identity in BERNSTEIN_HOME
-// when there is none, and publishes the writer's public key in its ref
-// refs/bernstein/writers/<writer>. Running it again changes nothing.
+// when there is none, mints the repository's identity when it has neither
+// an identity nor any chain (docs/format.md), and publishes the writer's
+// public key in its ref refs/bernstein/writers/<writer>.<key>
+// (refs/bernstein/writers/<writer> in a repository of storage format 1).
+// Running it again changes nothing.
 func Init(o Options, writer string) (*InitResult, error) {
 	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.Create(home, writer) })
 }
@@ -81,10 +105,65 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 	s.core.SetIdentity(id)
 	res.Writer, res.Home, res.PublicKey, res.IdentityCreated = id.Writer, s.core.Home, id.AuthorizedKey(), made
 	res.SSHAgent = id.InAgent()
-	out, err := s.w.Submit(func(t *txn.Tx) (any, error) { return t.PublishKey() })
+	if o.Remote != "" && s.core.IdentityID() == "" {
+		// A clone made before its remote had an identity, or with plain
+		// git: take the remote's rather than mint a rival one.
+		if _, err := s.Fetch(o.Remote); err != nil {
+			return nil, fmt.Errorf("init --remote %s: fetching the remote's refs/bernstein/* first (so as not to mint a repository identity the remote's would contend with): %w", o.Remote, err)
+		}
+	}
+	type done struct{ minted, published bool }
+	out, err := s.w.Submit(func(t *txn.Tx) (any, error) {
+		// A repository with no chain yet gets its identity, in the same
+		// transaction as the key and the audit entry that records it (both
+		// rooted in it).
+		rid, err := txn.NewRepositoryID()
+		if err != nil {
+			return nil, err
+		}
+		minted, err := t.MintRepository(rid)
+		if err != nil {
+			return nil, err
+		}
+		published, err := t.PublishKey()
+		return done{minted, published}, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	res.KeyPublished = out.(bool)
+	res.RepositoryMinted, res.KeyPublished = out.(done).minted, out.(done).published
+	if res.RepositoryMinted && o.Remote != "" {
+		// The next clone of the remote takes the identity from it.
+		if _, err := s.Push(o.Remote); err != nil {
+			res.Note = fmt.Sprintf("the repository's new identity is not on %s yet (%v): push before another host runs bernstein init in a clone of it", o.Remote, err)
+		} else {
+			res.IdentityPushed = o.Remote
+		}
+	}
+	res.RepositoryID, res.StorageFormat = s.core.IdentityID(), formatOf(s.core.IdentityID())
+	res.KeyHex = refs.KeyHex(id.PublicKey().Marshal())
+	if res.StorageFormat == 1 {
+		res.Note = "this repository is in storage format 1 (it holds chains and no repository identity): 'bernstein upgrade' moves it to format 2 (docs/format.md, Upgrading)"
+	}
+	keys, err := s.PublishedKeys()
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range keys[id.Writer] {
+		if line != id.AuthorizedKey() {
+			if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+				res.OtherKeys = append(res.OtherKeys, ssh.FingerprintSHA256(k))
+			}
+		}
+	}
 	return res, nil
+}
+
+// formatOf is the storage format of a repository whose identity's id is
+// id ("" when it has none).
+func formatOf(id string) int {
+	if id == "" {
+		return record.FormatLegacy
+	}
+	return record.FormatCurrent
 }

@@ -32,6 +32,10 @@ type PinOptions = pins.Options
 // ErrKeyChanged reports a pin that would replace a different pinned key.
 var ErrKeyChanged = pins.ErrKeyChanged
 
+// ErrAmbiguous reports a writer name under which several keys are
+// published, none of them named (PinOptions.Key) or pinned already.
+var ErrAmbiguous = pins.ErrAmbiguous
+
 // ErrNotPinned reports an unpin of a writer the pin file does not name.
 var ErrNotPinned = pins.ErrNotPinned
 
@@ -86,7 +90,8 @@ type WriterKey struct {
 }
 
 // PublishedWriterKeys lists the published keys with their fingerprints,
-// sorted by writer. A key that does not parse is listed with an empty
+// sorted by writer (a writer name under which several keys are published
+// is listed once per key). A key that does not parse is listed with an empty
 // fingerprint.
 func (s *Store) PublishedWriterKeys() ([]WriterKey, error) {
 	pub, err := s.PublishedKeys()
@@ -94,13 +99,20 @@ func (s *Store) PublishedWriterKeys() ([]WriterKey, error) {
 		return nil, err
 	}
 	out := make([]WriterKey, 0, len(pub))
-	for w, line := range pub {
-		k := WriterKey{Writer: w, Key: line}
-		if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
-			k.KeyType, k.Fingerprint = pk.Type(), ssh.FingerprintSHA256(pk)
+	for w, lines := range pub {
+		for _, line := range lines {
+			k := WriterKey{Writer: w, Key: line}
+			if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+				k.KeyType, k.Fingerprint = pk.Type(), ssh.FingerprintSHA256(pk)
+			}
+			out = append(out, k)
 		}
-		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Writer != out[j].Writer {
+			return out[i].Writer < out[j].Writer
+		}
+		return out[i].Fingerprint < out[j].Fingerprint
+	})
 	return out, nil
 }

@@ -53,7 +53,7 @@ func requireTask(view refs.Source, task string) error {
 
 // Productions lists the artifact keys the local lineage spines carry.
 func (s *Store) Productions() ([]verify.Production, error) {
-	view, err := s.core.Refs.Snapshot(refs.SpinePrefix, refs.Keys, refs.WritersPrefix)
+	view, err := s.core.Refs.Snapshot(refs.SpinePrefix, refs.Keys, refs.WritersPrefix, refs.Repository)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ type ReadView struct {
 // of every task. A task id that is not valid is bad input (field task_id),
 // refused before any ref is read.
 func (s *Store) ReadView(task string) (*ReadView, error) {
-	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys, refs.WritersPrefix, refs.ForksPrefix}
+	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix}
 	if task != "" {
 		if err := validateTask(task); err != nil {
 			return nil, err

@@ -54,6 +54,10 @@ type Options struct {
 	// a push passes on git's command line (a larger push goes through
 	// temporary refs); 0 is the default.
 	PushArgBudget int
+	// Remote, for Init only, is the remote the repository shares (init
+	// --remote): a repository without an identity fetches it from there
+	// first, and one that init gives an identity pushes it there at once.
+	Remote string
 }
 
 // Store is an open bernstein repository.
@@ -110,8 +114,14 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.ForksPrefix)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix)
 }
+
+// AdoptIdentity is for the remote guard, about to accept the push that
+// gives this bare repository its identity id (docs/format.md): the pins
+// made before, under the repository's path, go over to the identity, and
+// this store keys them by it from now on.
+func (s *Store) AdoptIdentity(id string) error { return s.core.AdoptIdentity(id) }
 
 // GitDir returns the repository's (common) git directory.
 func (s *Store) GitDir() string { return s.core.GitDir }
@@ -141,7 +151,7 @@ func (s *Store) VerifyEnv(view refs.Source) (*verify.Env, error) {
 
 // PublishedKeys reads the published keys: writer -> authorized key line.
 // These keys are not trusted by themselves; see docs/trust.md.
-func (s *Store) PublishedKeys() (map[string]string, error) {
+func (s *Store) PublishedKeys() (map[string][]string, error) {
 	view, err := s.core.Refs.Snapshot(refs.KeyScope...)
 	if err != nil {
 		return nil, err

@@ -263,7 +263,7 @@ func (l *lab) writersCommit(tp *tip, key, signersKey ssh.PublicKey, signer *keys
 func TestGuardChecks(t *testing.T) {
 	l := newLab(t)
 	journal, ledgerRef := refs.Journal("T-1"), refs.Ledger("T-1")
-	spine, audit, writers := refs.Spine("host-a"), refs.Audit("host-a"), refs.Writer("host-a")
+	spine, audit, writers := refs.Spine("host-a"), refs.Audit("host-a"), refs.WriterKey("host-a", refs.KeyHex(l.id.PublicKey().Marshal()))
 	noTrust := func() *hooks.Guard { return &hooks.Guard{Trust: keys.NewTrustSet(nil, nil)} }
 	cases := []struct {
 		name   string
@@ -517,13 +517,27 @@ func TestGuardChecks(t *testing.T) {
 			w := l.tip(writers)
 			l.writersCommit(w, l.other.PublicKey(), l.other.PublicKey(), l.other)
 			return []hooks.Update{w.update()}
+		}, "key_record", "in a ref named for another key"},
+
+		{"format-1 writer key substituted (pinned)", nil, func() []hooks.Update {
+			w := &tip{ref: refs.Writer("host-a")}
+			l.writersCommit(w, l.other.PublicKey(), l.other.PublicKey(), l.other)
+			return []hooks.Update{w.update()}
 		}, "key_substitution", "is pinned for it on this remote: a substituted key is refused"},
 
 		{"writer key changed (unpinned)", noTrust, func() []hooks.Update {
 			w := l.tip(writers)
 			l.writersCommit(w, l.other.PublicKey(), l.other.PublicKey(), l.other)
 			return []hooks.Update{w.update()}
-		}, "key_substitution", "but the remote publishes " + ssh.FingerprintSHA256(l.id.PublicKey()) + " for it: a writer id has one key"},
+		}, "key_record", "publishes " + ssh.FingerprintSHA256(l.other.PublicKey()) + " in a ref named for another key"},
+
+		{"format-1 writer key changed (unpinned)", noTrust, func() []hooks.Update {
+			w := &tip{ref: refs.Writer("host-a")}
+			l.writersCommit(w, l.id.PublicKey(), l.id.PublicKey(), l.id)
+			first := w.head
+			l.writersCommit(w, l.other.PublicKey(), l.other.PublicKey(), l.other)
+			return []hooks.Update{{Ref: refs.Writer("host-a"), Old: first, New: w.head}}
+		}, "key_substitution", "but the remote publishes " + ssh.FingerprintSHA256(l.id.PublicKey()) + " for it: a writer id has one key per ref"},
 
 		{"writer key commit unsigned", nil, func() []hooks.Update {
 			w := l.tip(writers)

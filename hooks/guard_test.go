@@ -250,7 +250,7 @@ func TestGuardRefuses(t *testing.T) {
 			line := strings.TrimSpace(string(pub))
 			fields := strings.Fields(line)
 			line = fields[0] + " " + fields[1]
-			ref := "refs/bernstein/writers/host-a"
+			ref := c.writerRef()
 			head := c.git("rev-parse", ref)
 			tree := mktree(t, c,
 				"100644 blob "+hashObject(t, c, line+"\n")+"\thost-a.pub",
@@ -260,7 +260,7 @@ func TestGuardRefuses(t *testing.T) {
 			substituted := keyFingerprint(t, line)
 			t.Logf("substituted key %s, pinned %s", substituted, fp)
 			return []string{"--atomic", allBernstein}
-		}, []string{"refused refs/bernstein/writers/host-a (writer host-a, key SHA256:", "but " + fp + " is pinned for it on this remote: a substituted key is refused [key_substitution]"}},
+		}, []string{"refused refs/bernstein/writers/host-a.", "publishes SHA256:", "in a ref named for another key [key_record]"}},
 
 		{"deletion", func(c *host) []string {
 			return []string{":" + journal}
@@ -295,7 +295,7 @@ func TestGuardRefuses(t *testing.T) {
 		pub, _ := os.ReadFile(keyFile + ".pub")
 		f := strings.Fields(string(pub))
 		line := f[0] + " " + f[1]
-		ref := "refs/bernstein/writers/host-a"
+		ref := c.writerRef()
 		head := c.git("rev-parse", ref)
 		tree := mktree(t, c,
 			"100644 blob "+hashObject(t, c, line+"\n")+"\thost-a.pub",
@@ -305,6 +305,6 @@ func TestGuardRefuses(t *testing.T) {
 		if code == 0 {
 			t.Fatalf("push accepted:\n%s", out)
 		}
-		mustContain(t, out, "(writer host-a, key "+keyFingerprint(t, line)+"): the push publishes "+keyFingerprint(t, line)+" as writer host-a's key")
+		mustContain(t, out, "(writer host-a, key "+keyFingerprint(t, line)+"): commit ", "publishes "+keyFingerprint(t, line)+" in a ref named for another key")
 	})
 }

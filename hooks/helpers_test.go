@@ -87,6 +87,24 @@ func newHost(t *testing.T, writer string) *host {
 	return h
 }
 
+// newHostFrom is a host of writer whose repository is a clone of src's,
+// its refs/bernstein/* included (the same repository, so the same
+// identity), made with plain git before bernstein init.
+func newHostFrom(t *testing.T, writer string, src *host) *host {
+	t.Helper()
+	root := t.TempDir()
+	h := &host{t: t, root: root, dir: filepath.Join(root, "work"), home: filepath.Join(root, "home"), writer: writer, tokens: map[string]string{}}
+	if out, err := exec.Command("git", "clone", "-q", src.dir, h.dir).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v %s", err, out)
+	}
+	h.git("fetch", "-q", src.dir, "refs/bernstein/*:refs/bernstein/*")
+	if _, err := bernstein.Init(bernstein.Options{Repo: h.dir, Home: h.home}, writer); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	h.reopen()
+	return h
+}
+
 func (h *host) reopen() {
 	h.t.Helper()
 	if h.s != nil {
@@ -153,14 +171,25 @@ func (h *host) checkpoint(task string) {
 // signers is the allowed_signers line the host's writers ref publishes, as
 // plain git shows it: what an operator pins after checking it.
 func (h *host) signers() string {
-	return h.git("show", "refs/bernstein/writers/"+h.writer+":allowed_signers") + "\n"
+	return h.git("show", h.writerRef()+":allowed_signers") + "\n"
+}
+
+// writerRef is the ref that publishes the host's key: named by the writer
+// and the key (storage format 2).
+func (h *host) writerRef() string {
+	h.t.Helper()
+	ref := h.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/"+h.writer+".*")
+	if ref == "" || strings.Contains(ref, "\n") {
+		h.t.Fatalf("the writers refs of %s: %q", h.writer, ref)
+	}
+	return ref
 }
 
 // fingerprint is the SHA256 fingerprint of the host's published key, as
 // ssh-keygen computes it.
 func (h *host) fingerprint() string {
 	h.t.Helper()
-	return keyFingerprint(h.t, h.git("show", "refs/bernstein/writers/"+h.writer+":"+h.writer+".pub"))
+	return keyFingerprint(h.t, h.git("show", h.writerRef()+":"+h.writer+".pub"))
 }
 
 func keyFingerprint(t *testing.T, authorizedKey string) string {
@@ -182,12 +211,19 @@ func keyFingerprint(t *testing.T, authorizedKey string) string {
 
 // copyRepo copies the host's work tree (with its .git) to a fresh folder:
 // a place to tamper with, leaving the host as it was.
+// copyRepo is another host of the same writer identity: a copy of the
+// repository and of BERNSTEIN_HOME (what this host's writer remembers of
+// the repository, its heads, goes with the home, so the copy remembers its
+// own).
 func (h *host) copyRepo() *host {
 	h.t.Helper()
 	c := *h
 	c.dir = filepath.Join(h.t.TempDir(), "copy")
-	if out, err := exec.Command("cp", "-a", h.dir, c.dir).CombinedOutput(); err != nil {
-		h.t.Fatalf("cp: %v %s", err, out)
+	c.home = filepath.Join(h.t.TempDir(), "home")
+	for _, cp := range [][2]string{{h.dir, c.dir}, {h.home, c.home}} {
+		if out, err := exec.Command("cp", "-a", cp[0], cp[1]).CombinedOutput(); err != nil {
+			h.t.Fatalf("cp: %v %s", err, out)
+		}
 	}
 	c.s = nil
 	c.reopen()

@@ -97,7 +97,7 @@ func TestGuardUnpinnedWriter(t *testing.T) {
 	if r.refs() != "" {
 		t.Fatalf("refs moved: %s", r.refs())
 	}
-	if out, code := h.push(r, "refs/bernstein/writers/host-a:refs/bernstein/writers/host-a"); code != 0 {
+	if out, code := h.push(r, h.writerRef()+":"+h.writerRef()); code != 0 {
 		t.Fatalf("publishing the key alone refused:\n%s", out)
 	}
 	mustContain(t, r.mustCLI("keys", "pin", "host-a"), "pinned host-a "+h.fingerprint())
@@ -192,8 +192,7 @@ func TestPrePushUnpinnedWriter(t *testing.T) {
 	a.task("T-1")
 	a.post("T-1", "summary", "first")
 	a.post("T-1", "summary", "second")
-	b := newHost(t, "host-b")
-	b.git("fetch", "-q", a.dir, allBernstein)
+	b := newHostFrom(t, "host-b", a)
 	if out, code := b.cli("hooks", "install", "--pre-push"); code != 0 {
 		t.Fatalf("install: %s", out)
 	}

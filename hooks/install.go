@@ -182,10 +182,17 @@ func Install(o InstallOptions) (*Installed, error) {
 			res.Updated = true
 			break
 		}
-		if _, err := os.Lstat(chained); err == nil {
-			return nil, fmt.Errorf("%s exists and is not bernstein's, and %s is taken already: move one of them away first", path, chained)
-		}
-		if err := os.Rename(path, chained); err != nil {
+		// The hook stays in place until ours replaces it in one rename: it
+		// is kept by a second link (NAME.chained), never moved away first,
+		// so a crash at any step leaves the old hook or ours, never none.
+		if cfi, err := os.Lstat(chained); err == nil {
+			if !os.SameFile(fi, cfi) {
+				return nil, fmt.Errorf("%s exists and is not bernstein's, and %s is taken already: move one of them away first", path, chained)
+			}
+			// An install stopped after keeping the hook: go on from there.
+		} else if err := os.Link(path, chained); err != nil {
+			return nil, fmt.Errorf("keeping the %s hook as %s: %w", o.Hook, chained, err)
+		} else if err := syncDir(r.HooksDir); err != nil {
 			return nil, err
 		}
 		res.Chained = chained
@@ -194,27 +201,52 @@ func Install(o InstallOptions) (*Installed, error) {
 		return nil, err
 	}
 	if err := writeExecutable(path, want); err != nil {
-		if res.Chained != "" && !res.Updated {
-			os.Rename(chained, path) // put the kept hook back
-		}
 		return nil, err
 	}
 	return res, nil
 }
 
-// writeExecutable writes an executable file whole (temporary file, rename).
+// writeExecutable writes an executable file whole: a synced temporary file
+// renamed over path, then the directory synced, so path is the old file or
+// the new one at every instant, also after a crash.
 func writeExecutable(path, content string) error {
 	tmp := path + ".bernstein-tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o755); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // whatever the umask
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Chmod(0o755) // whatever the umask
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the renames and links in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
 		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -13,8 +13,10 @@ import (
 	"strings"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -239,6 +241,14 @@ func runGuard(o RunOptions) int {
 		say("the chained %s hook refused the push (exit status %d)", o.Hook, code)
 		return ExitRefused
 	}
+	// A push that gives this repository its identity: what was pinned for
+	// it before goes over to the identity, as will the keys pinned now.
+	if id := newIdentity(objs, updates); id != "" {
+		if err := s.AdoptIdentity(id); err != nil {
+			say("refused: %v; no ref was updated", err)
+			return ExitRefused
+		}
+	}
 	if len(res.FirstUse) > 0 {
 		if err := pinFirstUse(s, res.FirstUse); err != nil {
 			say("refused: %v; no ref was updated", err)
@@ -249,6 +259,26 @@ func runGuard(o RunOptions) int {
 		}
 	}
 	return ExitOK
+}
+
+// newIdentity is the id of the identity a push creates
+// (refs/bernstein/repository, which the remote lacks), "" when it creates
+// none.
+func newIdentity(objs *gitstore.Repo, updates []Update) string {
+	for _, u := range updates {
+		if u.Ref != refs.Repository || !u.Old.IsZero() || u.New.IsZero() {
+			continue
+		}
+		var id string
+		chain.Walk(objs, u.New, func(cc chain.Commit) bool {
+			if r, err := record.ParseRepositoryRecord(cc.Record); cc.Err == nil && err == nil {
+				id = r.ID
+			}
+			return true
+		})
+		return id
+	}
+	return ""
 }
 
 // pinFirstUse pins the keys a guard took on first use, through the pin
@@ -262,6 +292,7 @@ func pinFirstUse(s *bernstein.Store, fs []FirstUse) error {
 	defer os.Remove(f.Name())
 	var writers []string
 	for _, u := range fs {
+		fmt.Fprintln(f, keys.FirstUseComment) // the writer may act on its own tasks only
 		fmt.Fprintln(f, keys.AllowedSignersLine(u.Writer, u.Key))
 		writers = append(writers, u.Writer)
 	}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hiddeco/sshsig"
 	"golang.org/x/crypto/ssh"
@@ -285,20 +286,42 @@ func verifyParsed(payload []byte, sig *sshsig.Signature, pub ssh.PublicKey) erro
 type AllowedSigner struct {
 	Principals []string
 	Namespaces []string // empty: any
-	Key        ssh.PublicKey
+	// ValidAfter and ValidBefore are the line's valid-after and
+	// valid-before options as written ("" when absent): a key is valid for
+	// signatures made (as git tells ssh-keygen: at the commit's committer
+	// date) at or after the one and at or before the other. After and
+	// Before are the same as Unix seconds (0 when absent).
+	ValidAfter, ValidBefore string
+	After, Before           int64
+	Key                     ssh.PublicKey
+	// FirstUse marks a key the remote guard pinned on first use (the
+	// comment line FirstUseComment before it): a writer trusted only so may
+	// act on the tasks it created and on no other (docs/trust.md).
+	FirstUse bool
 }
+
+// FirstUseComment is the comment line a pin file writes before a key the
+// remote guard pinned on first use. allowed_signers has no option for it
+// (ssh-keygen refuses options it does not know), and git reads a comment
+// as nothing.
+const FirstUseComment = "# bernstein: trusted on first use"
 
 // ParseAllowedSigners parses git's allowed_signers format (as ssh-keygen's
 // ALLOWED SIGNERS section describes it). Certificate authorities are not
-// supported and are refused.
+// supported and are refused, as are options ssh-keygen does not know.
 func ParseAllowedSigners(data []byte) ([]AllowedSigner, error) {
 	var out []AllowedSigner
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	n := 0
+	firstUse := false
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
+		if line == FirstUseComment {
+			firstUse = true
+			continue
+		}
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -315,19 +338,59 @@ func ParseAllowedSigners(data []byte) ([]AllowedSigner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("allowed signers line %d: %v", n, err)
 		}
-		as := AllowedSigner{Principals: strings.Split(strings.Trim(principals, `"`), ","), Key: key}
+		as := AllowedSigner{Principals: strings.Split(strings.Trim(principals, `"`), ","), Key: key, FirstUse: firstUse}
+		firstUse = false
 		for _, o := range splitOptions(opts) {
 			name, val, _ := strings.Cut(o, "=")
+			val = strings.Trim(val, `"`)
 			switch strings.ToLower(name) {
 			case "namespaces":
-				as.Namespaces = strings.Split(strings.Trim(val, `"`), ",")
+				as.Namespaces = strings.Split(val, ",")
+			case "valid-after":
+				if as.After, err = ParseSignerTime(val); err != nil {
+					return nil, fmt.Errorf("allowed signers line %d: valid-after: %v", n, err)
+				}
+				as.ValidAfter = val
+			case "valid-before":
+				if as.Before, err = ParseSignerTime(val); err != nil {
+					return nil, fmt.Errorf("allowed signers line %d: valid-before: %v", n, err)
+				}
+				as.ValidBefore = val
 			case "cert-authority":
 				return nil, fmt.Errorf("allowed signers line %d: cert-authority is not supported", n)
+			default:
+				return nil, fmt.Errorf("allowed signers line %d: unknown option %q (ssh-keygen knows namespaces, valid-after, valid-before and cert-authority)", n, name)
 			}
 		}
 		out = append(out, as)
 	}
 	return out, sc.Err()
+}
+
+// ParseSignerTime reads a valid-after or valid-before time as ssh-keygen
+// does: YYYYMMDD, YYYYMMDDHHMM or YYYYMMDDHHMMSS, in UTC with a trailing
+// "Z" and in the local time zone without one.
+func ParseSignerTime(s string) (int64, error) {
+	loc := time.Local
+	if t, ok := strings.CutSuffix(s, "Z"); ok {
+		s, loc = t, time.UTC
+	}
+	layout := map[int]string{8: "20060102", 12: "200601021504", 14: "20060102150405"}[len(s)]
+	if layout == "" {
+		return 0, fmt.Errorf("%q: want YYYYMMDD[HHMM[SS]][Z]", s)
+	}
+	t, err := time.ParseInLocation(layout, s, loc)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %v", s, err)
+	}
+	return t.Unix(), nil
+}
+
+// ValidAt reports whether the line's key is valid for a signature made at
+// when (Unix seconds), as ssh-keygen decides it for git: valid-after at or
+// before when, valid-before at or after it.
+func (a AllowedSigner) ValidAt(when int64) bool {
+	return (a.ValidAfter == "" || when >= a.After) && (a.ValidBefore == "" || when <= a.Before)
 }
 
 // ReadAllowedSigners parses the allowed_signers file at path.
@@ -386,27 +449,46 @@ func AllowedSignersLine(writer, authorizedKey string) string {
 	return Principal(writer) + ` namespaces="git" ` + authorizedKey
 }
 
-// TrustSet holds the keys a reader trusts, by writer.
+// Line formats the entry for writer as an allowed_signers line that keeps
+// its restrictions: the git namespace, valid-after and valid-before.
+func (a AllowedSigner) Line(writer string) string {
+	opts := `namespaces="git"`
+	if a.ValidAfter != "" {
+		opts += `,valid-after="` + a.ValidAfter + `"`
+	}
+	if a.ValidBefore != "" {
+		opts += `,valid-before="` + a.ValidBefore + `"`
+	}
+	line := Principal(writer) + " " + opts + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))
+	if a.FirstUse {
+		line = FirstUseComment + "\n" + line
+	}
+	return line
+}
+
+// TrustSet holds the keys a reader trusts, by writer, with the
+// restrictions each was trusted under.
 type TrustSet struct {
-	byWriter map[string][]ssh.PublicKey
+	byWriter map[string][]AllowedSigner
 }
 
 // NewTrustSet builds a trust set from pinned allowed signers (a principal
-// "W@bernstein" or "W" binds a key to writer W) and an optional local
-// identity, whose own key is always trusted.
+// "W@bernstein" or "W" binds a key to writer W; a key whose namespaces
+// leave out "git" signs no commit) and an optional local identity, whose
+// own key is always trusted.
 func NewTrustSet(pinned []AllowedSigner, local *Identity) *TrustSet {
-	t := &TrustSet{byWriter: map[string][]ssh.PublicKey{}}
+	t := &TrustSet{byWriter: map[string][]AllowedSigner{}}
 	for _, a := range pinned {
 		if len(a.Namespaces) > 0 && !contains(a.Namespaces, Namespace) {
 			continue
 		}
 		for _, p := range a.Principals {
 			w := strings.TrimSuffix(p, "@bernstein")
-			t.byWriter[w] = append(t.byWriter[w], a.Key)
+			t.byWriter[w] = append(t.byWriter[w], a)
 		}
 	}
 	if local != nil {
-		t.byWriter[local.Writer] = append(t.byWriter[local.Writer], local.PublicKey())
+		t.byWriter[local.Writer] = append(t.byWriter[local.Writer], AllowedSigner{Principals: []string{Principal(local.Writer)}, Key: local.PublicKey()})
 	}
 	return t
 }
@@ -420,15 +502,29 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// Trusted returns the keys trusted for writer.
+// Trusted returns the keys trusted for writer (whatever their
+// restrictions).
 func (t *TrustSet) Trusted(writer string) []ssh.PublicKey {
+	if t == nil {
+		return nil
+	}
+	var out []ssh.PublicKey
+	for _, a := range t.byWriter[writer] {
+		out = append(out, a.Key)
+	}
+	return out
+}
+
+// Entries returns the entries that trust a key for writer, with their
+// restrictions.
+func (t *TrustSet) Entries(writer string) []AllowedSigner {
 	if t == nil {
 		return nil
 	}
 	return t.byWriter[writer]
 }
 
-// IsTrusted reports whether key is trusted for writer.
+// IsTrusted reports whether key is trusted for writer at some time.
 func (t *TrustSet) IsTrusted(writer string, key ssh.PublicKey) bool {
 	kb := key.Marshal()
 	for _, k := range t.Trusted(writer) {
@@ -437,6 +533,56 @@ func (t *TrustSet) IsTrusted(writer string, key ssh.PublicKey) bool {
 		}
 	}
 	return false
+}
+
+// TrustedAt says whether key is trusted for writer for a signature made at
+// when (Unix seconds): "" when an entry that trusts it is valid then, else
+// why not (the key expired, or is not valid yet). A key some entry trusts
+// with no restriction is valid at any time.
+func (t *TrustSet) TrustedAt(writer string, key ssh.PublicKey, when int64) string {
+	kb := key.Marshal()
+	var why []string
+	for _, a := range t.Entries(writer) {
+		if !bytes.Equal(a.Key.Marshal(), kb) {
+			continue
+		}
+		if a.ValidAt(when) {
+			return ""
+		}
+		at := time.Unix(when, 0).UTC().Format(time.RFC3339)
+		if a.ValidBefore != "" && when > a.Before {
+			why = append(why, fmt.Sprintf("key %s of writer %s expired: signed at %s, valid before %s", ssh.FingerprintSHA256(key), writer, at, a.ValidBefore))
+		} else {
+			why = append(why, fmt.Sprintf("key %s of writer %s was not valid yet: signed at %s, valid after %s", ssh.FingerprintSHA256(key), writer, at, a.ValidAfter))
+		}
+	}
+	if len(why) == 0 {
+		return fmt.Sprintf("key %s is not trusted for writer %s", ssh.FingerprintSHA256(key), writer)
+	}
+	return strings.Join(why, "; ")
+}
+
+// Restricted reports whether any entry for writer restricts when its key
+// is valid, so that a signature's date matters.
+func (t *TrustSet) Restricted(writer string) bool {
+	for _, a := range t.Entries(writer) {
+		if a.ValidAfter != "" || a.ValidBefore != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// FirstUseOnly reports whether writer is trusted only on first use: every
+// key trusted for it was pinned so by a remote guard.
+func (t *TrustSet) FirstUseOnly(writer string) bool {
+	es := t.Entries(writer)
+	for _, a := range es {
+		if !a.FirstUse {
+			return false
+		}
+	}
+	return len(es) > 0
 }
 
 // Writers lists the writers the set trusts a key for, sorted.
@@ -455,17 +601,17 @@ func (t *TrustSet) Writers() []string {
 // Anchored reports whether the set trusts any key at all.
 func (t *TrustSet) Anchored() bool { return t != nil && len(t.byWriter) > 0 }
 
-// Fingerprint identifies the trusted keys (writers and key fingerprints,
-// sorted), so that something derived under one trust set is not taken for
-// something derived under another.
+// Fingerprint identifies the trusted keys (writers, key fingerprints and
+// their restrictions, sorted), so that something derived under one trust
+// set is not taken for something derived under another.
 func (t *TrustSet) Fingerprint() string {
 	if t == nil {
 		return ""
 	}
 	var lines []string
-	for w, ks := range t.byWriter {
-		for _, k := range ks {
-			lines = append(lines, w+" "+ssh.FingerprintSHA256(k))
+	for w, es := range t.byWriter {
+		for _, a := range es {
+			lines = append(lines, fmt.Sprintf("%s %s %s %s %v", w, ssh.FingerprintSHA256(a.Key), a.ValidAfter, a.ValidBefore, a.FirstUse))
 		}
 	}
 	sort.Strings(lines)

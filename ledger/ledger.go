@@ -200,7 +200,15 @@ func (s *State) Apply(r record.Row) error { return s.ApplyHashed(r, r.Hash()) }
 
 // ApplyHashed is Apply for a row whose hash the caller already has (from the
 // canonical bytes it read).
+//
+// The first row's prev is the chain's root: "" or the genesis hash of the
+// repository it belongs to. Whether that root is this repository's is the
+// reader's check (verify.Binding), made before the row is folded; a state
+// whose Head is set before its first row checks the root against it too.
 func (s *State) ApplyHashed(r record.Row, hash record.Hash) error {
+	if r.Index == 0 && s.Rows == 0 && s.Head == "" {
+		s.Head = r.Prev
+	}
 	if r.Index != s.Rows || r.Prev != s.Head {
 		return fmt.Errorf("ledger row %d out of chain", r.Index)
 	}

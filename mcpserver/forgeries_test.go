@@ -258,3 +258,24 @@ func TestForgedRowsGrantNothingOverMCPBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestCopiedTaskGrantsNothingOverMCP: a task copied with plain git from
+// another repository the same writer serves (forgetest.CopyTask) is
+// foreign over the tools too: its handle's proof is tampered and names the
+// binding, and a post on its claim token is refused and audited.
+func TestCopiedTaskGrantsNothingOverMCP(t *testing.T) {
+	r := newRepo(t)
+	c := forgetest.CopyTask(t, r.dir, filepath.Join(filepath.Dir(r.dir), "home"), writer, "C-1")
+	agent := serveAs(t, reopen(t, r), "agent", c.Token)
+	h := readHandle(t, agent, c.Task)
+	p := h["progress"].(map[string]any)
+	proof := p["proof"].(map[string]any)
+	faults := proof["rows_at_fault"].([]any)
+	if proof["state"] != "tampered" || len(faults) != c.Rows || !strings.Contains(fmt.Sprint(faults[0]), "foreign: its first record is rooted in another repository") {
+		t.Fatalf("the copied task's proof over MCP: %v", proof)
+	}
+	if p["ledger_rows"] != 0.0 || p["journal_rows"] != 0.0 || p["earned_steps"] != 0.0 {
+		t.Fatalf("the copied task's rows count over MCP: %v", p)
+	}
+	refusal(t, r, agent, report(c.Task, "summary", "on a copied claim"), "agent", record.ReasonClaimUnproven)
+}

@@ -82,7 +82,7 @@ func ParseIntent(data []byte) (in Intent, ok bool, err error) {
 // its row, never as a row without its seal.
 func rank(ref string) int {
 	switch {
-	case ref == Keys, strings.HasPrefix(ref, WritersPrefix):
+	case ref == Repository, ref == Keys, strings.HasPrefix(ref, WritersPrefix):
 		return 0
 	case strings.HasPrefix(ref, SpinePrefix):
 		return 1

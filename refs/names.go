@@ -4,6 +4,8 @@
 package refs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +29,9 @@ const (
 	// Keys is where writers published their keys before WritersPrefix: one
 	// ref for all, still read.
 	Keys = Prefix + "keys"
+	// Repository is the chain of the repository's identity and storage
+	// format (record.RepositoryRecord); format-1 repositories have none.
+	Repository = Prefix + "repository"
 	// AnchorsPrefix holds one ref per writer whose commits keep the project
 	// commits its work rows name reachable, so they travel with the journal.
 	AnchorsPrefix = Prefix + "anchors/"
@@ -36,11 +41,57 @@ const (
 	ForksPrefix = Prefix + "forks/"
 )
 
-// KeyScope is what a snapshot needs to read the published keys.
-var KeyScope = []string{Keys, WritersPrefix}
+// KeyScope is what a snapshot needs to prove rows: the published keys and
+// the repository's identity, in which every chain is rooted.
+var KeyScope = []string{Keys, WritersPrefix, Repository}
 
-// Writer returns the ref that publishes writer's key.
+// Writer returns the ref that publishes writer's key in a format-1
+// repository: one ref per writer name, which a second key for the name
+// would contend for.
 func Writer(writer string) string { return WritersPrefix + writer }
+
+// WriterKey returns the ref that publishes one key of writer from storage
+// format 2 on: the name and the key's SHA-256 fingerprint in lowercase hex
+// (KeyHex), so that two keys published under one name are two refs that
+// never contend. '.' never occurs in a writer name, and refs/bernstein/
+// writers/<writer> (a format-1 ref) is a file beside it, not a folder.
+func WriterKey(writer, keyHex string) string { return WritersPrefix + writer + "." + keyHex }
+
+// KeyHex is the SHA-256 of a public key's wire form in lowercase hex: the
+// bytes of its "SHA256:" fingerprint, written so a ref name can hold them.
+func KeyHex(wire []byte) string {
+	sum := sha256.Sum256(wire)
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseWriterRef reads a ref under WritersPrefix: the writer, and the key's
+// hex fingerprint for a format-2 ref ("" for refs/bernstein/writers/<writer>).
+func ParseWriterRef(ref string) (writer, keyHex string, err error) {
+	name, ok := strings.CutPrefix(ref, WritersPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("%s is not a writers ref", ref)
+	}
+	writer, keyHex, dotted := strings.Cut(name, ".")
+	if err := ValidateWriter(writer); err != nil {
+		return "", "", err
+	}
+	if dotted && !isKeyHex(keyHex) {
+		return "", "", fmt.Errorf("%s: %q is not a key's SHA-256 in lowercase hex", ref, keyHex)
+	}
+	return writer, keyHex, nil
+}
+
+func isKeyHex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateTaskID returns an error naming what is wrong with a task id.
 func ValidateTaskID(id string) error {

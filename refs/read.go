@@ -98,10 +98,34 @@ func (r Reader) packed() (map[string]gitstore.Oid, error) {
 		if err != nil {
 			return nil, fmt.Errorf("packed-refs: %w", err)
 		}
+		if had, dup := m[name]; dup && had != o {
+			return nil, &InconsistentError{Path: filepath.Join(r.Dir, "packed-refs"), Ref: name, Values: []gitstore.Oid{had, o}}
+		}
 		m[name] = o
 	}
 	return m, sc.Err()
 }
+
+// InconsistentError reports a ref store that holds two values for one ref
+// (packed-refs listing a ref twice): git and bernstein could read different
+// heads, so bernstein reads neither. It says nothing of the chain the ref
+// names; the ref store itself needs repair.
+type InconsistentError struct {
+	Path   string // the file at fault
+	Ref    string
+	Values []gitstore.Oid
+}
+
+func (e *InconsistentError) Error() string {
+	return fmt.Sprintf("the ref store is inconsistent: %s holds two values for %s (%s and %s), so git and bernstein could read different heads; bernstein reads neither. repair it (delete from it the line of the value the ref should not hold), then run 'bernstein audit verify'",
+		e.Path, e.Ref, e.Values[0], e.Values[1])
+}
+
+// ErrInconsistent matches an InconsistentError with errors.Is.
+var ErrInconsistent = errors.New("the ref store is inconsistent")
+
+// Is makes errors.Is(err, ErrInconsistent) hold.
+func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }
 
 // List returns every ref under prefix (which ends in '/') with its value,
 // loose refs overriding packed ones, sorted by name. As git does, it reads

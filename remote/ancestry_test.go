@@ -2,7 +2,6 @@ package remote
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 
@@ -64,7 +63,9 @@ func TestFetchRelate(t *testing.T) {
 	}
 	// On purpose: the head this host wrote is dropped (docs/trust.md,
 	// Rollbacks), so the writer extends the mirror from where it now is.
-	os.Remove(s.heads.Path(audit))
+	if err := s.heads.Forget(audit); err != nil {
+		t.Fatal(err)
+	}
 	grow(2)
 	cases := []struct {
 		l, r   int

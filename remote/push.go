@@ -841,7 +841,7 @@ func (p *pushRun) untrusted(refused *RemoteRefusedError) error {
 			cmd = "bernstein keys pin " + w
 		}
 		if u.Fingerprint != "" {
-			cmd += " --fingerprint " + u.Fingerprint
+			cmd += " --key " + u.Fingerprint
 		}
 		u.Command = cmd
 		for _, ref := range keyRefs(local, w) {
@@ -884,10 +884,16 @@ func writersKeys(s *Syncer, view refs.Source) (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	for w, line := range pub {
-		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+	for w, lines := range pub {
+		if len(lines) != 1 {
+			continue // several keys under the name: the operator chooses
+		}
+		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(lines[0])); err == nil {
 			out[w] = ssh.FingerprintSHA256(k)
 		}
+	}
+	if id, err := s.c.Identity(); err == nil {
+		out[id.Writer] = ssh.FingerprintSHA256(id.PublicKey()) // this host's own key, whatever else is published
 	}
 	return out, nil
 }

@@ -80,7 +80,7 @@ var (
 // journal or ledger, the writer of a spine, audit mirror or key ref.
 type RefInfo struct {
 	Ref    string `json:"ref"`
-	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, anchors, fork_journal, fork_ledger, other
+	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, anchors, fork_journal, fork_ledger, other
 	Task   string `json:"task,omitempty"`
 	Writer string `json:"writer,omitempty"`
 }
@@ -111,8 +111,16 @@ func DescribeRef(ref string) RefInfo {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
 		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
 		writer(refs.AnchorsPrefix, "anchors"):
+		if in.Kind == "key" {
+			// refs/bernstein/writers/<writer>.<key>: one ref per key.
+			if w, _, err := refs.ParseWriterRef(ref); err == nil {
+				in.Writer = w
+			}
+		}
 	case ref == refs.Prefix+"keys":
 		in.Kind = "keys"
+	case ref == refs.Repository:
+		in.Kind = "repository"
 	case strings.HasPrefix(ref, refs.ForksPrefix):
 		if w, kind, t, _, err := refs.ParseFork(ref); err == nil {
 			in.Kind, in.Writer, in.Task = "fork_"+kind, w, t
@@ -133,6 +141,8 @@ func (in RefInfo) What() string {
 		return fmt.Sprintf("writer %s (%s)", in.Writer, in.Kind)
 	case in.Kind == "keys":
 		return "the published keys (" + in.Ref + ")"
+	case in.Kind == "repository":
+		return "the repository's identity (" + in.Ref + ")"
 	}
 	return in.Ref
 }
@@ -179,6 +189,8 @@ func (d Divergence) Meaning() string {
 		return "only writer " + d.Writer + " writes this chain, so either its identity (BERNSTEIN_HOME) is in use on two hosts or a chain was rewritten: find out which before anything else"
 	case "keys":
 		return "two hosts published keys into the one keys ref on their own: fetch before bernstein init on a new host"
+	case "repository":
+		return "this repository and the remote are two repositories (each minted its own identity, docs/format.md): a clone made before the remote had one ran bernstein init on its own; clone the remote again (bernstein clone) and init there"
 	}
 	return "the ref moved on both sides"
 }

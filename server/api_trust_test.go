@@ -199,7 +199,7 @@ func TestAPIPinSeenAtOnce(t *testing.T) {
 	r := newTaskRepo(t, "PN-1")
 	r.post("summary", "posted by this host's writer")
 	pins := filepath.Join(t.TempDir(), "signers")
-	if err := os.WriteFile(pins, []byte(r.git("show", "refs/bernstein/writers/test-writer:allowed_signers")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pins, []byte(r.git("show", r.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/test-writer.*")+":allowed_signers")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agentHome := filepath.Join(t.TempDir(), "agent-home")
@@ -254,5 +254,51 @@ func TestAPIPinSeenAtOnce(t *testing.T) {
 	}
 	if n := c.srv.APIComputations("report", "PN-1"); n != computed+2 {
 		t.Fatalf("the answer was computed %d times, want once per trust set (%d)", n, computed+2)
+	}
+}
+
+// TestAPICopiedTask: a task copied with plain git from another repository
+// the same writer serves (forgetest.CopyTask) is foreign over the HTTP API
+// too: its detail and progress are tampered with the binding named, the
+// task list says so, its content is never shown, and its claim token is
+// no live claim here (401, nothing written).
+func TestAPICopiedTask(t *testing.T) {
+	r := forgeryRepo(t)
+	cp := forgetest.CopyTask(t, r.dir, r.home, "test-writer", "C-1")
+	c := newAPIClient(t, r)
+	var detail server.TaskDetail
+	body := c.get("/tasks/"+cp.Task, 200, &detail)
+	pr := detail.Task.Progress.Proof
+	if pr.State != "tampered" || len(pr.RowsAtFault) != cp.Rows || !strings.Contains(pr.RowsAtFault[0].Reason, "foreign: its first record is rooted in another repository") {
+		t.Fatalf("the copied task's detail: %+v", pr)
+	}
+	if detail.Task.LedgerRows != 0 || detail.Task.ClaimAgent != "" {
+		t.Fatalf("the copied task's rows count: %+v", detail.Task)
+	}
+	var tasks bernstein.TaskListDoc
+	c.get("/tasks", 200, &tasks)
+	found := false
+	for _, tk := range tasks.Tasks {
+		if tk.ID == cp.Task {
+			found = true
+			if tk.Integrity.State != "tampered" {
+				t.Fatalf("the task list: %+v", tk.Integrity)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the copied task is not listed: %+v", tasks.Tasks)
+	}
+	show := c.get("/tasks/"+cp.Task+"/artifacts/findings", 200, nil)
+	for what, b := range map[string][]byte{"detail": body, "show": show} {
+		if strings.Contains(string(b), forgetest.ForgedBody) {
+			t.Fatalf("the %s shows the copied content", what)
+		}
+	}
+	// The copied claim is no live claim here: its token posts nothing.
+	refsBefore := r.bernsteinRefs()
+	c.wantPostError(cp.Task, "Bearer "+cp.Token, []byte(`{"key":"summary","artifact_type":"report","body":"on a copied claim"}`), 401, "claim_token")
+	if r.bernsteinRefs() != refsBefore {
+		t.Fatal("a post on the copied claim wrote")
 	}
 }

@@ -20,7 +20,7 @@ func TestPagePassesOverUnpinnedWriters(t *testing.T) {
 	r := newTaskRepo(t, "U-1")
 	r.post("summary", "posted through the orchestrator")
 	pins := filepath.Join(t.TempDir(), "orchestrator_signers")
-	if err := os.WriteFile(pins, []byte(r.git("show", "refs/bernstein/writers/test-writer:allowed_signers")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pins, []byte(r.git("show", r.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/test-writer.*")+":allowed_signers")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agentHome := filepath.Join(t.TempDir(), "agent-home")

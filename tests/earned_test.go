@@ -106,6 +106,7 @@ func earnSteps() []earnStep {
 	cpID := func(format string) func(e *earnEnv, task string) string {
 		return func(e *earnEnv, task string) string { return e.rev(strings.ReplaceAll(format, "TASK", task)) }
 	}
+	cpWriterKey := func(e *earnEnv, task string) string { return e.rev(e.f.writerRef("test-writer")) }
 	diffOf := func(base, head string) func(e *earnEnv, task string) (string, string) {
 		return func(e *earnEnv, task string) (string, string) { return e.marks[base], e.marks[head] }
 	}
@@ -126,9 +127,10 @@ func earnSteps() []earnStep {
 		{name: "a ledger commit by id, deep in the chain", checkpoint: cpID("refs/bernstein/ledger/TASK~2"), refused: "commit", says: own},
 		{name: "the spine's head by id", checkpoint: cpID("refs/bernstein/spine/test-writer"), refused: "commit", says: own},
 		{name: "the audit mirror's head by id", checkpoint: cpID("refs/bernstein/audit/test-writer"), refused: "commit", says: own},
-		{name: "the writer's key commit by id", checkpoint: cpID("refs/bernstein/writers/test-writer"), refused: "commit", says: own},
+		{name: "the writer's key commit by id", checkpoint: cpWriterKey, refused: "commit", says: own},
+		{name: "the repository's identity by id", checkpoint: cpID("refs/bernstein/repository"), refused: "commit", says: own},
 		{name: "the earlier keys ref by its name", setup: func(e *earnEnv) {
-			e.f.git("update-ref", "refs/bernstein/keys", "refs/bernstein/writers/test-writer")
+			e.f.git("update-ref", "refs/bernstein/keys", e.f.writerRef("test-writer"))
 		}, checkpoint: cpRef("refs/bernstein/keys"), refused: "commit", says: own},
 		{name: "a fetched copy of a ledger", setup: func(e *earnEnv) {
 			e.f.git("update-ref", "refs/bernstein-remotes/origin/ledger/X", "refs/bernstein/ledger/E-lib")
@@ -163,7 +165,7 @@ func earnSteps() []earnStep {
 			return e.craft(e.rev(e.marks["artifact-row"]+"^{tree}"), e.rev("HEAD"), "Dev <dev@example.com>", "copied\n")
 		}), checkpoint: cpAt("journal-tree"), refused: "commit", says: "a journal row's (artifacts/notes/v1.json)"},
 		{name: "a commit whose tree is published keys", setup: mark("keys-tree", func(e *earnEnv) string {
-			return e.craft(e.rev("refs/bernstein/writers/test-writer^{tree}"), e.rev("HEAD"), "Dev <dev@example.com>", "copied\n")
+			return e.craft(e.rev(e.f.writerRef("test-writer")+"^{tree}"), e.rev("HEAD"), "Dev <dev@example.com>", "copied\n")
 		}), checkpoint: cpAt("keys-tree"), refused: "commit", says: "published writer keys'"},
 		{name: "a commit whose tree is a spine seal's", setup: mark("seal-tree", func(e *earnEnv) string {
 			return e.craft(e.mktree(map[string]string{"seal.sig": "-----BEGIN SSH SIGNATURE-----\n"}), e.rev("HEAD"), "Dev <dev@example.com>", "copied\n")
@@ -449,6 +451,7 @@ func TestFoldNeedsNoCommits(t *testing.T) {
 	for _, p := range []string{"journal", "ledger", "spine", "audit", "writers"} {
 		specs = append(specs, "refs/bernstein/"+p+"/*:refs/bernstein/"+p+"/*")
 	}
+	specs = append(specs, "refs/bernstein/repository:refs/bernstein/repository")
 	c.git(append([]string{"fetch", "-q", a.dir}, specs...)...)
 	if _, err := c.gitErr("cat-file", "-e", c3); err == nil {
 		t.Fatalf("host c has the project's commit %s", c3)

@@ -69,6 +69,24 @@ func (g *gitServer) newRemote(t *testing.T, repo string) string {
 	return g.url(repo)
 }
 
+// operatorPin pins hosts' keys (from the allowed_signers file signers) in
+// the bare repository repo's guard, as its operator does after checking
+// them: fully, not on first use, so that each host may act on the others'
+// tasks (a writer trusted only on first use may act on its own alone).
+func (g *gitServer) operatorPin(t *testing.T, repo, signers string, hosts ...*host) {
+	t.Helper()
+	dir := g.dir(repo)
+	args := []string{"--repo", dir, "keys", "pin", "--from", signers}
+	for _, h := range hosts {
+		args = append(args, h.name)
+	}
+	cmd := exec.Command(cliBin, args...)
+	cmd.Env = append(os.Environ(), "BERNSTEIN_HOME="+dir+".operator")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("keys pin in %s: %v\n%s", dir, err, out)
+	}
+}
+
 // guardPinned lists, as `keys list` prints them, the writer keys the guard
 // of the bare repository dir pinned on first use: evidence that pushes went
 // through it.

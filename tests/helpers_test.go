@@ -17,6 +17,7 @@ import (
 	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // cliBin is the bernstein binary, built once for every package's tests
@@ -354,4 +355,31 @@ func (f *fixture) publishedSigners() string {
 		b.WriteString(f.git("show", ref+":allowed_signers"))
 	}
 	return b.String()
+}
+
+// repositoryID is the repository's identity, read with plain git from
+// refs/bernstein/repository ("" when it has none).
+func (f *fixture) repositoryID() string {
+	f.t.Helper()
+	out, err := exec.Command("git", "-C", f.dir, "log", "-1", "--format=%B", refs.Repository).Output()
+	if err != nil {
+		return ""
+	}
+	_, rec, _ := strings.Cut(strings.TrimSpace(string(out)), "\n\n")
+	r, err := record.ParseRepositoryRecord([]byte(rec))
+	if err != nil {
+		f.t.Fatalf("refs/bernstein/repository: %v", err)
+	}
+	return r.ID
+}
+
+// writerRef is the ref that publishes writer's key (one ref per key, named
+// by the writer and the key, from storage format 2 on).
+func (f *fixture) writerRef(writer string) string {
+	f.t.Helper()
+	ref := strings.TrimSpace(f.git("for-each-ref", "--format=%(refname)", refs.WritersPrefix+writer+".*"))
+	if ref == "" || strings.Contains(ref, "\n") {
+		f.t.Fatalf("the writers refs of %s: %q", writer, ref)
+	}
+	return ref
 }

@@ -3,6 +3,7 @@ package tests
 import (
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bernstein/bernstein/internal/systrace"
@@ -27,7 +28,12 @@ func TestIdentityIsDurableBeforeItsKeyIsPublished(t *testing.T) {
 	}
 	home := filepath.Join(root, "state", "home")
 	evs, out := systrace.Child(t, "BERNSTEIN_TEST_INIT=w-durable", "BERNSTEIN_REPO="+repo, "BERNSTEIN_HOME="+home)
-	publish := systrace.Find(evs, "rename", filepath.Join(repo, ".git", filepath.FromSlash(refs.Writer("w-durable"))), 0)
+	publish := -1 // the key's ref, named by the writer and the key
+	for i, e := range evs {
+		if e.Call == "rename" && strings.HasPrefix(e.Path, filepath.Join(repo, ".git", filepath.FromSlash(refs.WritersPrefix))+"/w-durable.") && publish < 0 {
+			publish = i
+		}
+	}
 	if publish < 0 {
 		t.Fatalf("the key ref was never renamed into place:\n%s", out)
 	}

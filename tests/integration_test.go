@@ -14,6 +14,7 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -68,7 +69,7 @@ func TestPlainGitAgrees(t *testing.T) {
 	// Every spine and audit commit verifies with the published allowed_signers.
 	allowed := filepath.Join(t.TempDir(), "allowed_signers")
 	os.WriteFile(allowed, []byte(f.publishedSigners()), 0o644)
-	for _, ref := range []string{"refs/bernstein/spine/test-writer", "refs/bernstein/audit/test-writer", "refs/bernstein/writers/test-writer",
+	for _, ref := range []string{"refs/bernstein/spine/test-writer", "refs/bernstein/audit/test-writer", f.writerRef("test-writer"), refs.Repository,
 		"refs/bernstein/journal/T%3A1", "refs/bernstein/ledger/T%3A1"} {
 		ids := strings.Fields(f.git("rev-list", ref))
 		if len(ids) == 0 {
@@ -152,7 +153,7 @@ func TestInitIsIdempotent(t *testing.T) {
 	}
 	// Nothing private went into the repository.
 	pem, _ := os.ReadFile(filepath.Join(f.home, "signing.pem"))
-	if out, _ := f.gitErr("grep", "-r", "PRIVATE KEY", "refs/bernstein/writers/test-writer"); strings.Contains(out, "PRIVATE") || bytes.Contains([]byte(f.git("show", "refs/bernstein/writers/test-writer:test-writer.pub")), pem[:20]) {
+	if out, _ := f.gitErr("grep", "-r", "PRIVATE KEY", f.writerRef("test-writer")); strings.Contains(out, "PRIVATE") || bytes.Contains([]byte(f.git("show", f.writerRef("test-writer")+":test-writer.pub")), pem[:20]) {
 		t.Fatalf("private key material published")
 	}
 	// A value the user chose is kept.

@@ -51,10 +51,27 @@ func trustOf(t *testing.T, s *bernstein.Store, writer string) bernstein.WriterTr
 	return bernstein.WriterTrust{}
 }
 
+// trustOfKey is the trust s gives the key with fingerprint fp published
+// under writer's name.
+func trustOfKey(t *testing.T, s *bernstein.Store, writer, fp string) bernstein.WriterTrust {
+	t.Helper()
+	wks, err := s.WriterKeys()
+	if err != nil {
+		t.Fatalf("WriterKeys: %v", err)
+	}
+	for _, wk := range wks {
+		if wk.Writer == writer && wk.Fingerprint == fp {
+			return wk
+		}
+	}
+	t.Fatalf("writer %s's key %s not listed in %+v", writer, fp, wks)
+	return bernstein.WriterTrust{}
+}
+
 // publishedKeyLine reads a writer's published key with plain git.
 func (f *fixture) publishedKeyLine(writer string) string {
 	f.t.Helper()
-	return strings.TrimSpace(f.git("show", "refs/bernstein/writers/"+writer+":"+writer+".pub"))
+	return strings.TrimSpace(f.git("show", f.writerRef(writer)+":"+writer+".pub"))
 }
 
 // sshKeygenFingerprint computes a public key file's SHA256 fingerprint
@@ -94,8 +111,8 @@ func TestPinTrustsAWriter(t *testing.T) {
 	reader := openWith(t, ro)
 	wk := trustOf(t, reader, "test-writer")
 	want := sshKeygenFingerprint(t, writeTemp(t, f.publishedKeyLine("test-writer")+"\n"))
-	if wk.Trust != bernstein.TrustUnpinned || wk.Fingerprint != want || wk.Source != "refs/bernstein/writers/test-writer" {
-		t.Fatalf("before pinning: %+v, want unpinned %s from refs/bernstein/writers/test-writer", wk, want)
+	if wk.Trust != bernstein.TrustUnpinned || wk.Fingerprint != want || wk.Source != f.writerRef("test-writer") {
+		t.Fatalf("before pinning: %+v, want unpinned %s from %s", wk, want, f.writerRef("test-writer"))
 	}
 	if own := trustOf(t, reader, "reader"); own.Trust != bernstein.TrustOwn {
 		t.Fatalf("own writer: %+v", own)
@@ -177,55 +194,72 @@ func TestChangedKeyIsLoudAndGrantsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	pinned := f.publishedKeyLine("test-writer")
+	pinnedFP := sshKeygenFingerprint(t, writeTemp(t, pinned+"\n"))
 
 	// The attacker (push access, not the writer's key) publishes a key of
-	// its own under test-writer's name, with plain git.
+	// its own under test-writer's name, with plain git: from storage format
+	// 2 on a ref of its own, named for its key, beside the writer's.
 	attackerHome := filepath.Join(t.TempDir(), "attacker")
 	other := bernstein.Options{Repo: filepath.Join(t.TempDir(), "scratch"), Home: attackerHome}
 	if _, err := bernstein.Init(other, "test-writer"); err != nil {
 		t.Fatal(err)
 	}
 	scratch := &fixture{t: t, dir: other.Repo}
-	forged := strings.TrimSpace(scratch.git("rev-parse", "refs/bernstein/writers/test-writer"))
-	f.git("fetch", "-q", other.Repo, "refs/bernstein/writers/test-writer:refs/attacker/key")
-	f.git("update-ref", "refs/bernstein/writers/test-writer", forged)
-	newKey := f.publishedKeyLine("test-writer")
+	attackerRef := scratch.writerRef("test-writer")
+	f.git("fetch", "-q", other.Repo, attackerRef+":"+attackerRef)
+	newKey := strings.TrimSpace(f.git("show", attackerRef+":test-writer.pub"))
+	newFP := sshKeygenFingerprint(t, writeTemp(t, newKey+"\n"))
 	if newKey == pinned {
 		t.Fatal("the scratch writer has the same key")
 	}
 
-	wk := trustOf(t, reader, "test-writer")
-	if wk.Trust != bernstein.TrustChanged || len(wk.Pinned) != 1 || wk.Pinned[0] != sshKeygenFingerprint(t, writeTemp(t, pinned+"\n")) {
-		t.Fatalf("after key substitution: %+v, want CHANGED with the old key pinned", wk)
+	if wk := trustOfKey(t, reader, "test-writer", pinnedFP); wk.Trust != bernstein.TrustPinned {
+		t.Fatalf("the pinned key after another was published under its name: %+v", wk)
 	}
-	// The writer itself sees its own key substituted.
-	if own := trustOf(t, s, "test-writer"); own.Trust != bernstein.TrustChanged {
-		t.Fatalf("the writer's own view after its key was substituted: %+v, want CHANGED", own)
+	if wk := trustOfKey(t, reader, "test-writer", newFP); wk.Trust != bernstein.TrustChanged || len(wk.Pinned) != 1 || wk.Pinned[0] != pinnedFP {
+		t.Fatalf("the attacker's key: %+v, want CHANGED with the writer's key pinned", wk)
 	}
-	_, err := reader.PinKeys(bernstein.PinOptions{All: true})
-	if !errors.Is(err, bernstein.ErrKeyChanged) || !strings.Contains(err.Error(), "test-writer") || !strings.Contains(err.Error(), "--replace") {
-		t.Fatalf("pin of a changed key: %v, want ErrKeyChanged naming the writer and --replace", err)
+	// The writer itself sees another key under its name.
+	if own := trustOfKey(t, s, "test-writer", newFP); own.Trust != bernstein.TrustChanged {
+		t.Fatalf("the writer's own view of the other key: %+v, want CHANGED", own)
 	}
-	if b, _ := os.ReadFile(reader.PinFile()); !containsLine(string(b), `test-writer@bernstein namespaces="git" `+pinned) {
-		t.Fatalf("a refused pin changed the pin file:\n%s", b)
+	// Pinning again keeps the pinned key (a fetch, push or clone never
+	// replaces it; neither does pin --all).
+	if _, err := reader.PinKeys(bernstein.PinOptions{All: true}); err != nil {
+		t.Fatalf("pin --all with a second key under a pinned writer's name: %v", err)
+	}
+	if b, _ := os.ReadFile(reader.PinFile()); !containsLine(string(b), `test-writer@bernstein namespaces="git" `+pinned) || strings.Contains(string(b), newKey) {
+		t.Fatalf("pin --all changed the pinned key:\n%s", b)
+	}
+	// A reader that pinned nobody must choose: both keys are listed.
+	fresh := openWith(t, bernstein.Options{Repo: f.dir, Home: filepath.Join(t.TempDir(), "fresh")})
+	_, err := fresh.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}})
+	if !errors.Is(err, bernstein.ErrAmbiguous) || !strings.Contains(err.Error(), pinnedFP) || !strings.Contains(err.Error(), newFP) || !strings.Contains(err.Error(), "--key") {
+		t.Fatalf("pin of a name with two keys: %v, want ErrAmbiguous listing both fingerprints", err)
+	}
+	if _, err := fresh.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}, Key: pinnedFP}); err != nil {
+		t.Fatalf("pin by fingerprint: %v", err)
 	}
 	rep, err := reader.AuditVerify(bernstein.AuditOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Verified {
-		t.Fatalf("the substituted key broke verification of the real history: %s %+v", rep.Note, rep.Failures)
+		t.Fatalf("the other key broke verification of the real history: %s %+v", rep.Note, rep.Failures)
 	}
 
-	// The CLI prints the change on stderr, as ssh does a changed host key.
+	// The CLI prints it on stderr, as ssh does a changed host key.
 	stdout, stderr, code := f.cliWith(ro.Home, "", "keys", "list")
 	if code != 0 || !strings.Contains(stdout, "CHANGED") || !strings.Contains(stderr, "WARNING: the published key of writer test-writer CHANGED") {
 		t.Fatalf("keys list: %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	// With --replace the new key is pinned, and then the real writer's
-	// signatures no longer verify: pinning decides.
-	if _, err := reader.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}, Replace: true}); err != nil {
+	// With --replace (and the key named) the other key is pinned, and then
+	// the real writer's signatures no longer verify: pinning decides.
+	if _, err := reader.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}, Replace: true}); !errors.Is(err, bernstein.ErrAmbiguous) {
+		t.Fatalf("--replace with two keys published and none named: %v", err)
+	}
+	if _, err := reader.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}, Replace: true, Key: newFP}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = reader.AuditVerify(bernstein.AuditOptions{})

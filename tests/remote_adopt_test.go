@@ -35,6 +35,9 @@ func newAdoptHosts(t *testing.T, kind string) *adoptHosts {
 	s.b, _ = cloneHost(t, s.url, s.root, "host-b")
 	s.c, _ = cloneHost(t, s.url, s.root, "host-c")
 	s.signers = writeSigners(t, filepath.Join(s.root, "signers"), s.a, s.b, s.c)
+	// The operator pins them all: a writer trusted only on first use may
+	// not act on another's task (docs/trust.md).
+	s.srv.operatorPin(t, "tasks.git", s.signers, s.a, s.b, s.c)
 	for _, h := range []*host{s.a, s.b, s.c} {
 		h.signers = s.signers
 	}

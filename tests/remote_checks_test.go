@@ -71,9 +71,9 @@ func TestPushFirstToGuardedRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp := ssh.FingerprintSHA256(pk)
-	mustHave(t, "first push", r.err, "trusts no key of writer host-a yet", "published its key ("+fp+")")
+	mustHave(t, "first push", r.err, "trusts no key of writer host-a yet", fp)
 	cmdLine := regexp.MustCompile(`(?m)^  (bernstein keys pin .*)$`).FindStringSubmatch(r.err)
-	if cmdLine == nil || !strings.Contains(cmdLine[1], "--fingerprint "+fp) || !strings.Contains(cmdLine[1], " host-a") {
+	if cmdLine == nil || !strings.Contains(cmdLine[1], "--key "+fp) || !strings.Contains(cmdLine[1], " host-a") {
 		t.Fatalf("the first push prints no pin command with the fingerprint %s:\n%s", fp, r.err)
 	}
 	// Only the key ref reached the remote.

@@ -125,6 +125,7 @@ func TestRemoteSameTaskRace(t *testing.T) {
 			b, _ := cloneHost(t, url, root, "host-b")
 			signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 			a.signers, b.signers = signers, signers
+			srv.operatorPin(t, "tasks.git", signers, a, b)
 			a.post("T-1", "notes", "agent-host-a", tok, 1)
 			b.post("T-1", "notes", "agent-host-a", tok, 2)
 			before := map[*host]map[string]string{a: a.refs(), b: b.refs()}
@@ -266,6 +267,8 @@ func TestPushRejectedMessage(t *testing.T) {
 	b, _ := cloneHost(t, url, root, "host-b")
 	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 	a.signers, b.signers = signers, signers
+	srv.operatorPin(t, "tasks.git", signers, a, b)
+	srv.operatorPin(t, "mirror.git", signers, a, b)
 	b.git("remote", "add", "mirror", mirror)
 	b.ok("remote", "setup", "mirror")
 	b.post("T-1", "notes", "agent-host-a", tok, 1)
@@ -356,6 +359,7 @@ func TestPushNonAtomicDivergence(t *testing.T) {
 	b, _ := cloneHost(t, url, root, "host-b")
 	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 	a.signers, b.signers = signers, signers
+	srv.operatorPin(t, "tasks.git", signers, a, b)
 	a.post("T-1", "notes", "agent-host-a", tok, 1)
 	a.ok("push")
 	b.ok("checkpoint", "T-1", "--commit", strings.TrimSpace(b.git("rev-parse", "origin/main")))
@@ -402,6 +406,7 @@ func TestPushNonAtomicDivergence(t *testing.T) {
 	// cause, rather than the refusal.
 	c, _ := cloneHost(t, url, root, "host-c")
 	c.signers = writeSigners(t, filepath.Join(root, "signers-c"), a, b, c)
+	srv.operatorPin(t, "tasks.git", c.signers, c)
 	a.post("T-1", "notes", "agent-host-a", tok, 1)
 	a.ok("push")
 	c.post("T-1", "notes", "agent-host-a", tok, 1)

@@ -102,6 +102,25 @@ func refsOf(t *testing.T, dir, prefix string) map[string]string {
 
 func (h *host) refs() map[string]string { return refsOf(h.t, h.dir, refs.Prefix) }
 
+// writerRef is the ref that publishes h's key, named by the writer and
+// the key (storage format 2).
+func (h *host) writerRef() string {
+	h.t.Helper()
+	var ref string
+	for r := range h.refs() {
+		if strings.HasPrefix(r, refs.WritersPrefix+h.name+".") {
+			if ref != "" {
+				h.t.Fatalf("two key refs for %s: %s, %s", h.name, ref, r)
+			}
+			ref = r
+		}
+	}
+	if ref == "" {
+		h.t.Fatalf("no key ref for %s", h.name)
+	}
+	return ref
+}
+
 // authorizedKey is the host's public key, read from its identity.
 func (h *host) authorizedKey() string {
 	h.t.Helper()
@@ -320,6 +339,7 @@ func TestRemoteSameTaskDivergence(t *testing.T) {
 				b, _ := cloneHost(t, url, root, "host-b")
 				signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 				a.signers, b.signers = signers, signers
+				srv.operatorPin(t, "tasks.git", signers, a, b)
 
 				// Both hosts post to T-1 with the same claim.
 				a.post("T-1", "notes", "agent-host-a", tok, 1)
@@ -465,9 +485,20 @@ func TestRemotePlainGit(t *testing.T) {
 	}
 	sameRefs(t, "refs/bernstein/* after a plain git push", refsOf(t, srv.dir("tasks.git"), refs.Prefix), a.refs())
 
+	// A plain git clone has none of refs/bernstein/*: init --remote takes
+	// them (the repository's identity above all) from the remote before it
+	// publishes host-b's key, rather than mint a rival identity.
 	b := newHost(t, root, "host-b")
 	gitRun(t, root, "clone", "-q", url, b.dir)
+	if len(b.refs()) != 0 {
+		t.Fatalf("a plain clone holds %v", sorted(b.refs()))
+	}
 	b.ok("init", "--writer", "host-b", "--remote", "origin")
+	for ref, id := range a.refs() {
+		if b.refs()[ref] != id {
+			t.Fatalf("after init --remote, host-b's %s is %q, host-a's %s", ref, b.refs()[ref], id)
+		}
+	}
 	mine := b.refs()
 	b.git("fetch", "-q", "--prune")
 	if tracking := refsOf(t, b.dir, bernstein.TrackingPrefix("origin")); len(tracking) != len(a.refs()) {
@@ -475,15 +506,14 @@ func TestRemotePlainGit(t *testing.T) {
 	}
 	sameRefs(t, "host-b's refs after a plain git fetch --prune", b.refs(), mine)
 	out := b.ok("fetch")
-	if !strings.Contains(out, fmt.Sprintf("%d refs created", len(a.refs()))) {
+	if !strings.Contains(out, "0 refs created") {
 		t.Fatalf("bernstein fetch after git fetch: %s", out)
 	}
-	for ref, id := range a.refs() {
-		if b.refs()[ref] != id {
-			t.Fatalf("host-b's %s is %q, host-a's %s", ref, b.refs()[ref], id)
-		}
+	ownKey := false
+	for ref := range b.refs() {
+		ownKey = ownKey || strings.HasPrefix(ref, refs.WritersPrefix+"host-b.")
 	}
-	if b.refs()[refs.Prefix+"writers/host-b"] == "" {
+	if !ownKey {
 		t.Fatal("host-b lost its own key ref")
 	}
 	// More work on a, seen by b's plain fetch in the tracking refs only.
@@ -558,6 +588,8 @@ func TestPushRefusedByRemote(t *testing.T) {
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'guard: T-A journal index 0 is not signed' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// init --remote pushed the repository's identity and the key already.
+	before := refsOf(t, srv.dir("tasks.git"), refs.Prefix)
 	a.work("T-A", "notes", 1)
 	r := a.want(1, "push")
 	if !strings.Contains(r.err, "remote: guard: T-A journal index 0 is not signed\n") || !strings.Contains(r.err, "bernstein: origin refused") ||
@@ -567,9 +599,7 @@ func TestPushRefusedByRemote(t *testing.T) {
 	if n := strings.Count(r.err, "is not signed"); n != 1 {
 		t.Fatalf("the remote's words are printed %d times:\n%s", n, r.err)
 	}
-	if n := len(refsOf(t, srv.dir("tasks.git"), refs.Prefix)); n != 0 {
-		t.Fatalf("the remote took %d refs", n)
-	}
+	sameRefs(t, "the remote's refs after a refused push", refsOf(t, srv.dir("tasks.git"), refs.Prefix), before)
 }
 
 // TestFetchWriterDivergence: one writer identity used on two hosts makes its
@@ -581,7 +611,11 @@ func TestFetchWriterDivergence(t *testing.T) {
 	url, a := newOrigin(t, srv, root)
 	a.ok("push")
 	twin := newHost(t, root, "twin")
-	twin.home = a.home // a copied BERNSTEIN_HOME
+	// A copied BERNSTEIN_HOME: the same writer identity, on another host
+	// (which remembers the heads it writes on its own).
+	if out, err := exec.Command("cp", "-a", a.home, twin.home).CombinedOutput(); err != nil {
+		t.Fatalf("copy the home: %v %s", err, out)
+	}
 	if r := twin.runIn(root, "clone", url, twin.dir); r.code != 0 {
 		t.Fatalf("clone: %s%s", r.out, r.err)
 	}
@@ -619,7 +653,11 @@ func TestFetchWhilePosting(t *testing.T) {
 		f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
 		gitRun(t, root, "init", "-q", f.dir)
 		gitRun(t, f.dir, "remote", "add", "origin", url)
-		if _, err := bernstein.Init(f.opts, name); err != nil {
+		// init --remote: host-a gives the repository its identity and
+		// pushes it, host-b takes it from the remote.
+		o := f.opts
+		o.Remote = "origin"
+		if _, err := bernstein.Init(o, name); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := bernstein.RemoteSetup(f.opts, "origin"); err != nil {
@@ -849,7 +887,9 @@ func TestFetchInterruptedAtCommitPoint(t *testing.T) {
 		f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
 		gitRun(t, root, "init", "-q", f.dir)
 		gitRun(t, f.dir, "remote", "add", "origin", url)
-		if _, err := bernstein.Init(f.opts, name); err != nil {
+		o := f.opts
+		o.Remote = "origin" // one repository: host-b takes host-a's identity
+		if _, err := bernstein.Init(o, name); err != nil {
 			t.Fatal(err)
 		}
 		return f, f.openFaults(h)

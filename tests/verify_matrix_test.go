@@ -150,6 +150,14 @@ func (tp *mxTemplate) copy(t *testing.T) *mxRepo {
 	}
 	f := &fixture{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home")}
 	f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
+	// Each case checks what the repository itself shows. The heads the
+	// writer remembered while it built the template follow the
+	// repository's identity into every copy (docs/trust.md, Rollbacks);
+	// they are dropped, so that only the case's own writes add the
+	// rollbacks their heads tell.
+	if err := os.RemoveAll(filepath.Join(f.home, "heads")); err != nil {
+		t.Fatal(err)
+	}
 	return &mxRepo{fixture: f, tp: tp}
 }
 
@@ -521,6 +529,13 @@ type mxItem struct {
 	Summary string
 }
 
+// genesis is what the first record of the chain of kind named name links
+// to in this repository: computed, as an attacker can compute it, from the
+// identity refs/bernstein/repository names.
+func (r *mxRepo) genesis(kind, name string) string {
+	return record.GenesisLink(r.repositoryID(), kind, name)
+}
+
 func (r *mxRepo) items(ref string) []mxItem {
 	r.t.Helper()
 	var out []mxItem
@@ -574,7 +589,7 @@ func (r *mxRepo) journal(task string) []mxRow {
 func (r *mxRepo) writeJournal(task string, rows []mxRow) []record.Row {
 	r.t.Helper()
 	var parent gitstore.Oid
-	prev := record.Hash("")
+	prev := record.Hash(r.genesis(record.ChainJournal, task))
 	var out []record.Row
 	for i := range rows {
 		row := rows[i].Row
@@ -679,7 +694,7 @@ func (r *mxRepo) resignSpine(signer *keys.Identity, from int64, edit func(*recor
 	}
 	done := map[string]bool{}
 	var parent gitstore.Oid
-	prev := record.Hash("")
+	prev := record.Hash(r.genesis(record.ChainSpine, mxWriter))
 	for _, it := range r.items(refs.Spine(mxWriter)) {
 		e, err := record.ParseSpineEntry(it.Record)
 		if err != nil {
@@ -780,7 +795,7 @@ func (r *mxRepo) rewriteAudit(o mxAuditOpts, edit func([]mxAudit) []mxAudit) {
 		list = edit(list)
 	}
 	var parent gitstore.Oid
-	prevMAC := ""
+	prevMAC := r.genesis(record.ChainAudit, mxWriter)
 	for i, x := range list {
 		e := x.E
 		if o.renumber {
@@ -809,12 +824,31 @@ func (r *mxRepo) rewriteAudit(o mxAuditOpts, edit func([]mxAudit) []mxAudit) {
 	r.git("update-ref", refs.Audit(mxWriter), parent.String())
 }
 
-// replaceKeys publishes the attacker's key as the writer's in a new commit
-// of the writer's refs/bernstein/writers ref signed by the attacker.
+// resignRepository writes the repository chain anew, each commit signed by
+// signer (its records unchanged).
+func (r *mxRepo) resignRepository(signer *keys.Identity) {
+	r.t.Helper()
+	var parent gitstore.Oid
+	for _, it := range r.items(refs.Repository) {
+		c := it.Commit
+		c.Parents = nil
+		if !parent.IsZero() {
+			c.Parents = []gitstore.Oid{parent}
+		}
+		parent = r.writeCommit(c, signer)
+	}
+	r.git("update-ref", refs.Repository, parent.String())
+}
+
+// replaceKeys publishes the attacker's key as the writer's, signed by the
+// attacker, in the ref named for it, and deletes the writer's own key ref:
+// the published keys then name the attacker's key alone.
 func (r *mxRepo) replaceKeys(attacker *keys.Identity) {
 	r.t.Helper()
-	ref := refs.Writer(mxWriter)
-	head := r.rev(ref)
+	old := r.writerRef(mxWriter)
+	head := r.rev(old)
+	ref := refs.WriterKey(mxWriter, refs.KeyHex(attacker.PublicKey().Marshal()))
+	r.git("update-ref", "-d", old)
 	c, _ := r.commit(head)
 	rb := record.MustCanonical(bernstein.KeyRecord{V: record.Version, Writer: mxWriter, Principal: keys.Principal(mxWriter), PublicKey: attacker.AuthorizedKey()})
 	sig, err := attacker.SignDetached(rb)
@@ -827,7 +861,7 @@ func (r *mxRepo) replaceKeys(attacker *keys.Identity) {
 		mxWriter + ".json.sig":       r.write("blob", []byte(base64.StdEncoding.EncodeToString(sig)+"\n")),
 		bernstein.AllowedSignersFile: r.write("blob", []byte(keys.AllowedSignersLine(mxWriter, attacker.AuthorizedKey())+"\n")),
 	})
-	nc := gitstore.Commit{Tree: tree, Parents: []gitstore.Oid{head}, Author: c.Author, Committer: c.Committer,
+	nc := gitstore.Commit{Tree: tree, Author: c.Author, Committer: c.Committer,
 		Message: record.Message("publish key of "+mxWriter, rb)}
 	r.git("update-ref", ref, r.writeCommit(nc, attacker).String())
 }
@@ -1468,13 +1502,15 @@ func TestVerifyMatrix(t *testing.T) {
 		r.resignLedgers(attacker)
 		r.resignSpine(attacker, 0, nil)
 		r.rewriteAudit(mxAuditOpts{signer: attacker, resignAll: true}, nil)
+		r.resignRepository(attacker)
 		r.replaceKeys(attacker)
 		n := len(r.auditEntries())
 		// Plain git now "verifies" the forgery against the published keys.
 		if out, err := r.gitErr("-c", "gpg.ssh.allowedSignersFile="+r.allowedSigners(), "verify-commit", refs.Spine(mxWriter)); err != nil {
 			t.Fatalf("forged spine does not verify against the forged keys: %v %s", err, out)
 		}
-		wants := []mxWant{wTask(mxC, nullN, "journal_seal"), wSeq(mxWriter, tp.sealSeq, "spine_signature")}
+		wants := []mxWant{wTask(mxC, nullN, "journal_seal"), wSeq(mxWriter, tp.sealSeq, "spine_signature"),
+			{"", "", nullN, nullN, "", nullN, "repository_identity", "not the pinned key"}}
 		for _, v := range tp.versions {
 			wants = append(wants,
 				mxWant{v.Task, v.Key, v.Version, v.Index, mxWriter, v.Seq, "spine_signature", "not the pinned key"},

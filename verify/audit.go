@@ -247,6 +247,11 @@ func Repository(env *Env, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Counts.SpineEntries = ix.Entries
+	if b := env.Binding; b != nil && b.Problem != "" {
+		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Problem})
+	} else if b != nil && b.Signature != "" {
+		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Signature})
+	}
 	rep.Failures = append(rep.Failures, ix.Problems...)
 	for _, w := range ix.Writers {
 		for _, r := range ix.Records[w] {
@@ -581,8 +586,12 @@ func walkAudits(env *Env, ix *SpineIndex, o Options, pool *sigPool, rep *Report)
 					broken = true
 				}
 			}
-			if len(cc.Commit.Parents) == 0 && (a.Seq != 0 || a.PrevHMAC != "") {
-				fail(a.Seq, "audit_chain", "first entry does not have seq 0 and an empty prev_hmac")
+			if len(cc.Commit.Parents) == 0 {
+				if a.Seq != 0 {
+					fail(a.Seq, "audit_chain", "first entry does not have seq 0")
+				} else if why := env.Binding.CheckRoot(record.ChainAudit, writer, cc.ID, a.PrevHMAC); why != "" {
+					fail(a.Seq, CheckRepositoryBinding, why)
+				}
 			}
 			if mac != nil {
 				mu.Lock()
@@ -596,7 +605,7 @@ func walkAudits(env *Env, ix *SpineIndex, o Options, pool *sigPool, rep *Report)
 				rep.Counts.HMACsNotChecked++
 				mu.Unlock()
 			}
-			batch = append(batch, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature})
+			batch = append(batch, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature, when: CommitTime(cc.Commit.Committer)})
 			seqs = append(seqs, a.Seq)
 			if len(batch) == sigBatch {
 				flush()
@@ -710,7 +719,7 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 	}
 	sigs, unpinned := 0, 0
 	var fs []Failure
-	var st ledger.State
+	st := ledger.State{Head: record.Hash(v.Env.Binding.Genesis(record.ChainLedger, task))}
 	broken := false
 	commits := chain.WalkAll(v.Env.Objects, head)
 	proofs := proveCommits(v.Env, commits)
@@ -728,6 +737,14 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 			fail("ledger_chain", err.Error())
 			broken = true
 			continue
+		}
+		if i == 0 && row.TaskID == task {
+			if why := v.Env.Binding.CheckRoot(record.ChainLedger, task, cc.ID, string(row.Prev)); why != "" {
+				fail(CheckRepositoryBinding, why)
+				broken = true
+			} else {
+				st.Head = row.Prev // a bound format-1 ledger starts at ""
+			}
 		}
 		if !broken {
 			if row.TaskID != task {

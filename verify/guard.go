@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -251,6 +252,9 @@ const (
 	kindWriter  = "writers"
 	kindKeys    = "keys"
 	kindAnchors = "anchors"
+	// kindRepository is refs/bernstein/repository: the identity every chain
+	// is rooted in, and the storage format.
+	kindRepository = "repository"
 )
 
 // link is one commit of a pushed chain segment with its parsed record.
@@ -266,6 +270,7 @@ type link struct {
 	entry   record.SpineEntry
 	audit   record.AuditEntry
 	anchor  record.Anchor
+	repo    record.RepositoryRecord
 	writer  string      // the writer the committer names
 	key     string      // fingerprint of the key that signed it ("" unsigned)
 	proof   chain.Proof // signature verdict
@@ -277,6 +282,7 @@ type segment struct {
 	kind   string
 	task   string // journal, ledger
 	writer string // spine, audit, writers
+	keyHex string // writers: the key a format-2 writers ref is named for
 	links  []*link
 	ok     bool // the segment extends the old head and is structurally sound
 	// fork is the writer of a fork of the task's chain (kind journal or
@@ -294,8 +300,11 @@ type checker struct {
 	updates  map[string]Update
 	segs     []*segment
 	trusted  map[string][]ssh.PublicKey
-	pushed   map[string]ssh.PublicKey // keys the push publishes, by writer
+	firstUse map[string]bool            // writers trusted only on first use (pinned so, or now)
+	pushed   map[string][]ssh.PublicKey // keys the push publishes, by writer
 	env      *Env
+	binding  *Binding          // the identity the chains must be rooted in, after the push
+	creators map[string]string // task -> the writer that signed its ledger's first row
 	journals map[string]*segment
 	ledgers  map[string]*segment
 	forks    map[string][]*segment // fork segments, by writer and task ("w/T")
@@ -311,10 +320,12 @@ type checker struct {
 // to check what they bind, the few commits of the refs already there that
 // they name; never the history as a whole.
 func (g *Guard) Check(updates []Update) *Result {
-	c := &checker{g: g, res: &Result{}, updates: map[string]Update{}, trusted: map[string][]ssh.PublicKey{},
-		pushed: map[string]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, forks: map[string][]*segment{}, spineBy: map[record.Hash]*link{}}
+	c := &checker{g: g, res: &Result{}, updates: map[string]Update{}, trusted: map[string][]ssh.PublicKey{}, firstUse: map[string]bool{},
+		pushed: map[string][]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, forks: map[string][]*segment{}, spineBy: map[record.Hash]*link{},
+		creators: map[string]string{}}
 	for _, w := range g.Trust.Writers() {
 		c.trusted[w] = append([]ssh.PublicKey(nil), g.Trust.Trusted(w)...)
+		c.firstUse[w] = g.Trust.FirstUseOnly(w)
 	}
 	sorted := append([]Update(nil), updates...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Ref < sorted[j].Ref })
@@ -333,7 +344,7 @@ func (g *Guard) Check(updates []Update) *Result {
 		c.walk(s)
 	}
 	c.checkForks()
-	c.firstUse()
+	c.takeFirstUse()
 	c.buildEnv()
 	for _, s := range c.segs {
 		switch s.kind {
@@ -345,6 +356,8 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkSignatures(s)
 		}
 	}
+	c.checkRepository()
+	c.checkRoots()
 	for _, s := range c.segs {
 		if !s.ok {
 			continue
@@ -358,6 +371,9 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkSpine(s)
 		case kindAnchors:
 			c.checkAnchors(s)
+		}
+		if s.kind == kindJournal || s.kind == kindLedger {
+			c.checkOwner(s)
 		}
 	}
 	c.count()
@@ -674,17 +690,22 @@ func (c *checker) classify(u Update) *segment {
 	switch {
 	case rest == kindKeys:
 		s.kind = kindKeys
+	case rest == kindRepository:
+		s.kind = kindRepository
 	case kind == kindJournal || kind == kindLedger:
 		s.kind = kind
 		s.task, err = refs.UnescapeTask(name)
 	case kind == "forks":
 		s.fork, s.kind, s.task, s.forkBase, err = refs.ParseFork(u.Ref)
 		s.writer = s.fork
-	case kind == kindSpine || kind == kindAudit || kind == kindWriter || kind == kindAnchors:
+	case kind == kindSpine || kind == kindAudit || kind == kindAnchors:
 		s.kind = kind
 		s.writer, err = name, refs.ValidateWriter(name)
+	case kind == kindWriter:
+		s.kind = kind
+		s.writer, s.keyHex, err = refs.ParseWriterRef(u.Ref)
 	default:
-		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, forks/ or keys)"})
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, forks/, keys or repository)"})
 		return nil
 	}
 	if err != nil {
@@ -735,6 +756,12 @@ func parse(kind string, cc chain.Commit) (*link, error) {
 			return l, err
 		}
 		l.audit, l.pos, l.prev, l.self = a, a.Seq, a.PrevHMAC, a.HMAC
+	case kindRepository:
+		r, err := record.ParseRepositoryRecord(cc.Record)
+		if err != nil {
+			return l, err
+		}
+		l.repo, l.pos, l.prev, l.self = r, r.Seq, string(r.Prev), string(record.Sum(cc.Record))
 	}
 	if l.pos < 0 {
 		return l, fmt.Errorf("%s %d is negative", posName(kind), l.pos)
@@ -782,6 +809,14 @@ func (c *checker) walk(s *segment) {
 		}
 	}
 	nonFF := func(why string) {
+		if s.kind == kindRepository {
+			if rival, base := c.repositoryID(u.New), c.repositoryID(u.Old); rival != "" && base != "" && rival != base {
+				// Not a rewind: another repository's identity.
+				c.problem(Problem{Ref: u.Ref, Check: CheckRepositoryIdentity,
+					Reason: fmt.Sprintf("%s brings repository %s over repository %s: another repository's identity (minted by an init that had not fetched this remote's refs/bernstein/*); clone this remote again and init there", c.g.change(), rival, base)})
+				return
+			}
+		}
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
@@ -863,8 +898,10 @@ func (c *checker) walk(s *segment) {
 	}
 	s.links = newest
 	prev := oldSelf
-	for _, l := range newest {
-		if l.prev != prev {
+	for i, l := range newest {
+		// A new chain's first record is rooted in the repository's identity
+		// (checkRoots); the repository chain's own first record in "".
+		if l.prev != prev && (i > 0 || !u.Old.IsZero() || s.kind == kindRepository) {
 			c.at(s, l, chainName+"_chain", linkReason(s.kind))
 			return
 		}
@@ -882,6 +919,11 @@ func (c *checker) walk(s *segment) {
 		case kindAudit:
 			if l.audit.Writer != s.writer {
 				c.at(s, l, chainName+"_chain", fmt.Sprintf("entry names writer %q", l.audit.Writer))
+				return
+			}
+		case kindRepository:
+			if l.writer != l.repo.Writer {
+				c.at(s, l, chainName+"_chain", fmt.Sprintf("the commit names %s as its committer, not the record's writer %s", orNone(l.writer), l.repo.Writer))
 				return
 			}
 		}
@@ -1247,8 +1289,8 @@ func (c *checker) walkKeys(s *segment) {
 	s.links = newest
 	s.ok = true
 	if s.kind == kindWriter {
-		if k, _, err := c.writerKey(s.writer, u.New); err == nil {
-			c.pushed[s.writer] = k
+		if k, _, err := c.writerKey(s.writer, u.New); err == nil && (s.keyHex == "" || refs.KeyHex(k.Marshal()) == s.keyHex) {
+			c.pushed[s.writer] = append(c.pushed[s.writer], k)
 		}
 	}
 }
@@ -1307,17 +1349,51 @@ func (c *checker) tree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
 	return gitstore.ParseTree(data)
 }
 
-// basePublished reads the key the refs already there publish for writer:
-// its writers ref, else the legacy keys ref.
-func (c *checker) basePublished(writer string) ssh.PublicKey {
-	ref := refs.Writer(writer)
-	head, err := c.base(ref)
+// basePublished reads the keys the refs already there publish for writer:
+// its writers refs (one per key from format 2 on), else the legacy keys
+// ref.
+func (c *checker) basePublished(writer string) []ssh.PublicKey {
+	var out []ssh.PublicKey
+	if k := c.baseLegacyRef(writer); k != nil {
+		out = append(out, k)
+	}
+	vals, names, err := c.g.Refs.List(refs.WritersPrefix)
+	if err == nil {
+		for _, n := range names {
+			w, keyHex, err := refs.ParseWriterRef(n)
+			if err != nil || w != writer || keyHex == "" {
+				continue
+			}
+			head := vals[n]
+			if u, ok := c.updates[n]; ok {
+				head = u.Old
+			}
+			if head.IsZero() {
+				continue
+			}
+			if k, _, err := c.writerKey(writer, head); err == nil && refs.KeyHex(k.Marshal()) == keyHex {
+				out = append(out, k)
+			}
+		}
+	}
+	if len(out) == 0 {
+		if k := c.legacyKey(writer, func() (gitstore.Oid, error) { return c.base(refs.Keys) }); k != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// baseLegacyRef reads the key refs/bernstein/writers/<writer> (format 1)
+// publishes before the push, nil when none.
+func (c *checker) baseLegacyRef(writer string) ssh.PublicKey {
+	head, err := c.base(refs.Writer(writer))
 	if err == nil && !head.IsZero() {
 		if k, _, err := c.writerKey(writer, head); err == nil {
 			return k
 		}
 	}
-	return c.legacyKey(writer, func() (gitstore.Oid, error) { return c.base(refs.Keys) })
+	return nil
 }
 
 // legacyKey reads <writer>.pub of the keys ref commit head names.
@@ -1374,69 +1450,84 @@ func (c *checker) base(ref string) (gitstore.Oid, error) {
 	return c.g.Refs.ReadOptional(ref)
 }
 
-// firstUse pins, for every writer the push involves that has no pinned key,
-// the first key it published: the one the remote publishes already, else the
-// one the push publishes.
-func (c *checker) firstUse() {
+// takeFirstUse binds, for every writer that has no pinned key and whose
+// chain commits the push carries, the key that signs the first of them,
+// when that key is published under the writer's name (on the remote
+// already, or by the push). A publication alone binds nothing: anyone may
+// publish a key under any name (a claim), and a squatter's key, published
+// before the writer's first push, must not take the name from it. The key
+// is pinned marked "first use": the writer may act only on the tasks it
+// creates (checkOwner).
+func (c *checker) takeFirstUse() {
 	if !c.g.TrustFirstUse {
 		return
 	}
-	involved := map[string]bool{}
+	var order []string
+	first := map[string]ssh.PublicKey{}
 	for _, s := range c.segs {
-		if s.writer != "" {
-			involved[s.writer] = true
+		if s.kind == kindWriter || s.kind == kindKeys {
+			continue
 		}
 		for _, l := range s.links {
-			if l.writer != "" {
-				involved[l.writer] = true
+			w := l.writer
+			if w == "" || len(c.trusted[w]) > 0 || first[w] != nil || len(l.commit.Signature) == 0 {
+				continue
 			}
+			k, _, err := keys.CommitSigner(l.commit.Signature)
+			if err != nil {
+				continue
+			}
+			published := append(append([]ssh.PublicKey(nil), c.basePublished(w)...), c.pushed[w]...)
+			if !slices.ContainsFunc(published, func(p ssh.PublicKey) bool { return bytes.Equal(p.Marshal(), k.Marshal()) }) {
+				continue
+			}
+			first[w] = k
+			order = append(order, w)
 		}
 	}
-	names := make([]string, 0, len(involved))
-	for w := range involved {
-		names = append(names, w)
-	}
-	sort.Strings(names)
-	for _, w := range names {
-		if len(c.trusted[w]) > 0 {
-			continue
-		}
-		k := c.basePublished(w)
-		if k == nil {
-			k = c.pushed[w]
-		}
-		if k == nil {
-			continue
-		}
+	sort.Strings(order)
+	for _, w := range order {
+		k := first[w]
 		c.trusted[w] = []ssh.PublicKey{k}
+		c.firstUse[w] = true
 		c.res.FirstUse = append(c.res.FirstUse, FirstUse{Writer: w, Key: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))), Fingerprint: ssh.FingerprintSHA256(k)})
 	}
 }
 
 // buildEnv makes the verification environment of the trusted keys: the
-// pinned ones and those taken on first use. Published keys only tell an
-// unpinned writer from a forged signature in the messages.
+// pinned ones (with their restrictions) and those taken on first use.
+// Published keys only tell an unpinned writer from a forged signature in
+// the messages.
 func (c *checker) buildEnv() {
 	var as []keys.AllowedSigner
-	for w, ks := range c.trusted {
-		for _, k := range ks {
-			as = append(as, keys.AllowedSigner{Principals: []string{keys.Principal(w)}, Namespaces: []string{keys.Namespace}, Key: k})
-		}
+	for _, w := range c.g.Trust.Writers() {
+		as = append(as, c.g.Trust.Entries(w)...)
 	}
-	published := map[string]ssh.PublicKey{}
+	for _, f := range c.res.FirstUse {
+		k := c.trusted[f.Writer][0]
+		as = append(as, keys.AllowedSigner{Principals: []string{keys.Principal(f.Writer)}, Namespaces: []string{keys.Namespace}, Key: k, FirstUse: true})
+	}
+	published := map[string][]ssh.PublicKey{}
 	for _, s := range c.segs {
 		for _, l := range s.links {
 			if l.writer == "" || published[l.writer] != nil {
 				continue
 			}
-			if k := c.pushed[l.writer]; k != nil {
-				published[l.writer] = k
-			} else if k := c.basePublished(l.writer); k != nil {
-				published[l.writer] = k
-			}
+			published[l.writer] = append(append([]ssh.PublicKey(nil), c.pushed[l.writer]...), c.basePublished(l.writer)...)
 		}
 	}
 	c.env = &Env{Objects: c.g.Objects, Trust: keys.NewTrustSet(as, nil), Published: published}
+	// The identity the chains are rooted in: the one the push brings, else
+	// the remote's.
+	head, err := c.base(refs.Repository)
+	if u, ok := c.updates[refs.Repository]; ok && !u.New.IsZero() {
+		head = u.New
+	}
+	if err != nil {
+		c.binding = &Binding{Problem: err.Error()}
+		return
+	}
+	c.binding = LoadBinding(c.env, head)
 }
 
 func (c *checker) isTrusted(writer string, k ssh.PublicKey) bool {
@@ -1494,16 +1585,19 @@ func orNone(w string) string {
 	return w
 }
 
-// checkWriterRef checks a writers ref update: every commit publishes the
-// writer's one key and is signed by it, that key is the one the remote
-// published before and the pinned one, and its allowed_signers file names
-// that key only.
+// checkWriterRef checks a writers ref update: every commit publishes one
+// key and is signed by it, and its allowed_signers file names that key
+// only. A format-2 ref is named for its key: it publishes that key and no
+// other, so a second key under a writer's name is a second ref, a claim
+// that takes nothing from the first (only pinned keys write chains). A
+// format-1 ref (refs/bernstein/writers/<writer>) is the name's one ref:
+// its key must be the one the remote published before, and the pinned one.
 func (c *checker) checkWriterRef(s *segment) {
 	if !s.ok {
 		return
 	}
 	w := s.writer
-	old := c.basePublished(w)
+	old := c.baseLegacyRef(w)
 	for _, l := range s.links {
 		k, signers, err := c.writerKey(w, l.id)
 		if err != nil {
@@ -1514,10 +1608,15 @@ func (c *checker) checkWriterRef(s *segment) {
 		at := func(check, reason string) {
 			c.problem(Problem{Ref: s.u.Ref, Writer: w, Key: fp, Check: check, Reason: reason})
 		}
-		if len(c.trusted[w]) > 0 && !c.isTrusted(w, k) {
+		switch {
+		case s.keyHex != "":
+			if refs.KeyHex(k.Marshal()) != s.keyHex {
+				at("key_record", fmt.Sprintf("commit %s publishes %s in a ref named for another key", short(l.id), fp))
+			}
+		case len(c.trusted[w]) > 0 && !c.isTrusted(w, k):
 			at("key_substitution", fmt.Sprintf("%s publishes %s as writer %s's key, but %s is pinned for it %s: a substituted key is refused", c.g.change(), fp, w, fingerprints(c.trusted[w]), c.g.here()))
-		} else if old != nil && !bytes.Equal(old.Marshal(), k.Marshal()) {
-			at("key_substitution", fmt.Sprintf("%s publishes %s as writer %s's key, but %s publishes %s for it: a writer id has one key", c.g.change(), fp, w, c.g.baseRepo(), ssh.FingerprintSHA256(old)))
+		case old != nil && !bytes.Equal(old.Marshal(), k.Marshal()):
+			at("key_substitution", fmt.Sprintf("%s publishes %s as writer %s's key, but %s publishes %s for it: a writer id has one key per ref", c.g.change(), fp, w, c.g.baseRepo(), ssh.FingerprintSHA256(old)))
 		}
 		if l.writer != w {
 			at("key_signature", fmt.Sprintf("commit %s names %s as its committer, not writer %s", short(l.id), orNone(l.writer), w))
@@ -1531,6 +1630,125 @@ func (c *checker) checkWriterRef(s *segment) {
 			at("key_record", fmt.Sprintf("commit %s: its %s file does not name exactly the key it publishes, as git verify-commit would read it", short(l.id), allowedSignersFile))
 		}
 	}
+}
+
+// repositoryID is the id the repository record at commit id names ("" when
+// it cannot be read).
+func (c *checker) repositoryID(id gitstore.Oid) string {
+	if id.IsZero() {
+		return ""
+	}
+	cc, err := c.read(id)
+	if err != nil {
+		return ""
+	}
+	r, err := record.ParseRepositoryRecord(cc.Record)
+	if err != nil {
+		return ""
+	}
+	return r.ID
+}
+
+// checkRepository checks an update of refs/bernstein/repository: it keeps
+// the remote's id and never lowers the format (a chain with another id is
+// another repository: git refuses it as no fast-forward, and the guard
+// says why), and a trusted writer signed it (checkSignatures).
+func (c *checker) checkRepository() {
+	for _, s := range c.segs {
+		if s.kind != kindRepository || !s.ok || len(s.links) == 0 {
+			continue
+		}
+		id, format := "", 0
+		if !s.u.Old.IsZero() {
+			cc, err := c.read(s.u.Old)
+			if err == nil {
+				if r, err := record.ParseRepositoryRecord(cc.Record); err == nil {
+					id, format = r.ID, r.Format
+				}
+			}
+		}
+		for _, l := range s.links {
+			if id != "" && l.repo.ID != id {
+				c.at(s, l, CheckRepositoryIdentity, fmt.Sprintf("%s names repository %s, but %s is repository %s", c.g.change(), l.repo.ID, c.g.baseRepo(), id))
+				s.ok = false
+				return
+			}
+			if l.repo.Format < format {
+				c.at(s, l, CheckRepositoryIdentity, fmt.Sprintf("the record at seq %d lowers the storage format from %d to %d", l.pos, format, l.repo.Format))
+				s.ok = false
+				return
+			}
+			id, format = l.repo.ID, l.repo.Format
+		}
+	}
+}
+
+// checkRoots checks the first record of every chain the push starts: it
+// must be rooted in the repository's identity (the one the push brings, or
+// the remote's), so that a task, spine or audit mirror copied from another
+// repository (even one the same writer serves) is refused.
+func (c *checker) checkRoots() {
+	for _, s := range c.segs {
+		if !s.ok || !s.u.Old.IsZero() || len(s.links) == 0 || s.fork != "" && s.forkBase > 0 {
+			continue // a fork that shares rows starts on the task's chain, not at its root
+		}
+		var kind, name string
+		switch s.kind {
+		case kindJournal, kindLedger:
+			kind, name = s.kind, s.task
+		case kindSpine, kindAudit:
+			kind, name = s.kind, s.writer
+		default:
+			continue
+		}
+		l := s.links[0]
+		if why := c.binding.CheckRoot(kind, name, l.id, l.prev); why != "" {
+			c.at(s, l, CheckRepositoryBinding, why)
+			s.ok = false
+			if s.fork == "" {
+				delete(c.journals, s.task)
+				delete(c.ledgers, s.task)
+			}
+		}
+	}
+}
+
+// checkOwner refuses rows of a task's journal or ledger signed by a writer
+// trusted only on first use, when another writer created the task: a
+// writer whose key nobody checked may act on its own tasks and on no
+// other's (docs/trust.md, Trust on first use).
+func (c *checker) checkOwner(s *segment) {
+	for _, l := range s.links {
+		w := l.proof.Writer
+		if l.proof.State != Verified || !c.firstUse[w] {
+			continue
+		}
+		creator, ok := c.creator(s.task)
+		if ok && creator == w {
+			continue
+		}
+		who := "a writer the guard cannot name"
+		if ok {
+			who = "writer " + orNone(creator)
+		}
+		c.at(s, l, CheckTaskOwner, fmt.Sprintf("writer %s is trusted only on first use, so it may act only on the tasks it created; task %s was created by %s", w, s.task, who))
+		return
+	}
+}
+
+// creator is the writer that signed the first row of task's ledger: in
+// the push, else the remote's, walked back from its head (a ledger is
+// short; only a first-use writer's rows make the guard look).
+func (c *checker) creator(task string) (string, bool) {
+	if w, ok := c.creators[task]; ok {
+		return w, w != ""
+	}
+	w := ""
+	if l, _ := c.findRow(kindLedger, task, 0, true); l != nil {
+		w = l.writer
+	}
+	c.creators[task] = w
+	return w, w != ""
 }
 
 func fingerprints(ks []ssh.PublicKey) string {

@@ -28,7 +28,7 @@ func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 	if !ok {
 		return chain.Proof{State: Tampered, Reason: "the commit names no writer as its committer"}
 	}
-	st, reason := checkSignature(env, writer, payload, c.Signature)
+	st, reason := checkSignature(env, writer, payload, c.Signature, CommitTime(c.Committer))
 	return proofOf(writer, st, reason)
 }
 
@@ -57,7 +57,7 @@ func proveCommits(env *Env, commits []chain.Commit) []chain.Proof {
 			proofs[i] = chain.Proof{State: Tampered, Reason: "the commit names no writer as its committer"}
 			continue
 		}
-		jobs = append(jobs, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature})
+		jobs = append(jobs, sigJob{writer: writer, payload: cc.Payload, armored: cc.Commit.Signature, when: CommitTime(cc.Commit.Committer)})
 		at = append(at, i)
 	}
 	checkSignatures(env, jobs)

@@ -1,7 +1,11 @@
 package verify
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -24,6 +28,7 @@ type sigJob struct {
 	writer  string
 	payload []byte
 	armored []byte
+	when    int64 // the commit's committer date (Unix seconds): when git says it was signed
 
 	state  sigState
 	reason string
@@ -81,12 +86,12 @@ func classifyKey(env *Env, writer string, claimed ssh.PublicKey) keyVerdict {
 		}
 		return keyVerdict{false, sigTrusted, ""}
 	}
-	pub, ok := env.Published[writer]
-	if !ok {
+	pub := env.Published[writer]
+	if len(pub) == 0 {
 		return keyVerdict{true, sigNoKey, noKeyReason(writer)}
 	}
-	if ssh.FingerprintSHA256(pub) != ssh.FingerprintSHA256(claimed) {
-		return keyVerdict{true, sigBad, fmt.Sprintf("signed by %s, which is not the key published for writer %s", ssh.FingerprintSHA256(claimed), writer)}
+	if !slices.ContainsFunc(pub, func(k ssh.PublicKey) bool { return bytes.Equal(k.Marshal(), claimed.Marshal()) }) {
+		return keyVerdict{true, sigBad, fmt.Sprintf("signed by %s, which is not a key published for writer %s", ssh.FingerprintSHA256(claimed), writer)}
 	}
 	return keyVerdict{false, sigUnpinned, fmt.Sprintf("writer %s's key is published but not pinned (see 'bernstein keys list')", writer)}
 }
@@ -151,5 +156,31 @@ func checkSignatures(env *Env, jobs []sigJob) {
 			}
 		}
 		p.job.state, p.job.reason = p.v.state, p.v.reason
+		if p.v.state == sigTrusted && env.Trust.Restricted(p.job.writer) {
+			// valid-after and valid-before, as git verify-commit applies
+			// them: at the commit's committer date.
+			if why := env.Trust.TrustedAt(p.job.writer, p.cs.Key, p.job.when); why != "" {
+				p.job.state, p.job.reason = sigBad, why
+			}
+		}
 	}
+}
+
+// CommitTime is the date a commit's committer line gives, in Unix seconds
+// (0 when it gives none): the time git verify-commit checks a key's
+// valid-after and valid-before against.
+func CommitTime(committer string) int64 {
+	i := strings.LastIndexByte(committer, '>')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(committer[i+1:])
+	if len(f) == 0 {
+		return 0
+	}
+	t, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return t
 }

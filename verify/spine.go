@@ -75,9 +75,13 @@ type Env struct {
 	Objects *gitstore.Repo
 	Refs    refs.Source // one consistent view of the refs
 	Trust   *keys.TrustSet
-	// Published are the keys the writers refs publish, by writer. They
-	// are not trusted; they only tell "unverifiable" from "tampered".
-	Published map[string]ssh.PublicKey
+	// Published are the keys the writers refs publish, by writer (a name
+	// may have several). They are not trusted; they only tell
+	// "unverifiable" from "tampered".
+	Published map[string][]ssh.PublicKey
+	// Binding is the repository identity every chain must be rooted in (nil:
+	// none, as in a format-1 repository).
+	Binding *Binding
 
 	once sync.Once
 	sigs *sigCache // key verdicts under Trust and Published
@@ -217,12 +221,16 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 				mark(i-1, "entry's prev does not link to the entry before it")
 			}
 		}
-		if len(cc.Commit.Parents) == 0 && (e.Header.Seq != 0 || e.Header.Prev != "") {
-			mark(i, "first entry does not have seq 0 and an empty prev")
+		if len(cc.Commit.Parents) == 0 {
+			if e.Header.Seq != 0 {
+				mark(i, "first entry does not have seq 0")
+			} else if why := ix.env.Binding.CheckRoot(record.ChainSpine, writer, cc.ID, string(e.Header.Prev)); why != "" {
+				mark(i, why)
+			}
 		}
 		newer = &link{e.Header.Seq, e.Header.Prev}
 		if pool != nil {
-			batch = append(batch, spineSig{rec, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, e.Bytes})
+			batch = append(batch, spineSig{rec, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, e.Bytes, CommitTime(cc.Commit.Committer)})
 			if len(batch) == sigBatch {
 				flush()
 			}
@@ -242,7 +250,11 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		// affects the entries from position n-1-b on.
 		first := n - 1 - breakAt
 		msg := fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, recs[first].Seq, reasons[breakAt])
-		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[first].Seq), Check: "spine_chain", Reason: msg})
+		check := "spine_chain"
+		if strings.HasPrefix(reasons[breakAt], ForeignWord) {
+			msg, check = fmt.Sprintf("spine of %s is %s", writer, reasons[breakAt]), CheckRepositoryBinding
+		}
+		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[first].Seq), Check: check, Reason: msg})
 		for _, rec := range recs[first:] {
 			rec.ChainErr = msg
 		}
@@ -281,6 +293,7 @@ type spineSig struct {
 	payload, sig []byte
 	tree         gitstore.Oid
 	entry        []byte
+	when         int64
 }
 
 // checkBatch checks the commit signatures of a batch of spine entries (and
@@ -288,7 +301,7 @@ type spineSig struct {
 func (ix *SpineIndex) checkBatch(b []spineSig) {
 	jobs := make([]sigJob, len(b))
 	for i, e := range b {
-		jobs[i] = sigJob{writer: e.rec.Writer, payload: e.payload, armored: e.sig}
+		jobs[i] = sigJob{writer: e.rec.Writer, payload: e.payload, armored: e.sig, when: e.when}
 	}
 	checkSignatures(ix.env, jobs)
 	for i, e := range b {
@@ -307,8 +320,8 @@ func (ix *SpineIndex) checkBatch(b []spineSig) {
 
 // check verifies the commit signature (and, for a seal, its detached
 // signature) of the entry.
-func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, entry []byte) {
-	r.sigState, r.sigReason = checkSignature(env, r.Writer, payload, sig)
+func (r *SpineRecord) check(env *Env, payload, sig []byte, tree gitstore.Oid, entry []byte, when int64) {
+	r.sigState, r.sigReason = checkSignature(env, r.Writer, payload, sig, when)
 	if r.Seal != nil {
 		err := checkSealSignature(env, sig, tree, entry)
 		r.sealErr = &err
@@ -350,7 +363,7 @@ func (ix *SpineIndex) signature(r *SpineRecord) (sigState, string) {
 		if err != nil {
 			r.sigState, r.sigReason, r.sealErr, r.checked = sigBad, err.Error(), &err, true
 		} else {
-			r.check(ix.env, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, cc.Record)
+			r.check(ix.env, cc.Payload, cc.Commit.Signature, cc.Commit.Tree, cc.Record, CommitTime(cc.Commit.Committer))
 		}
 	}
 	return r.sigState, r.sigReason
@@ -389,8 +402,8 @@ func (ix *SpineIndex) Productions() []Production {
 
 // checkSignature classifies a commit signature by writer: verified against
 // a pinned key, against the published key only, no key known, or bad.
-func checkSignature(env *Env, writer string, payload, armored []byte) (sigState, string) {
-	jobs := []sigJob{{writer: writer, payload: payload, armored: armored}}
+func checkSignature(env *Env, writer string, payload, armored []byte, when int64) (sigState, string) {
+	jobs := []sigJob{{writer: writer, payload: payload, armored: armored, when: when}}
 	checkSignatures(env, jobs)
 	return jobs[0].state, jobs[0].reason
 }

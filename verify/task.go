@@ -257,6 +257,13 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 			breakChain(idx, err.Error())
 			continue
 		}
+		if idx == 0 && row.TaskID == task {
+			if why := v.Env.Binding.CheckRoot(record.ChainJournal, task, cc.ID, string(row.Prev)); why != "" {
+				v.foreign(rep, why)
+				brokenAt = 0
+			}
+			prev = row.Prev
+		}
 		switch {
 		case row.TaskID != task:
 			breakChain(idx, fmt.Sprintf("row belongs to task %q", row.TaskID))
@@ -310,6 +317,14 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 	v.checkSpineCoverage(rep)
 	rep.JournalIdentity, rep.IdentityReason = v.identity(rep)
 	return rep, nil
+}
+
+// foreign breaks a journal rooted in another repository: no row of it
+// counts, and the failure says so.
+func (v *Verifier) foreign(rep *TaskReport, why string) {
+	rep.ChainBroken = true
+	rep.ChainReason = fmt.Sprintf("journal of %s is %s", rep.Task, why)
+	rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, JournalIndex: i64(0), Check: CheckRepositoryBinding, Reason: rep.ChainReason})
 }
 
 // checkVersion applies every per-version check; the first failure makes the

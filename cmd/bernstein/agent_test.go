@@ -121,10 +121,11 @@ func TestSSHAgentWriter(t *testing.T) {
 
 	// Stock git checks the token's signatures, against the published key.
 	signers := filepath.Join(dir, "signers")
-	if err := os.WriteFile(signers, []byte(e.git("show", "refs/bernstein/writers/hsm:allowed_signers")), 0o600); err != nil {
+	keyRef := strings.TrimSpace(e.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/hsm.*"))
+	if err := os.WriteFile(signers, []byte(e.git("show", keyRef+":allowed_signers")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []string{"refs/bernstein/journal/T-1", "refs/bernstein/ledger/T-1", "refs/bernstein/spine/hsm", "refs/bernstein/audit/hsm", "refs/bernstein/writers/hsm"} {
+	for _, ref := range []string{"refs/bernstein/journal/T-1", "refs/bernstein/ledger/T-1", "refs/bernstein/spine/hsm", "refs/bernstein/audit/hsm", keyRef, "refs/bernstein/repository"} {
 		cmd := exec.Command("git", "-C", e.repo, "-c", "gpg.ssh.allowedSignersFile="+signers, "verify-commit", ref)
 		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "with ECDSA key") {
 			t.Fatalf("git verify-commit %s: %v\n%s", ref, err, out)

@@ -75,7 +75,7 @@ func TestCosignVerifiesAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := filepath.Join(dir, "writer.pub")
-	if err := os.WriteFile(pub, []byte(e.git("show", "refs/bernstein/writers/ecw:ecw.pub")), 0o644); err != nil {
+	if err := os.WriteFile(pub, []byte(e.git("show", strings.TrimSpace(e.git("for-each-ref", "--format=%(refname)", "refs/bernstein/writers/ecw.*"))+":ecw.pub")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pemOut, err := exec.Command("ssh-keygen", "-e", "-m", "PKCS8", "-f", pub).Output()

@@ -14,7 +14,7 @@ import (
 
 func newAuditCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Verify the repository offline"}
-	cmd.AddCommand(newAuditVerifyCmd(f, nil))
+	cmd.AddCommand(newAuditVerifyCmd(f, nil), newAuditAcceptCmd(f, nil))
 	return cmd
 }
 

@@ -26,8 +26,11 @@ const initLong = `Set up bernstein in a git repository (bare or not).
 Creates the writer identity (an ed25519 signing key and an HMAC key, mode 0600)
 under BERNSTEIN_HOME (default $XDG_STATE_HOME/bernstein), outside the
 repository, and publishes the public key in a ref of its own,
-refs/bernstein/writers/<writer>, together with a git allowed_signers line
-(other hosts pin it with 'bernstein keys pin'). Pointed at an empty or missing folder, it runs
+refs/bernstein/writers/<writer>.<key> (the key's SHA-256 in hex), together with
+a git allowed_signers line (other hosts pin it with 'bernstein keys pin'). A
+repository that holds no chain yet gets its identity, minted once
+(refs/bernstein/repository, docs/format.md); one that holds chains and no
+identity is in storage format 1 and is left so ('bernstein upgrade'). Pointed at an empty or missing folder, it runs
 'git init' there first. Unless core.fsync is already configured, it sets it
 to "pack,derived-metadata,reference" in the repository's config, so that git's
 own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
@@ -43,7 +46,10 @@ agent is one error, and nothing is written (docs/trust.md, Keys in ssh-agent).
 
 With --remote REMOTE it also sets up that remote's fetch and push refspecs
 for refs/bernstein/*, as 'bernstein remote setup REMOTE' does; a remote the
-repository does not have is refused before anything is set up.
+repository does not have is refused before anything is set up. A repository
+without an identity first fetches the remote's refs/bernstein/* (so that a
+clone takes the remote's identity rather than mint a rival one), and an
+identity init mints is pushed to the remote at once.
 
 It also sets up git's diff of artifact versions in the repository's own files
 (never in the user's configuration): the line
@@ -100,10 +106,12 @@ func initRun(o *initOptions) error {
 	}
 	var res *bernstein.InitResult
 	var err error
+	opts := o.Options()
+	opts.Remote = o.Remote // take the remote's repository identity, or push a new one there
 	if o.SSHAgent {
-		res, err = bernstein.InitAgent(o.Options(), o.Writer, o.AgentKey)
+		res, err = bernstein.InitAgent(opts, o.Writer, o.AgentKey)
 	} else {
-		res, err = bernstein.Init(o.Options(), o.Writer)
+		res, err = bernstein.Init(opts, o.Writer)
 	}
 	if err != nil {
 		return err
@@ -150,10 +158,29 @@ func printInit(sio *IO, res *bernstein.InitResult) {
 	if res.FsyncConfigured {
 		fmt.Fprintf(sio.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
 	}
+	ref := refs.Writer(res.Writer)
+	if res.StorageFormat != 1 {
+		ref = refs.WriterKey(res.Writer, res.KeyHex)
+	}
 	if res.KeyPublished {
-		fmt.Fprintf(sio.Out, "published:  %s\n", refs.Writer(res.Writer))
+		fmt.Fprintf(sio.Out, "published:  %s\n", ref)
 	} else {
-		fmt.Fprintf(sio.Out, "published:  already in %s, nothing changed\n", refs.Writer(res.Writer))
+		fmt.Fprintf(sio.Out, "published:  already in %s, nothing changed\n", ref)
+	}
+	switch {
+	case res.RepositoryMinted:
+		fmt.Fprintf(sio.Out, "repository: %s (new identity, storage format %d)\n", res.RepositoryID, res.StorageFormat)
+	case res.RepositoryID != "":
+		fmt.Fprintf(sio.Out, "repository: %s (storage format %d)\n", res.RepositoryID, res.StorageFormat)
+	}
+	if res.IdentityPushed != "" {
+		fmt.Fprintf(sio.Out, "pushed:     the repository's identity and this writer's key to %s\n", res.IdentityPushed)
+	}
+	for _, fp := range res.OtherKeys {
+		fmt.Fprintf(sio.Err, "note: writer name %s is also published with key %s, not this writer's: readers trust only the key they pin for the name (docs/trust.md)\n", res.Writer, fp)
+	}
+	if res.Note != "" {
+		fmt.Fprintf(sio.Err, "note: %s\n", res.Note)
 	}
 }
 

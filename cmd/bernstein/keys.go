@@ -113,8 +113,8 @@ func warnChanged(sio *IO, wks []bernstein.WriterTrust) {
 				wk.Source, wk.Writer, wk.Problem)
 		}
 		if wk.Trust == bernstein.TrustChanged {
-			fmt.Fprintf(sio.Err, "WARNING: the published key of writer %s CHANGED: %s publishes %s, but %s is pinned. Someone may be impersonating %s; its new signatures do not verify. If the change is expected (check with the writer's owner), run 'bernstein keys pin --replace %s'.\n",
-				wk.Writer, wk.Source, wk.Fingerprint, strings.Join(wk.Pinned, ", "), wk.Writer, wk.Writer)
+			fmt.Fprintf(sio.Err, "WARNING: the published key of writer %s CHANGED: %s publishes %s, but %s is pinned. Someone may be impersonating %s; its new signatures do not verify. If the change is expected (check with the writer's owner), run 'bernstein keys pin --replace --key %s %s'.\n",
+				wk.Writer, wk.Source, wk.Fingerprint, strings.Join(wk.Pinned, ", "), wk.Writer, wk.Fingerprint, wk.Writer)
 		}
 	}
 }
@@ -136,12 +136,11 @@ The pins go into this repository's pin file under BERNSTEIN_HOME, in git's
 allowed_signers format; --allowed-signers is still read as well. Pinning a key
 already pinned changes nothing. A writer whose pinned key differs from the
 key to pin is refused, as ssh refuses a changed host key, unless --replace.
---fingerprint SHA256:... pins one writer only if its key has that
-fingerprint: the command 'bernstein push' prints for the operator of a
-guarded remote carries it, so the key pinned is the key the pusher has.
+A name under which several keys are published (refs/bernstein/writers/
+<writer>.<key>) is refused, listing their fingerprints, unless --key names one;
+a writer pinned already keeps its pinned key.
 
-Exit status: 0 pinned; 1 error (unknown writer, changed key, another
-fingerprint, bad file).`
+Exit status: 0 pinned; 1 error (unknown writer, changed key, bad file).`
 
 func newKeysPinCmd(f *factory, runF func(*keysPinOptions) error) *cobra.Command {
 	o := &keysPinOptions{IO: f.IO, Store: f.Store}
@@ -169,7 +168,7 @@ func newKeysPinCmd(f *factory, runF func(*keysPinOptions) error) *cobra.Command 
 	cmd.Flags().BoolVar(&o.All, "all", false, "pin every writer whose key is found")
 	cmd.Flags().StringVar(&o.From, "from", "", "take the keys from this allowed_signers file, not from the repository")
 	cmd.Flags().BoolVar(&o.Replace, "replace", false, "replace a writer's different pinned key")
-	cmd.Flags().StringVar(&o.Fingerprint, "fingerprint", "", "pin only if the writer's key has this SHA256 fingerprint (one WRITER)")
+	cmd.Flags().StringVar(&o.Key, "key", "", "of several keys published under a writer's name, pin the one with this SHA256 fingerprint")
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON")
 	return cmd
 }

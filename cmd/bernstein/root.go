@@ -70,7 +70,7 @@ func newRootCmd(io *IO) *cobra.Command {
 		newArtifactCmd(f, true),
 		newMCPCmd(f, nil), newServeCmd(f, nil),
 		newRemoteCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
-		newHooksCmd(f),
+		newHooksCmd(f), newUpgradeCmd(f, nil),
 	)
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()

@@ -15,12 +15,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/atomicfile"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/keys/pins"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -64,6 +68,11 @@ type Repo struct {
 
 	repoIDOnce sync.Once
 	repoID     string
+
+	identMu    sync.Mutex
+	identStamp string // refStamp of the identity read
+	identID    string
+	adopted    string // AdoptIdentity's id, while the ref does not exist yet
 }
 
 // Open opens the repository dir is in. It creates nothing.
@@ -174,9 +183,23 @@ func (r *Repo) PinFile() pins.File { return pins.For(r.Home, r.RepoID(), r.GitDi
 
 // RepoID names this repository among the files BERNSTEIN_HOME keeps per
 // repository (pins, the heads this host's writer wrote, audit
-// checkpoints): the first 8 bytes, in hex, of the SHA-256 of its git
-// directory's absolute, real path.
+// checkpoints): its identity's id (32 hex digits) when it has one (storage
+// format 2, docs/format.md), so that a repository moved or copied keeps
+// what this host remembers of it and one created again at the same path
+// starts afresh; else (format 1, or a bare remote that no push has given
+// its identity yet) PathID. It follows refs/bernstein/repository as it
+// changes (init, upgrade, a fetch or push that brings it).
 func (r *Repo) RepoID() string {
+	if id := r.IdentityID(); id != "" {
+		return id
+	}
+	return r.PathID()
+}
+
+// PathID is the first 8 bytes, in hex, of the SHA-256 of the git
+// directory's absolute, real path: what names a repository without an
+// identity in BERNSTEIN_HOME.
+func (r *Repo) PathID() string {
 	r.repoIDOnce.Do(func() {
 		dir := r.GitDir
 		if abs, err := filepath.Abs(dir); err == nil {
@@ -189,6 +212,79 @@ func (r *Repo) RepoID() string {
 		r.repoID = hex.EncodeToString(sum[:8])
 	})
 	return r.repoID
+}
+
+// IdentityID is the id of the repository's identity, "" when it has none
+// (or refs/bernstein/repository cannot be read: verify.Binding says why to
+// every reader). It is read again when the ref or packed-refs changes.
+func (r *Repo) IdentityID() string {
+	stamp := refStamp(r.GitDir, refs.Repository)
+	r.identMu.Lock()
+	defer r.identMu.Unlock()
+	if r.identStamp == stamp && stamp != "" {
+		return r.identID
+	}
+	r.identStamp, r.identID = stamp, ""
+	head, err := r.Refs.ReadOptional(refs.Repository)
+	if err != nil || head.IsZero() {
+		if err == nil {
+			r.identID = r.adopted
+		}
+		return r.identID
+	}
+	cc, err := chain.Read(r.Objects, head)
+	if err != nil {
+		return ""
+	}
+	rec, err := record.ParseRepositoryRecord(cc.Record)
+	if err != nil {
+		return ""
+	}
+	r.identID = rec.ID
+	return r.identID
+}
+
+// AdoptIdentity is for the remote guard, about to accept the push that
+// gives this repository (a bare remote) its identity id: the pins the
+// operator (or trust on first use) made for it before, kept under its path
+// (PathID), are copied to the identity's pin file when that has none, and
+// this handle keys its files by id from now on, before the ref exists.
+func (r *Repo) AdoptIdentity(id string) error {
+	r.identMu.Lock()
+	r.adopted, r.identStamp = id, ""
+	r.identMu.Unlock()
+	from, to := pins.For(r.Home, r.PathID(), r.GitDir), pins.For(r.Home, id, r.GitDir)
+	b, err := os.ReadFile(from.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(to.Path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return atomicfile.Write(to.Path, b, 0o600)
+}
+
+// refStamp identifies the state of a ref's loose file and of packed-refs
+// (size, modification time, inode), so that a value read under it is read
+// again when either changes.
+func refStamp(gitDir, ref string) string {
+	var b strings.Builder
+	for _, p := range []string{filepath.Join(gitDir, filepath.FromSlash(ref)), filepath.Join(gitDir, "packed-refs")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.WriteString("-;")
+			continue
+		}
+		ino := uint64(0)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		fmt.Fprintf(&b, "%d/%d/%d;", fi.Size(), fi.ModTime().UnixNano(), ino)
+	}
+	return b.String()
 }
 
 // ReadTree returns the entries of tree id, from the tree cache when it has

@@ -55,7 +55,12 @@ var ErrUnproven = fmt.Errorf("unproven rows")
 // extend folds commits (oldest first) into p, calling apply on each row
 // that counts; a row that is not proven, or that apply refuses, becomes the
 // first fault and every row after it a fault too.
-func (p *Proof) extend(chainName string, anchored bool, commits []chain.Commit, apply func(record.Row, record.Hash) error) {
+//
+// The chain's first row must be rooted in this repository (env's binding,
+// verify.Binding.CheckRoot): a chain copied from another repository is
+// foreign, its first row the fault and every row after it too.
+func (p *Proof) extend(env *verify.Env, chainName, name string, commits []chain.Commit, apply func(record.Row, record.Hash) error) {
+	anchored := env.Anchored()
 	for _, cc := range commits {
 		index := p.Total
 		p.Total++
@@ -68,6 +73,12 @@ func (p *Proof) extend(chainName string, anchored bool, commits []chain.Commit, 
 			continue
 		}
 		row, err := record.ParseRow(cc.Record)
+		if err == nil && index == 0 {
+			if why := env.Binding.CheckRoot(chainName, name, cc.ID, string(row.Prev)); why != "" {
+				p.Faults = append(p.Faults, verify.RowFault{Chain: chainName, Index: index, Writer: cc.Proof.Writer, State: verify.Tampered, Reason: why})
+				continue
+			}
+		}
 		if err == nil {
 			err = apply(row, record.Sum(cc.Record))
 		}
@@ -128,6 +139,11 @@ func (j *Journal) Clone() *Journal {
 func (j *Journal) Apply(r record.Row, hash record.Hash) error {
 	if r.TaskID != j.Task {
 		return fmt.Errorf("journal of %s: row %d belongs to task %q", j.Task, r.Index, r.TaskID)
+	}
+	if r.Index == 0 && j.Rows == 0 {
+		// The root was checked against the repository's binding
+		// (Proof.extend) or made by the writer from it (txn).
+		j.Head = r.Prev
 	}
 	if r.Index != j.Rows || r.Prev != j.Head {
 		return fmt.Errorf("journal of %s is broken at row %d: run 'bernstein audit verify'", j.Task, r.Index)
@@ -293,7 +309,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 			return nil, fmt.Errorf("journal of %s: %w", task, err)
 		}
 	}
-	st.Proof.extend("journal", env.Anchored(), commits, st.Apply)
+	st.Proof.extend(env.Env, record.ChainJournal, task, commits, st.Apply)
 	f.mu.Lock()
 	f.journals[task] = journalCache{cacheKey{head, env.Version}, st}
 	f.mu.Unlock()
@@ -332,11 +348,11 @@ func (f *Folder) foldLedger(env *proof.Env, task string, head gitstore.Oid) (*Le
 			return nil, fmt.Errorf("ledger of %s: %w", task, err)
 		}
 	}
-	fold.Proof.extend("ledger", env.Anchored(), commits, func(row record.Row, h record.Hash) error {
+	fold.Proof.extend(env.Env, record.ChainLedger, task, commits, func(row record.Row, h record.Hash) error {
 		if row.TaskID != task {
 			return fmt.Errorf("ledger of %s: row %d belongs to task %q", task, row.Index, row.TaskID)
 		}
-		return fold.State.ApplyHashed(row, h)
+		return fold.State.ApplyHashed(row, h) // its root was checked by extend
 	})
 	f.mu.Lock()
 	f.ledgers[task] = ledgerCache{cacheKey{head, env.Version}, fold}

@@ -321,3 +321,50 @@ func SetUp(t testing.TB, s *bernstein.Store, task string, f Forgery) string {
 	}
 	return tok
 }
+
+// Copied is a task copied, with plain git, from another repository the same
+// writer serves (the copied-task forgery): its ledger and journal, signed by
+// the honest writer's own key, claimed with Token and holding a summary
+// whose body is ForgedBody. Rooted in the other repository, it grants
+// nothing here: every reader says it is foreign, no post lands on its
+// token, and no row of it counts.
+type Copied struct {
+	Task  string
+	Token string // the claim token the copied ledger honours in its own repository
+	From  string // the other repository's work tree
+	Rows  int    // the rows copied: the ledger's and the journal's
+}
+
+// CopyTask makes task in another repository with the writer of home (the
+// home the honest host writes with, so every copied row carries a
+// signature the honest host trusts), as SetUp makes it, posts a summary
+// with ForgedBody, and copies its two refs into the repository at dir with
+// git fetch, as the attacker of the copied-task forgery does.
+func CopyTask(t testing.TB, dir, home, writer, task string) Copied {
+	t.Helper()
+	other := filepath.Join(t.TempDir(), "other-repository")
+	g := &Forger{T: t, Dir: other}
+	if out, err := exec.Command("git", "init", "-q", other).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	for i := 0; i < 2; i++ {
+		g.Git("-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-q", "--allow-empty", "-m", "commit")
+	}
+	if _, err := bernstein.Init(bernstein.Options{Repo: other, Home: home}, writer); err != nil {
+		t.Fatalf("init of the other repository: %v", err)
+	}
+	st, err := bernstein.Open(bernstein.Options{Repo: other, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tok := SetUp(t, st, task, Forgery{})
+	if _, err := st.Post(bernstein.PostRequest{Task: task, Key: "findings", Agent: "agent", ClaimToken: tok, Payload: Report(ForgedBody)}); err != nil {
+		t.Fatal(err)
+	}
+	ledgerRef, journalRef := refs.Ledger(task), refs.Journal(task)
+	n := len(strings.Fields(g.Git("rev-list", ledgerRef))) + len(strings.Fields(g.Git("rev-list", journalRef)))
+	d := &Forger{T: t, Dir: dir}
+	d.Git("fetch", "-q", other, "+"+ledgerRef+":"+ledgerRef, "+"+journalRef+":"+journalRef)
+	return Copied{Task: task, Token: tok, From: other, Rows: n}
+}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,60 +96,148 @@ func decodeHead(b []byte) (Mark, bool) {
 type Keeper struct {
 	c    *core.Repo
 	memo memo // ancestry already proven against the heads this writer wrote
+
+	mu    sync.Mutex
+	files map[string]*headsFile // by path: the repository's key may change (init, upgrade)
 }
 
 // NewKeeper is the keeper of repository c's heads.
-func NewKeeper(c *core.Repo) *Keeper { return &Keeper{c: c} }
+func NewKeeper(c *core.Repo) *Keeper { return &Keeper{c: c, files: map[string]*headsFile{}} }
 
 // root is this repository's folder of heads in BERNSTEIN_HOME.
 func (k *Keeper) root() string { return filepath.Join(k.c.Home, "heads", k.c.RepoID()) }
 
-// Path is where the head of ref is kept: under this repository's folder
-// of BERNSTEIN_HOME, at the ref's path below refs/bernstein/.
-func (k *Keeper) Path(ref string) string {
-	return filepath.Join(k.root(), filepath.FromSlash(strings.TrimPrefix(ref, refs.Prefix)))
+// file is this host's writer's heads file in this repository (nil when
+// this host has no writer).
+func (k *Keeper) file() *headsFile {
+	id, err := k.c.Identity()
+	if err != nil {
+		return nil
+	}
+	path := filepath.Join(k.root(), id.Writer+".heads")
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f, ok := k.files[path]
+	if !ok {
+		f = newHeadsFile(path, id.Writer)
+		k.files[path] = f
+	}
+	return f
 }
+
+// Path is the file that keeps this host's writer's heads in this
+// repository (one file whatever the number of chains).
+func (k *Keeper) Path() string {
+	if f := k.file(); f != nil {
+		return f.path
+	}
+	return k.root()
+}
+
+// chainName is ref's name in the heads file: its path below
+// refs/bernstein/.
+func chainName(ref string) string { return strings.TrimPrefix(ref, refs.Prefix) }
 
 // read returns the head this host's writer left on ref, if any.
 func (k *Keeper) read(ref string) (Mark, bool) {
-	b, err := os.ReadFile(k.Path(ref))
+	f := k.file()
+	if f == nil {
+		return Mark{}, false
+	}
+	if m, ok := f.get(chainName(ref)); ok {
+		return m, true
+	}
+	if _, err := os.Stat(f.path); err == nil {
+		return Mark{}, false
+	}
+	// Heads kept before the heads file, one file per chain, until the
+	// next write moves them into it.
+	b, err := os.ReadFile(k.legacyPath(ref))
 	if err != nil {
 		return Mark{}, false
 	}
 	return decodeHead(b)
 }
 
-// Write records the heads a committed batch left (the caller holds the
-// writer lock, and the refs are durable). A head that cannot be written is
-// a warning: it only weakens what this host can tell later.
-func (k *Keeper) Write(heads map[string]Mark) {
-	for ref, m := range heads {
-		if err := writeHeadFile(k.Path(ref), encodeHead(m)); err != nil {
-			k.c.Warn("remember the head of %s: %v", ref, err)
+// legacyPath is where a head was kept before the heads file: one file per
+// chain, at the ref's path below refs/bernstein/.
+func (k *Keeper) legacyPath(ref string) string {
+	return filepath.Join(k.root(), filepath.FromSlash(chainName(ref)))
+}
+
+// legacyHeads reads every head kept in a file of its own.
+func (k *Keeper) legacyHeads() (map[string]Mark, error) {
+	out := map[string]Mark{}
+	for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
+		ents, err := os.ReadDir(filepath.Join(k.root(), kind))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(k.root(), kind, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			if m, ok := decodeHead(b); ok {
+				out[kind+"/"+e.Name()] = m
+			}
+		}
+	}
+	return out, nil
+}
+
+// Write records the heads a committed batch left (the caller holds the
+// writer lock, and the refs are durable): one appended line per chain. A
+// head that cannot be written is a warning: it only weakens what this
+// host can tell later.
+func (k *Keeper) Write(heads map[string]Mark) {
+	if len(heads) == 0 {
+		return
+	}
+	f := k.file()
+	if f == nil {
+		return
+	}
+	es := make([]entry, 0, len(heads))
+	for ref, m := range heads {
+		m := m
+		es = append(es, entry{chain: chainName(ref), mark: &m})
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].chain < es[j].chain })
+	if err := f.write(es, k.migrate); err != nil {
+		k.c.Warn("remember the heads of %d chains: %v", len(es), err)
 	}
 }
 
-// writeHeadFile overwrites path in place (no file is created after the
-// first write of a chain) and cuts it to the new length.
-func writeHeadFile(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
-			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		}
-	}
+// migrate reads the heads kept one file per chain, for the heads file
+// being created, and says how to remove those files once it exists.
+func (k *Keeper) migrate() (map[string]Mark, func(), error) {
+	old, err := k.legacyHeads()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Truncate(int64(len(b)))
+	root := k.root()
+	return old, func() {
+		for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
+			os.RemoveAll(filepath.Join(root, kind))
+		}
+	}, nil
+}
+
+// Forget drops the head this host's writer remembers for ref: the chain
+// as it stands is accepted (a ref moved back on purpose).
+func (k *Keeper) Forget(ref string) error {
+	f := k.file()
+	if f == nil {
+		return errors.New("this host has no writer: it remembers no heads")
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return f.write([]entry{{chain: chainName(ref)}}, k.migrate)
 }
 
 // memo remembers which chain heads were proven to contain a head this
@@ -328,7 +417,7 @@ func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*veri
 		f.Index = m.Pos
 		f.Reason = fmt.Sprintf("%s its record at %s %d is not the one this host's writer %s wrote there", rewrittenWord, at, m.Pos, writer)
 	}
-	f.Reason += fmt.Sprintf(" (if it was moved back on purpose, remove %s)", k.Path(ref))
+	f.Reason += fmt.Sprintf(" (if it was moved back on purpose, run 'bernstein audit accept %s': this host then forgets the head it keeps in %s)", ref, k.Path())
 	return f, nil
 }
 
@@ -337,51 +426,66 @@ func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*veri
 // audit mirror having been rolled back with it. With only, the chains of
 // that task alone.
 func (k *Keeper) Failures(view refs.Source, only string) ([]verify.Failure, error) {
-	root := k.root()
+	all, err := k.all()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(all))
+	for c := range all {
+		names = append(names, c)
+	}
+	sort.Strings(names)
 	var out []verify.Failure
-	for _, kind := range []string{"journal", "ledger", "spine", "audit"} {
-		ents, err := os.ReadDir(filepath.Join(root, kind))
-		if errors.Is(err, fs.ErrNotExist) {
+	for _, name := range names {
+		kind, rest, _ := strings.Cut(name, "/")
+		ref := refs.Prefix + name
+		f := verify.Failure{Check: "rollback"}
+		switch kind {
+		case "journal", "ledger":
+			task, err := refs.UnescapeTask(rest)
+			if err != nil || only != "" && task != only {
+				continue
+			}
+			f.TaskID = task
+		case "spine", "audit":
+			if only != "" {
+				continue
+			}
+			f.Writer = rest
+		default:
 			continue
 		}
+		cur, err := view.ReadOptional(ref)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range ents {
-			ref := refs.Prefix + kind + "/" + e.Name()
-			f := verify.Failure{Check: "rollback"}
-			switch kind {
-			case "journal", "ledger":
-				task, err := refs.UnescapeTask(e.Name())
-				if err != nil || only != "" && task != only {
-					continue
-				}
-				f.TaskID = task
-			default:
-				if only != "" {
-					continue
-				}
-				f.Writer = e.Name()
-			}
-			cur, err := view.ReadOptional(ref)
-			if err != nil {
-				return nil, err
-			}
-			fault, err := k.Rollback(kind, ref, cur, -1)
-			if err != nil || fault == nil {
-				continue
-			}
-			f.Reason = fault.Reason
-			switch kind {
-			case "journal":
-				f.JournalIndex = &fault.Index
-			case "ledger":
-				f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", f.TaskID, fault.Index, fault.Reason)
-			default:
-				f.Seq = &fault.Index
-			}
-			out = append(out, f)
+		fault, err := k.Rollback(kind, ref, cur, -1)
+		if err != nil || fault == nil {
+			continue
 		}
+		f.Reason = fault.Reason
+		switch kind {
+		case "journal":
+			f.JournalIndex = &fault.Index
+		case "ledger":
+			f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", f.TaskID, fault.Index, fault.Reason)
+		default:
+			f.Seq = &fault.Index
+		}
+		out = append(out, f)
 	}
 	return out, nil
+}
+
+// all is every head this host's writer remembers in this repository, by
+// chain name.
+func (k *Keeper) all() (map[string]Mark, error) {
+	f := k.file()
+	if f == nil {
+		return map[string]Mark{}, nil
+	}
+	if _, err := os.Stat(f.path); errors.Is(err, fs.ErrNotExist) {
+		return k.legacyHeads()
+	}
+	return f.all()
 }

@@ -23,7 +23,8 @@ import (
 type Env struct {
 	*verify.Env
 	// Version names what a row's proof depends on besides the row: the
-	// published keys (their refs' heads) and the trust set (pins, the
+	// published keys (their refs' heads), the repository's identity (the
+	// head of refs/bernstein/repository) and the trust set (pins, the
 	// --allowed-signers file, the local writer). Folds remembered under one
 	// version are not reused under another, so a pin or unpin takes effect
 	// at once, also in a long-running server.
@@ -35,7 +36,9 @@ type Env struct {
 type Prover struct {
 	c   *core.Repo
 	mu  sync.Mutex
-	pub map[gitstore.Oid]map[string]ssh.PublicKey // published keys by keys commit
+	pub map[gitstore.Oid]map[string][]ssh.PublicKey // published keys by keys commit
+	// bindings are the repository identities read, by proof version.
+	bindings map[gitstore.Oid]*verify.Binding
 }
 
 // NewProver makes the prover of repository c.
@@ -59,20 +62,50 @@ func (p *Prover) Env(view refs.Source) (*Env, error) {
 		if err != nil {
 			return nil, fmt.Errorf("published keys: %w", err)
 		}
-		pub = map[string]ssh.PublicKey{}
-		for w, line := range published {
-			k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
-			if err != nil {
-				continue // a malformed published key is as good as none
+		pub = map[string][]ssh.PublicKey{}
+		for w, lines := range published {
+			for _, line := range lines {
+				k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+				if err != nil {
+					continue // a malformed published key is as good as none
+				}
+				pub[w] = append(pub[w], k)
 			}
-			pub[w] = k
 		}
 		p.mu.Lock()
-		p.pub = map[gitstore.Oid]map[string]ssh.PublicKey{head: pub}
+		p.pub = map[gitstore.Oid]map[string][]ssh.PublicKey{head: pub}
 		p.mu.Unlock()
 	}
-	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+trust.Fingerprint()))
-	return &Env{Env: &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub}, Version: version}, nil
+	repo, err := view.ReadOptional(refs.Repository)
+	if err != nil {
+		return nil, fmt.Errorf("repository identity: %w", err)
+	}
+	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+repo.String()+"\n"+trust.Fingerprint()))
+	env := &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub}
+	env.Binding = p.binding(env, repo, version)
+	return &Env{Env: env, Version: version}, nil
+}
+
+// binding reads the repository's identity under env, once per proof
+// version (the identity's commits are proven under the keys it names).
+func (p *Prover) binding(env *verify.Env, head, version gitstore.Oid) *verify.Binding {
+	p.mu.Lock()
+	b, ok := p.bindings[version]
+	p.mu.Unlock()
+	if ok {
+		return b
+	}
+	b = verify.LoadBinding(env, head)
+	p.mu.Lock()
+	if len(p.bindings) >= 16 {
+		p.bindings = nil
+	}
+	if p.bindings == nil {
+		p.bindings = map[gitstore.Oid]*verify.Binding{}
+	}
+	p.bindings[version] = b
+	p.mu.Unlock()
+	return b
 }
 
 // Check returns the walk check that proves each commit under env.

@@ -22,6 +22,17 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 		return nil, err
 	}
 	c := &Chain{ref: ref, old: head, head: head}
+	if head.IsZero() {
+		// A new chain is rooted in this repository's identity (its genesis
+		// hash; "" in a format-1 repository).
+		if kind, name, ok := rootOf(ref); ok {
+			b := t.env.Binding
+			if b != nil && b.Problem != "" {
+				return nil, fmt.Errorf("%w: no chain is started in a repository whose identity cannot be read: %s", fold.ErrUnproven, b.Problem)
+			}
+			c.last = b.Genesis(kind, name)
+		}
+	}
 	if !head.IsZero() {
 		if err := load(c); err != nil {
 			return nil, err
@@ -32,6 +43,22 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 	}
 	t.chains[ref] = c
 	return c, nil
+}
+
+// rootOf names the chain ref is (its kind and its task or writer), for the
+// chains that are rooted in the repository's identity.
+func rootOf(ref string) (kind, name string, ok bool) {
+	for _, k := range []struct{ prefix, kind string }{{refs.JournalPrefix, record.ChainJournal}, {refs.LedgerPrefix, record.ChainLedger},
+		{refs.SpinePrefix, record.ChainSpine}, {refs.AuditPrefix, record.ChainAudit}} {
+		if rest, found := strings.CutPrefix(ref, k.prefix); found {
+			if k.kind == record.ChainJournal || k.kind == record.ChainLedger {
+				task, err := refs.UnescapeTask(rest)
+				return k.kind, task, err == nil
+			}
+			return k.kind, rest, true
+		}
+	}
+	return "", "", false
 }
 
 // checkHead refuses to extend a chain that no longer contains the head this
@@ -195,6 +222,7 @@ func (t *Tx) JournalChain(task string) (*Chain, error) {
 	})
 	if err == nil && c.Journal == nil {
 		c.Journal = fold.NewJournal(task)
+		c.Journal.Head = record.Hash(c.last)
 		c.tree = gitstore.EmptyTree
 	}
 	return c, err
@@ -356,7 +384,7 @@ func (t *Tx) AppendLedger(task, kind, actor string, data any) (record.Row, *Chai
 	}
 	t.own(c)
 	if c.Ledger == nil {
-		c.Ledger = &ledger.State{}
+		c.Ledger = &ledger.State{Head: record.Hash(c.last)}
 	}
 	b := row.Bytes()
 	if err := c.Ledger.ApplyHashed(row, record.Sum(b)); err != nil {

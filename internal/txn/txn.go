@@ -25,6 +25,7 @@ import (
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // A write is a batch of operations. Each operation reads and extends the
@@ -299,10 +300,11 @@ func (w *Writer) retire(st *gitstore.PackStage) {
 type savepoint struct {
 	chains  map[string]Chain
 	objects int
+	binding *verify.Binding
 }
 
 func (t *Tx) save() savepoint {
-	sp := savepoint{chains: make(map[string]Chain, len(t.chains)), objects: len(t.objects)}
+	sp := savepoint{chains: make(map[string]Chain, len(t.chains)), objects: len(t.objects), binding: t.env.Binding}
 	for k, c := range t.chains {
 		sp.chains[k] = *c
 	}
@@ -311,6 +313,7 @@ func (t *Tx) save() savepoint {
 
 func (t *Tx) restore(sp savepoint) {
 	t.objects = t.objects[:sp.objects]
+	t.env.Binding = sp.binding
 	for k := range t.chains {
 		if c, ok := sp.chains[k]; ok {
 			*t.chains[k] = c

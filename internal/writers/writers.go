@@ -6,7 +6,10 @@ package writers
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
@@ -14,8 +17,12 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// Each writer publishes its public key in a ref of its own,
-// refs/bernstein/writers/<writer>: a chain of signed commits whose tree
+// Each writer publishes its public key in a ref of its own: from storage
+// format 2 on refs/bernstein/writers/<writer>.<key> (<key> the key's
+// SHA-256 in hex), one ref per key, so that two keys never contend for
+// one ref and a squatter's key published under a writer's name changes
+// nothing of the writer's own; in a format-1 repository
+// refs/bernstein/writers/<writer>. Either is a chain of signed commits whose tree
 // holds <writer>.pub, the signed key record (<writer>.json and its detached
 // signature <writer>.json.sig) and an allowed_signers line. Hosts that init
 // on their own therefore never write to one ref, and their keys merge on a
@@ -65,30 +72,34 @@ type PublishedKey struct {
 	Key    string // authorized key line
 	Source string // the ref that publishes it
 	// Problem says why the ref publishes no key it can be read for (its
-	// commit or tree does not parse); Key is then "".
+	// commit or tree does not parse, or, for a ref named by its key, the key
+	// is another one); Key is then "".
 	Problem string
 }
 
-// Keys reads the published keys in view: writer -> authorized key line.
-// These keys are not trusted by themselves; see docs/trust.md.
-func Keys(c *core.Repo, view refs.Source) (map[string]string, error) {
+// Keys reads the published keys in view: writer -> authorized key lines,
+// one per key published under the name (in the order of List). These keys
+// are not trusted by themselves; see docs/trust.md.
+func Keys(c *core.Repo, view refs.Source) (map[string][]string, error) {
 	list, err := List(c, view)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(list))
+	out := make(map[string][]string, len(list))
 	for _, k := range list {
-		if k.Problem == "" {
-			out[k.Writer] = k.Key
+		if k.Problem == "" && !slices.Contains(out[k.Writer], k.Key) {
+			out[k.Writer] = append(out[k.Writer], k.Key)
 		}
 	}
 	return out, nil
 }
 
-// List reads every writer's ref in view, then the legacy keys ref for
-// writers no ref of their own publishes. A writer ref that cannot be read is
-// listed with its problem (it publishes no key: as good as none, but `keys
-// list` and fetch say so).
+// List reads every writer's ref in view (refs/bernstein/writers/<writer>
+// and, from format 2 on, refs/bernstein/writers/<writer>.<key>: one ref per
+// key, so a name may have several), then the legacy keys ref for writers no
+// ref of their own publishes. A writer ref that cannot be read is listed
+// with its problem (it publishes no key: as good as none, but `keys list`
+// and fetch say so).
 func List(c *core.Repo, view refs.Source) ([]PublishedKey, error) {
 	var out []PublishedKey
 	seen := map[string]bool{}
@@ -97,18 +108,20 @@ func List(c *core.Repo, view refs.Source) ([]PublishedKey, error) {
 		return nil, err
 	}
 	for _, name := range names {
-		w := strings.TrimPrefix(name, refs.WritersPrefix)
-		if refs.ValidateWriter(w) != nil {
+		w, keyHex, err := refs.ParseWriterRef(name)
+		if err != nil {
 			continue
 		}
+		seen[w] = true
 		key, err := RefKey(c, vals[name], w)
+		if err == nil && keyHex != "" {
+			err = checkNamed(key, keyHex)
+		}
 		if err != nil {
 			out = append(out, PublishedKey{Writer: w, Source: name, Problem: err.Error()})
-			seen[w] = true
 			continue
 		}
 		out = append(out, PublishedKey{Writer: w, Key: key, Source: name})
-		seen[w] = true
 	}
 	head, err := view.ReadOptional(refs.Keys)
 	if err != nil || head.IsZero() {
@@ -134,6 +147,19 @@ func List(c *core.Repo, view refs.Source) ([]PublishedKey, error) {
 		out = append(out, PublishedKey{Writer: w, Key: strings.TrimSpace(string(data)), Source: refs.Keys})
 	}
 	return out, nil
+}
+
+// checkNamed checks that the key a ref named by a key's hex fingerprint
+// publishes is that key.
+func checkNamed(line, keyHex string) error {
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		return err
+	}
+	if got := refs.KeyHex(k.Marshal()); got != keyHex {
+		return fmt.Errorf("the ref is named for key %s but publishes %s", keyHex, ssh.FingerprintSHA256(k))
+	}
+	return nil
 }
 
 // Version names the state of the published keys in view: a hash of every

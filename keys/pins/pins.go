@@ -91,35 +91,58 @@ type WriterTrust struct {
 	Trust       string   `json:"trust"`
 	Pinned      []string `json:"pinned"`            // fingerprints pinned for the writer (pin file and --allowed-signers)
 	Problem     string   `json:"problem,omitempty"` // why the key ref cannot be read (trust UNREADABLE)
+	// FirstUse: the key was pinned by a remote guard on first use, so the
+	// writer may act only on the tasks it created (docs/trust.md).
+	FirstUse bool `json:"first_use,omitempty"`
+	// ValidAfter and ValidBefore are the pinned key's restrictions, as the
+	// pin file (or --allowed-signers) writes them.
+	ValidAfter  string `json:"valid_after,omitempty"`
+	ValidBefore string `json:"valid_before,omitempty"`
 }
 
-// Status lists every writer whose key is published (each of published
-// gives Writer, Key, Source and Problem) or trusted, with the trust level
-// of its key; own is this host's writer ("" when there is none).
+// Status lists every key published under a writer's name (each of
+// published gives Writer, Key, Source and Problem: a name may have several
+// keys, one ref each) and every trusted writer none is published for, with
+// the trust level of each key; own is this host's writer ("" when there is
+// none).
 func Status(published []WriterTrust, trust *keys.TrustSet, own string) []WriterTrust {
-	byWriter := map[string]*WriterTrust{}
+	seen := map[string]bool{}
+	var out []WriterTrust
+	pinnedOf := func(w string) (fps []string, firstUse bool, after, before string) {
+		es := trust.Entries(w)
+		for _, a := range es {
+			fps = append(fps, ssh.FingerprintSHA256(a.Key))
+		}
+		sort.Strings(fps)
+		return fps, trust.FirstUseOnly(w), "", ""
+	}
 	for _, p := range published {
-		wk := &WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source, Problem: p.Problem}
+		wk := WriterTrust{Writer: p.Writer, Key: p.Key, Source: p.Source, Problem: p.Problem}
 		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(p.Key)); err == nil {
 			wk.Fingerprint = ssh.FingerprintSHA256(k)
+			for _, a := range trust.Entries(p.Writer) {
+				if bytes.Equal(a.Key.Marshal(), k.Marshal()) {
+					wk.ValidAfter, wk.ValidBefore, wk.FirstUse = a.ValidAfter, a.ValidBefore, a.FirstUse
+				}
+			}
 		}
-		byWriter[p.Writer] = wk
+		seen[p.Writer] = true
+		wk.Pinned, _, _, _ = pinnedOf(p.Writer)
+		out = append(out, wk)
 	}
 	for _, w := range trust.Writers() {
-		if _, ok := byWriter[w]; !ok {
-			byWriter[w] = &WriterTrust{Writer: w}
+		if !seen[w] {
+			wk := WriterTrust{Writer: w}
+			wk.Pinned, wk.FirstUse, _, _ = pinnedOf(w)
+			out = append(out, wk)
 		}
 	}
-	out := make([]WriterTrust, 0, len(byWriter))
-	for w, wk := range byWriter {
-		for _, k := range trust.Trusted(w) {
-			wk.Pinned = append(wk.Pinned, ssh.FingerprintSHA256(k))
-		}
-		sort.Strings(wk.Pinned)
+	for i := range out {
+		wk := &out[i]
 		switch {
 		case wk.Problem != "":
 			wk.Trust = TrustUnreadable
-		case w == own && (wk.Key == "" || contains(wk.Pinned, wk.Fingerprint)):
+		case wk.Writer == own && (wk.Key == "" || contains(wk.Pinned, wk.Fingerprint)):
 			wk.Trust = TrustOwn
 		case len(wk.Pinned) == 0:
 			wk.Trust = TrustUnpinned
@@ -130,9 +153,13 @@ func Status(published []WriterTrust, trust *keys.TrustSet, own string) []WriterT
 		default:
 			wk.Trust = TrustChanged
 		}
-		out = append(out, *wk)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Writer < out[j].Writer })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Writer != out[j].Writer {
+			return out[i].Writer < out[j].Writer
+		}
+		return out[i].Source < out[j].Source
+	})
 	return out
 }
 
@@ -153,22 +180,28 @@ type Options struct {
 	Writers []string // the writers to pin (empty with All)
 	All     bool     // every writer found
 	// From reads the keys from an allowed_signers file instead of the
-	// published ones (a key handed over out of band).
+	// published ones (a key handed over out of band). Its restrictions
+	// (valid-after, valid-before) are kept in the pin file.
 	From string
+	// Key picks, by its SHA256 fingerprint, which of the keys published
+	// (or in From) under a writer's name to pin, when there are several.
+	Key string `json:"key,omitempty"`
 	// Replace lets a pin replace a writer's different pinned key.
 	Replace bool
-	// Fingerprint, with one writer, is the SHA256 fingerprint its key must
-	// have: the key an operator checked, not whatever is published when
-	// the pin runs.
-	Fingerprint string
 }
+
+// ErrAmbiguous reports a writer name under which several keys are
+// published: which one to pin is the user's choice (Options.Key), after
+// checking with the writer's owner.
+var ErrAmbiguous = errors.New("several keys are published under the writer's name")
 
 // Pin pins writers' keys in the pin file and returns what it pinned; the
 // keys are those of o.From, else those published (writer -> authorized key
-// line). A writer whose pinned key differs from the one to pin is refused
+// lines). A writer whose pinned key differs from the one to pin is refused
 // with ErrKeyChanged unless Replace: a changed key is loud, the way ssh
-// treats a changed host key.
-func (f File) Pin(o Options, published func() (map[string]string, error)) ([]WriterTrust, error) {
+// treats a changed host key. A writer name with several keys is refused
+// with ErrAmbiguous unless o.Key names one.
+func (f File) Pin(o Options, published func() (map[string][]string, error)) ([]WriterTrust, error) {
 	if !o.All && len(o.Writers) == 0 {
 		return nil, errors.New("name the writers to pin, or pass --all")
 	}
@@ -177,10 +210,15 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 			return nil, err
 		}
 	}
-	if o.Fingerprint != "" && (o.All || len(o.Writers) != 1) {
-		return nil, errors.New("--fingerprint names the key of one writer: give exactly one")
+	candidates := map[string][]keys.AllowedSigner{} // writer -> the keys it could be pinned with
+	add := func(w string, a keys.AllowedSigner) {
+		for _, c := range candidates[w] {
+			if bytes.Equal(c.Key.Marshal(), a.Key.Marshal()) {
+				return
+			}
+		}
+		candidates[w] = append(candidates[w], a)
 	}
-	candidates := map[string]string{} // writer -> authorized key line
 	if o.From != "" {
 		as, err := keys.ReadAllowedSigners(o.From)
 		if err != nil {
@@ -190,11 +228,12 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 			if len(a.Namespaces) > 0 && !contains(a.Namespaces, keys.Namespace) {
 				continue // not a key for git signatures
 			}
-			line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))
 			for _, p := range a.Principals {
 				w := strings.TrimSuffix(p, "@bernstein")
 				if refs.ValidateWriter(w) == nil {
-					candidates[w] = line
+					e := a
+					e.Principals, e.Namespaces = []string{keys.Principal(w)}, []string{keys.Namespace}
+					add(w, e)
 				}
 			}
 		}
@@ -203,8 +242,14 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 		if err != nil {
 			return nil, err
 		}
-		for w, line := range pub {
-			candidates[w] = line
+		for w, lines := range pub {
+			for _, line := range lines {
+				k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+				if err != nil {
+					continue
+				}
+				add(w, keys.AllowedSigner{Principals: []string{keys.Principal(w)}, Namespaces: []string{keys.Namespace}, Key: k})
+			}
 		}
 	}
 	names := o.Writers
@@ -217,6 +262,55 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 		if len(names) == 0 {
 			return nil, errors.New("no key to pin: no writer publishes one")
 		}
+	}
+	current, err := f.Read()
+	if err != nil {
+		return nil, err
+	}
+	// Which key each writer is pinned with.
+	chosen := map[string]keys.AllowedSigner{}
+	var ambiguous []string
+	for _, w := range names {
+		cs := candidates[w]
+		if o.Key == "" && !o.Replace && len(cs) > 1 {
+			// A writer pinned already keeps its key when it is still
+			// published: another key under its name is someone's claim.
+			for _, c := range cs {
+				for _, p := range current {
+					if pinsWriter(p, w) && bytes.Equal(p.Key.Marshal(), c.Key.Marshal()) {
+						cs = []keys.AllowedSigner{c}
+					}
+				}
+			}
+		}
+		if o.Key != "" {
+			var picked []keys.AllowedSigner
+			for _, c := range cs {
+				if ssh.FingerprintSHA256(c.Key) == o.Key {
+					picked = append(picked, c)
+				}
+			}
+			cs = picked
+			if len(cs) == 0 {
+				return nil, fmt.Errorf("writer %s: no key %s found (%s)", w, o.Key, sourceName(o.From))
+			}
+		}
+		switch len(cs) {
+		case 0:
+			return nil, fmt.Errorf("writer %s: no key found (%s)", w, sourceName(o.From))
+		case 1:
+			chosen[w] = cs[0]
+		default:
+			var fps []string
+			for _, c := range cs {
+				fps = append(fps, ssh.FingerprintSHA256(c.Key))
+			}
+			sort.Strings(fps)
+			ambiguous = append(ambiguous, fmt.Sprintf("writer %s: %s", w, strings.Join(fps, ", ")))
+		}
+	}
+	if len(ambiguous) > 0 {
+		return nil, fmt.Errorf("%w: %s. Only one of them is the writer's: check the fingerprint with its owner, then pin that one with --key FINGERPRINT", ErrAmbiguous, strings.Join(ambiguous, "; "))
 	}
 	unlock, err := f.lock()
 	if err != nil {
@@ -240,34 +334,31 @@ func (f File) Pin(o Options, published func() (map[string]string, error)) ([]Wri
 	var changed []string
 	next := append([]keys.AllowedSigner(nil), pins...)
 	for _, w := range names {
-		line, ok := candidates[w]
-		if !ok {
-			return nil, fmt.Errorf("writer %s: no key found (%s)", w, sourceName(o.From))
-		}
-		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
-		if err != nil {
-			return nil, fmt.Errorf("writer %s: %v", w, err)
-		}
-		fp := ssh.FingerprintSHA256(k)
-		if o.Fingerprint != "" && o.Fingerprint != fp {
-			return nil, fmt.Errorf("writer %s: the key to pin is %s, not %s: nothing pinned", w, fp, o.Fingerprint)
-		}
+		a := chosen[w]
+		fp := ssh.FingerprintSHA256(a.Key)
+		line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))
 		old := pinnedFor(w)
-		same := false
-		for _, a := range old {
-			same = same || ssh.FingerprintSHA256(a.Key) == fp
-		}
-		if same {
-			done = append(done, WriterTrust{Writer: w, Key: line, Fingerprint: fp, Trust: TrustPinned, Pinned: []string{fp}})
-			continue
-		}
-		if len(old) > 0 && !o.Replace {
-			changed = append(changed, fmt.Sprintf("writer %s: the key to pin is %s, but %s is pinned", w, fp, ssh.FingerprintSHA256(old[0].Key)))
-			continue
-		}
-		// Replace: drop the writer's old pins.
-		next = append(withoutWriter(next, w), keys.AllowedSigner{Principals: []string{keys.Principal(w)}, Namespaces: []string{keys.Namespace}, Key: k})
 		done = append(done, WriterTrust{Writer: w, Key: line, Fingerprint: fp, Trust: TrustPinned, Pinned: []string{fp}})
+		if len(old) > 0 {
+			sameKey, sameTerms := true, true
+			for _, p := range old {
+				sameKey = sameKey && bytes.Equal(p.Key.Marshal(), a.Key.Marshal())
+				// A key pinned by hand stays so when a guard meets it again
+				// on first use; the other way round it is pinned anew.
+				sameTerms = sameTerms && p.ValidAfter == a.ValidAfter && p.ValidBefore == a.ValidBefore && (!p.FirstUse || a.FirstUse)
+			}
+			if sameKey && sameTerms {
+				continue
+			}
+			if !sameKey && !o.Replace {
+				changed = append(changed, fmt.Sprintf("writer %s: the key to pin is %s, but %s is pinned", w, fp, ssh.FingerprintSHA256(old[0].Key)))
+				continue
+			}
+		}
+		// The writer's pins are replaced: another key (Replace), other
+		// restrictions, or a key trusted on first use that is now pinned
+		// by hand.
+		next = append(withoutWriter(next, w), a)
 	}
 	if len(changed) > 0 {
 		return nil, fmt.Errorf("%w: %s. If the writer's key was changed on purpose (check with its owner), pin it with --replace", ErrKeyChanged, strings.Join(changed, "; "))
@@ -358,7 +449,7 @@ func (f File) write(as []keys.AllowedSigner) error {
 	fmt.Fprintf(&b, "# (git's allowed_signers format; written by 'bernstein keys pin')\n")
 	for _, a := range as {
 		for _, p := range a.Principals {
-			b.WriteString(keys.AllowedSignersLine(strings.TrimSuffix(p, "@bernstein"), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(a.Key)))))
+			b.WriteString(a.Line(strings.TrimSuffix(p, "@bernstein")))
 			b.WriteByte('\n')
 		}
 	}

@@ -1,0 +1,510 @@
+package heads
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/bernstein/bernstein/gitstore"
+)
+
+// The heads one writer wrote in one repository live in one file,
+// $BERNSTEIN_HOME/heads/<repository>/<writer>.heads, whatever the number
+// of chains (a file per chain was 200,000 files at 100,000 tasks):
+//
+//	bernstein heads v2 <writer> <snapshot bytes, 20 digits> <CRC-32>\n
+//	<snapshot: one line per chain, sorted by chain>
+//	<appended lines, in the order they were written>
+//
+// Each line is "<chain> <position, 20 digits> <commit> <link> <CRC-32 of
+// the line before it, 8 hex digits>\n", the chain being journal/<task>,
+// ledger/<task>, spine/<writer> or audit/<writer> (as under
+// refs/bernstein/, the task escaped). An appended line overrides what came
+// before it for its chain; a position of -1 (written "forget") drops the
+// chain's head. A write appends one line per chain it moved (O_APPEND,
+// after the refs are durable, without a sync: a crash can cut it short,
+// which its checksum tells, and which reads as no head), so a post's cost
+// does not grow with the file. When the appended part outgrows both 4,096
+// lines and half the snapshot, the writer that appended last rewrites the
+// file (a sorted snapshot of every head, synced, renamed over the file):
+// the rewrite costs what the file holds, once per as many appends, so the
+// amortised cost of a write stays constant. A reader binary-searches the
+// snapshot with preads and reads the appended part once, then only what
+// was appended since.
+
+const (
+	fileMagic = "bernstein heads v2"
+	// forgetPos marks an appended line that drops a chain's head.
+	forgetPos = -1
+	// compactMin is the number of appended lines below which the file is
+	// never rewritten.
+	compactMin = 4096
+)
+
+// entry is one line: the head of chain (nil mark: forgotten).
+type entry struct {
+	chain string
+	mark  *Mark
+}
+
+func encodeLine(chain string, m *Mark) []byte {
+	var line string
+	if m == nil {
+		line = fmt.Sprintf("%s forget", chain)
+	} else {
+		line = fmt.Sprintf("%s %020d %s %s", chain, m.Pos, m.Commit, m.Link)
+	}
+	return fmt.Appendf(nil, "%s %08x\n", line, crc32.ChecksumIEEE([]byte(line)))
+}
+
+// decodeLine reads one line without its newline; anything else (a line
+// cut short, a stray byte) is no line.
+func decodeLine(line []byte) (entry, bool) {
+	i := bytes.LastIndexByte(line, ' ')
+	if i < 0 {
+		return entry{}, false
+	}
+	text, sum := line[:i], line[i+1:]
+	if want, err := strconv.ParseUint(string(sum), 16, 32); err != nil || len(sum) != 8 || uint32(want) != crc32.ChecksumIEEE(text) {
+		return entry{}, false
+	}
+	f := strings.Fields(string(text))
+	switch {
+	case len(f) == 2 && f[1] == "forget":
+		return entry{chain: f[0]}, true
+	case len(f) != 4:
+		return entry{}, false
+	}
+	pos, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || pos < 0 {
+		return entry{}, false
+	}
+	id, err := gitstore.ParseOid(f[2])
+	if err != nil || id.IsZero() {
+		return entry{}, false
+	}
+	return entry{chain: f[0], mark: &Mark{Pos: pos, Commit: id, Link: f[3]}}, true
+}
+
+func header(writer string, snapshot int64) []byte {
+	line := fmt.Sprintf("%s %s %020d", fileMagic, writer, snapshot)
+	return fmt.Appendf(nil, "%s %08x\n", line, crc32.ChecksumIEEE([]byte(line)))
+}
+
+// readHeader reads the header line at the start of b: its length and the
+// snapshot's.
+func readHeader(b []byte, writer string) (int64, int64, bool) {
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 {
+		return 0, 0, false
+	}
+	line := b[:nl]
+	i := bytes.LastIndexByte(line, ' ')
+	if i < 0 {
+		return 0, 0, false
+	}
+	text, sum := line[:i], line[i+1:]
+	if want, err := strconv.ParseUint(string(sum), 16, 32); err != nil || len(sum) != 8 || uint32(want) != crc32.ChecksumIEEE(text) {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(text))
+	if len(f) != 5 || f[0]+" "+f[1]+" "+f[2] != fileMagic || f[3] != writer {
+		return 0, 0, false
+	}
+	n, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || n < 0 {
+		return 0, 0, false
+	}
+	return int64(nl + 1), n, true
+}
+
+// headsFile is one writer's heads file in one repository, as one process
+// reads and appends to it.
+type headsFile struct {
+	path, writer string
+
+	mu       sync.Mutex
+	f        *os.File // open for reading; nil when the file does not exist
+	ino      uint64
+	start    int64 // the snapshot's first byte
+	end      int64 // the snapshot's end: the appended part starts here
+	read     int64 // how far the appended part was read
+	appended map[string]*Mark
+	lines    int // appended lines read
+	reads    int // preads of the snapshot (tests count them)
+}
+
+func newHeadsFile(path, writer string) *headsFile {
+	return &headsFile{path: path, writer: writer}
+}
+
+// refresh makes the view of the file current: reopened when the file was
+// replaced (a rewrite), and the lines appended since read.
+func (h *headsFile) refresh() error {
+	fi, err := os.Stat(h.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		h.closeLocked()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if h.f == nil || inode(fi) != h.ino {
+		h.closeLocked()
+		f, err := os.Open(h.path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		head := make([]byte, 256)
+		n, _ := f.ReadAt(head, 0)
+		hl, snap, ok := readHeader(head[:n], h.writer)
+		if !ok {
+			// Not a heads file of this writer: as good as none.
+			f.Close()
+			return nil
+		}
+		h.f, h.ino, h.start, h.end = f, inode(st), hl, hl+snap
+		h.read, h.appended, h.lines = h.end, map[string]*Mark{}, 0
+		fi = st
+	}
+	if size := fi.Size(); size > h.read {
+		b := make([]byte, size-h.read)
+		n, err := h.f.ReadAt(b, h.read)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		b = b[:n]
+		// Whole lines only: a line being appended is read next time.
+		last := bytes.LastIndexByte(b, '\n')
+		if last < 0 {
+			return nil
+		}
+		for _, line := range bytes.Split(b[:last], []byte("\n")) {
+			if e, ok := decodeLine(line); ok {
+				h.appended[e.chain] = e.mark
+			}
+			h.lines++
+		}
+		h.read += int64(last + 1)
+	}
+	return nil
+}
+
+func (h *headsFile) closeLocked() {
+	if h.f != nil {
+		h.f.Close()
+	}
+	h.f, h.ino, h.appended, h.lines = nil, 0, nil, 0
+}
+
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// get returns the head of chain.
+func (h *headsFile) get(chain string) (Mark, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.refresh(); err != nil || h.f == nil {
+		return Mark{}, false
+	}
+	if m, ok := h.appended[chain]; ok {
+		if m == nil {
+			return Mark{}, false
+		}
+		return *m, true
+	}
+	e, ok := h.search(chain)
+	if !ok || e.mark == nil {
+		return Mark{}, false
+	}
+	return *e.mark, true
+}
+
+// search binary-searches the snapshot for chain with preads: each step
+// reads the line that starts after the middle of the range.
+func (h *headsFile) search(chain string) (entry, bool) {
+	lo, hi := h.start, h.end // every line starting before lo sorts before chain; none at or after hi is it
+	const window = 4096
+	for hi-lo > window {
+		mid := lo + (hi-lo)/2
+		at, line, ok := h.lineAfter(mid, hi)
+		if !ok {
+			hi = mid
+			continue
+		}
+		e, ok := decodeLine(line)
+		if !ok {
+			break // a damaged snapshot: scan what is left
+		}
+		switch c := strings.Compare(e.chain, chain); {
+		case c == 0:
+			return e, true
+		case c < 0:
+			lo = at + int64(len(line)) + 1
+		default:
+			hi = at
+		}
+	}
+	// The rest in one read: the lines that start in [lo, hi).
+	b := make([]byte, min(h.end-lo, hi-lo+1024))
+	h.reads++
+	n, err := h.f.ReadAt(b, lo)
+	if err != nil && err != io.EOF {
+		return entry{}, false
+	}
+	b = b[:n]
+	for off := int64(0); off < int64(len(b)) && lo+off < hi; {
+		nl := bytes.IndexByte(b[off:], '\n')
+		if nl < 0 {
+			break
+		}
+		if e, ok := decodeLine(b[off : off+int64(nl)]); ok && e.chain == chain {
+			return e, true
+		}
+		off += int64(nl) + 1
+	}
+	return entry{}, false
+}
+
+// lineAfter reads the first line that starts after byte off (and before
+// limit), without its newline.
+func (h *headsFile) lineAfter(off, limit int64) (int64, []byte, bool) {
+	buf := make([]byte, 1024)
+	for {
+		h.reads++
+		n, err := h.f.ReadAt(buf, off)
+		if n == 0 {
+			return 0, nil, false
+		}
+		b := buf[:n]
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			if err != nil {
+				return 0, nil, false
+			}
+			off += int64(n)
+			continue
+		}
+		at := off + int64(nl) + 1
+		if at >= limit {
+			return 0, nil, false
+		}
+		lb := make([]byte, 1024)
+		h.reads++
+		m, _ := h.f.ReadAt(lb, at)
+		end := bytes.IndexByte(lb[:m], '\n')
+		if end < 0 {
+			return 0, nil, false
+		}
+		return at, lb[:end], true
+	}
+}
+
+// all returns every head, by chain.
+func (h *headsFile) all() (map[string]Mark, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.refresh(); err != nil || h.f == nil {
+		return map[string]Mark{}, err
+	}
+	out, err := h.snapshotLocked()
+	if err != nil {
+		return nil, err
+	}
+	for c, m := range h.appended {
+		if m == nil {
+			delete(out, c)
+		} else {
+			out[c] = *m
+		}
+	}
+	return out, nil
+}
+
+func (h *headsFile) snapshotLocked() (map[string]Mark, error) {
+	out := map[string]Mark{}
+	b := make([]byte, h.end-h.start)
+	n, err := h.f.ReadAt(b, h.start)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	for _, line := range bytes.Split(b[:n], []byte("\n")) {
+		if e, ok := decodeLine(line); ok && e.mark != nil {
+			out[e.chain] = *e.mark
+		}
+	}
+	return out, nil
+}
+
+// write appends the heads es (the caller holds the repository's writer
+// lock; heads files are further serialized by a lock of their own, since
+// copies of one repository share one), creating the file when there is
+// none (with what migrate returns: heads kept before in files of their
+// own), and rewrites it when the appended part has grown too long.
+func (h *headsFile) write(es []entry, migrate func() (map[string]Mark, func(), error)) error {
+	if err := os.MkdirAll(filepath.Dir(h.path), 0o700); err != nil {
+		return err
+	}
+	unlock, err := lockFile(h.path + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := os.OpenFile(h.path, os.O_RDWR|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		start, done := map[string]Mark{}, func() {}
+		if migrate != nil {
+			if start, done, err = migrate(); err != nil {
+				return err
+			}
+		}
+		if err := h.rewrite(start); err != nil {
+			return err
+		}
+		done()
+		f, err = os.OpenFile(h.path, os.O_RDWR|os.O_APPEND, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	var b []byte
+	if size := st.Size(); size > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, size-1); err == nil && last[0] != '\n' {
+			b = append(b, '\n') // a line a crash cut short stays one bad line
+		}
+	}
+	for _, e := range es {
+		b = append(b, encodeLine(e.chain, e.mark)...)
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return h.maybeCompact(f)
+}
+
+// maybeCompact rewrites the file when its appended part holds more than
+// compactMin lines and more than half as many bytes as the snapshot.
+func (h *headsFile) maybeCompact(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	head := make([]byte, 256)
+	n, _ := f.ReadAt(head, 0)
+	hl, snap, ok := readHeader(head[:n], h.writer)
+	if !ok {
+		return fmt.Errorf("%s: not a heads file of writer %s", h.path, h.writer)
+	}
+	tail := st.Size() - hl - snap
+	if tail < compactMin*100 || tail < snap/2 {
+		return nil // cheap to tell: at least 100 bytes a line
+	}
+	b := make([]byte, tail)
+	if _, err := f.ReadAt(b, hl+snap); err != nil && err != io.EOF {
+		return err
+	}
+	if bytes.Count(b, []byte("\n")) < compactMin {
+		return nil
+	}
+	h.mu.Lock()
+	h.closeLocked()
+	h.mu.Unlock()
+	rf := &headsFile{path: h.path, writer: h.writer}
+	rf.mu.Lock()
+	err = rf.refresh()
+	rf.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	all, err := rf.all()
+	rf.closeLocked()
+	if err != nil {
+		return err
+	}
+	return h.rewrite(all)
+}
+
+// rewrite replaces the file with a snapshot of heads: a temporary file,
+// synced, renamed over it, the folder synced.
+func (h *headsFile) rewrite(heads map[string]Mark) error {
+	chains := make([]string, 0, len(heads))
+	for c := range heads {
+		chains = append(chains, c)
+	}
+	sort.Strings(chains)
+	var body []byte
+	for _, c := range chains {
+		m := heads[c]
+		body = append(body, encodeLine(c, &m)...)
+	}
+	dir := filepath.Dir(h.path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(h.path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(header(h.writer, int64(len(body))), body...)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), h.path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// lockFile takes an exclusive flock on path (created when missing).
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,164 @@
+package heads
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/gitstore"
+)
+
+func mark(i int) Mark {
+	return Mark{Pos: int64(i), Commit: gitstore.HashObject(gitstore.TypeBlob, []byte(fmt.Sprint(i))), Link: fmt.Sprintf("sha256:%064x", i)}
+}
+
+// A heads file line is trusted only when it reads back exactly as written:
+// one cut short by a crash, or with any byte changed, is no line.
+func TestHeadsLineReadsOnlyWhole(t *testing.T) {
+	m := mark(5)
+	b := encodeLine("journal/T-1", &m)
+	// Written by hand: the chain, the position in 20 digits, the commit,
+	// the link, a CRC-32 of what comes before it in 8 hex digits.
+	want := "journal/T-1 00000000000000000005 " + m.Commit.String() + " " + m.Link + " "
+	if string(b[:len(want)]) != want || len(b) != len(want)+9 || b[len(b)-1] != '\n' {
+		t.Fatalf("encoded line %q", b)
+	}
+	line := b[:len(b)-1]
+	if e, ok := decodeLine(line); !ok || e.chain != "journal/T-1" || *e.mark != m {
+		t.Fatalf("decode: %+v %v", e, ok)
+	}
+	for n := 0; n < len(line); n++ {
+		if _, ok := decodeLine(line[:n]); ok {
+			t.Fatalf("a line cut to %d bytes reads as a line", n)
+		}
+	}
+	for i := range line {
+		c := append([]byte(nil), line...)
+		c[i] ^= 0x01
+		if e, ok := decodeLine(c); ok {
+			t.Fatalf("a line with byte %d changed reads as %+v", i, e)
+		}
+	}
+	if e, ok := decodeLine(encodeLine("ledger/T-2", nil)[:len(encodeLine("ledger/T-2", nil))-1]); !ok || e.mark != nil || e.chain != "ledger/T-2" {
+		t.Fatalf("forget line: %+v %v", e, ok)
+	}
+}
+
+// The file's snapshot is found by binary search with a few preads, what
+// was appended overrides it, a forgotten chain has no head, and the file
+// is rewritten (compacted) once its appended part outgrows the snapshot,
+// with every head kept.
+func TestHeadsFileSnapshotAppendCompact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.heads")
+	h := newHeadsFile(path, "w")
+	const n = 20000
+	snap := map[string]Mark{}
+	for i := 0; i < n; i++ {
+		snap[fmt.Sprintf("journal/T-%d", i)] = mark(i)
+	}
+	if err := h.rewrite(snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 7, n / 2, n - 1, 12345} {
+		reads := h.reads
+		m, ok := h.get(fmt.Sprintf("journal/T-%d", i))
+		if !ok || m != mark(i) {
+			t.Fatalf("T-%d: %+v %v", i, m, ok)
+		}
+		if r := h.reads - reads; r > 40 {
+			t.Fatalf("T-%d took %d reads of a %d-line snapshot", i, r, n)
+		}
+	}
+	if _, ok := h.get("journal/T-x"); ok {
+		t.Fatal("a chain the file does not name has a head")
+	}
+	// Appended lines override; a forget drops.
+	m := mark(999999)
+	if err := h.write([]entry{{chain: "journal/T-3", mark: &m}, {chain: "journal/T-4"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := h.get("journal/T-3"); !ok || got != m {
+		t.Fatalf("appended head: %+v %v", got, ok)
+	}
+	if _, ok := h.get("journal/T-4"); ok {
+		t.Fatal("a forgotten head is still there")
+	}
+	fi0, _ := os.Stat(path)
+	// Enough appends to pass both thresholds: the file is rewritten.
+	for i := 0; i < n/2+compactMin; i++ {
+		m := mark(n + i)
+		if err := h.write([]entry{{chain: fmt.Sprintf("ledger/T-%d", i), mark: &m}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi1, _ := os.Stat(path)
+	if os.SameFile(fi0, fi1) {
+		t.Fatal("the file was never rewritten")
+	}
+	b, _ := os.ReadFile(path)
+	hl, snapLen, ok := readHeader(b, "w")
+	if !ok || int64(len(b)) > hl+snapLen+int64(len(b))/2 {
+		t.Fatalf("after the rewrite the appended part is %d of %d bytes", int64(len(b))-hl-snapLen, len(b))
+	}
+	h2 := newHeadsFile(path, "w")
+	all, err := h2.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n-1+n/2+compactMin {
+		t.Fatalf("%d heads after the rewrite", len(all))
+	}
+	if all["journal/T-3"] != m && all["journal/T-3"] != mark(999999) {
+		t.Fatalf("journal/T-3 after the rewrite: %+v", all["journal/T-3"])
+	}
+	if _, ok := all["journal/T-4"]; ok {
+		t.Fatal("a forgotten head came back in the rewrite")
+	}
+	if got, ok := h2.get("ledger/T-100"); !ok || got != mark(n+100) {
+		t.Fatalf("ledger/T-100: %+v %v", got, ok)
+	}
+}
+
+// A line a crash cut short is dropped, and the next write starts a line of
+// its own rather than joining it.
+func TestHeadsFileTornAppend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.heads")
+	h := newHeadsFile(path, "w")
+	m1, m2 := mark(1), mark(2)
+	if err := h.write([]entry{{chain: "spine/w", mark: &m1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	torn := encodeLine("audit/w", &m2)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(torn[:len(torn)/2])
+	f.Close()
+	if _, ok := newHeadsFile(path, "w").get("audit/w"); ok {
+		t.Fatal("a torn line reads as a head")
+	}
+	if err := h.write([]entry{{chain: "journal/T-1", mark: &m2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := newHeadsFile(path, "w")
+	if got, ok := r.get("journal/T-1"); !ok || got != m2 {
+		t.Fatalf("the write after a torn line: %+v %v", got, ok)
+	}
+	if got, ok := r.get("spine/w"); !ok || got != m1 {
+		t.Fatalf("the line before the torn one: %+v %v", got, ok)
+	}
+	if strings.Count(mustRead(t, path), "\n") != 4 {
+		t.Fatalf("file:\n%s", mustRead(t, path))
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
