@@ -45,7 +45,7 @@ func TestChaosFetch(t *testing.T) {
 	srv := newGitServer(t, "file")
 	url := srv.newRemote(t, "tasks.git")
 
-	hostFixture := func(writer string) *fixture {
+	hostFixture := func(writer string) *fixture { // a repository of its own, with origin
 		root := t.TempDir()
 		f := &fixture{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home")}
 		f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
@@ -58,7 +58,7 @@ func TestChaosFetch(t *testing.T) {
 		}
 		return f
 	}
-	fa, fb := hostFixture("host-a"), hostFixture("host-b")
+	fa := hostFixture("host-a")
 	sa := fa.open()
 	tasks := []string{"CH-1", "ch:2"}
 	var tokens []string
@@ -67,6 +67,17 @@ func TestChaosFetch(t *testing.T) {
 	}
 	if _, err := sa.Push("origin"); err != nil {
 		t.Fatalf("first push: %v", err)
+	}
+	// Host B clones the same repository (the same identity), then inits
+	// its own writer.
+	rootB := t.TempDir()
+	fb := &fixture{t: t, dir: filepath.Join(rootB, "repo"), home: filepath.Join(rootB, "home")}
+	fb.opts = bernstein.Options{Repo: fb.dir, Home: fb.home}
+	if _, err := bernstein.Clone(url, fb.dir, bernstein.Options{Home: fb.home}); err != nil {
+		t.Fatalf("clone: %v", err)
+	}
+	if _, err := bernstein.Init(fb.opts, "host-b"); err != nil {
+		t.Fatalf("init host-b: %v", err)
 	}
 	sb := fb.open()
 	if _, err := sb.Fetch("origin"); err != nil {
