@@ -1,8 +1,6 @@
 package refs
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,14 +30,19 @@ func (r Reader) Read(ref string) (gitstore.Oid, error) {
 	if err != errNoLoose {
 		return o, err
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return gitstore.ZeroOid, err
 	}
-	if o, ok := packed[ref]; ok {
-		return o, nil
+	defer p.close()
+	o, ok, err := p.lookup(ref)
+	if err != nil {
+		return gitstore.ZeroOid, err
 	}
-	return gitstore.ZeroOid, ErrNotFound
+	if !ok {
+		return gitstore.ZeroOid, ErrNotFound
+	}
+	return o, nil
 }
 
 // errNoLoose reports that a ref has no loose file (it may be packed).
@@ -74,35 +77,6 @@ func (r Reader) ReadOptional(ref string) (gitstore.Oid, error) {
 	return o, err
 }
 
-func (r Reader) packed() (map[string]gitstore.Oid, error) {
-	m := map[string]gitstore.Oid{}
-	b, err := os.ReadFile(filepath.Join(r.Dir, "packed-refs"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' || line[0] == '^' {
-			continue
-		}
-		h, name, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		o, err := gitstore.ParseOid(h)
-		if err != nil {
-			return nil, fmt.Errorf("packed-refs: %w", err)
-		}
-		m[name] = o
-	}
-	return m, sc.Err()
-}
-
 // List returns every ref under prefix (which ends in '/') with its value,
 // loose refs overriding packed ones, sorted by name. As git does, it reads
 // the loose refs before packed-refs: `git pack-refs` writes packed-refs
@@ -112,14 +86,18 @@ func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
 	if err := r.walkLoose(prefix, func(name string, o gitstore.Oid) { out[name] = o }); err != nil {
 		return nil, nil, err
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	for name, o := range packed {
-		if _, loose := out[name]; !loose && strings.HasPrefix(name, prefix) {
+	defer p.close()
+	err = p.each(prefix, func(name string, o gitstore.Oid) {
+		if _, loose := out[name]; !loose {
 			out[name] = o
 		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	names := make([]string, 0, len(out))
 	for n := range out {
@@ -205,13 +183,31 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 	if r.testHookBetweenReads != nil {
 		r.testHookBetweenReads()
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return nil, err
 	}
-	for name, o := range packed {
-		if !loose[name] && s.covers(name) {
-			s.vals[name] = o
+	defer p.close()
+	// Each scope entry reads its own part of packed-refs: a ref by a
+	// lookup, a prefix by the records under it.
+	for _, sc := range scope {
+		if !strings.HasSuffix(sc, "/") {
+			o, ok, err := p.lookup(sc)
+			if err != nil {
+				return nil, err
+			}
+			if ok && !loose[sc] {
+				s.vals[sc] = o
+			}
+			continue
+		}
+		err := p.each(sc, func(name string, o gitstore.Oid) {
+			if !loose[name] {
+				s.vals[name] = o
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	read := func(ref string) (gitstore.Oid, error) {
