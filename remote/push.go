@@ -151,21 +151,9 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 	if err := s.w.Settle(); err != nil {
 		return nil, err
 	}
-	atomic := true
-	// What earlier attempts pushed (a push that is not atomic lands some
-	// refs before another is rejected) and what the remote said.
-	var pushedBefore []RefChange
-	var msgs []string
+	p := &pushRun{s: s, remote: remote, atomic: true}
 	for attempt := 0; ; attempt++ {
-		res := &PushResult{Remote: remote, Atomic: atomic, Pushed: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
-		skip := map[string]bool{}
-		for _, c := range pushedBefore {
-			skip[c.Ref] = true
-		}
-		plan, err := s.planPush(remote, res, skip)
-		res.Pushed = append(res.Pushed, pushedBefore...)
-		res.RemoteMessages = append(res.RemoteMessages, msgs...)
-		res.Replanned = attempt
+		res, plan, err := p.plan(attempt)
 		if err != nil {
 			return nil, err
 		}
@@ -178,9 +166,9 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 		if err := s.runPrePush(remote, plan); err != nil {
 			return res, err
 		}
-		st, out, err := s.gitPush(remote, plan, atomic)
+		st, out, err := s.gitPush(remote, plan, p.atomic)
 		if errors.Is(err, errNoAtomic) {
-			atomic = false
+			p.atomic = false
 			s.c.Warn("%s does not support atomic pushes: pushing the refs one by one", remote)
 			attempt--
 			continue
@@ -188,115 +176,185 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, out...)
-		res.RemoteMessages = append(res.RemoteMessages, out...)
-		var stale []refs.Update
-		var landed []refs.Update
-		var refused []Rejection
-		rejected, collateral, races := false, 0, 0
-		for _, r := range st {
-			rejected = rejected || !r.ok
-		}
-		for _, p := range plan {
-			r, ok := st[p.Ref]
-			if !ok {
-				// Over smart HTTP, git reports only the rejected refs of a
-				// failed atomic push.
-				if !atomic || !rejected {
-					return nil, fmt.Errorf("git push %s reported nothing for %s", remote, p.Ref)
-				}
-				r = pushStatus{reason: "atomic push failed", collateral: true}
-			}
-			switch {
-			case r.ok:
-				landed = append(landed, p)
-				if r.upToDate {
-					res.UpToDate++
-				} else {
-					c := RefChange{RefInfo: DescribeRef(p.Ref), Old: oidOrEmpty(p.Old), New: p.New.String()}
-					res.Pushed = append(res.Pushed, c)
-					pushedBefore = append(pushedBefore, c)
-				}
-			case r.collateral:
-				// Held back with the rest of an atomic push: it goes again
-				// with the retry, if there is one.
-				collateral++
-			case r.remote && !r.race:
-				rj := Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason, Refused: true}
-				res.Rejected = append(res.Rejected, rj)
-				refused = append(refused, rj)
-			default:
-				res.Rejected = append(res.Rejected, Rejection{RefInfo: DescribeRef(p.Ref), Reason: r.reason})
-				stale = append(stale, p)
-				if r.race {
-					races++
-				}
-			}
-		}
-		if err := s.setTracking(remote, landed); err != nil {
-			s.c.Warn("update the remote-tracking refs of %s: %v", remote, err)
-		}
-		refusedErr := func() error {
-			return &RemoteRefusedError{Remote: remote, Refused: namedFirst(refused, res.RemoteMessages), Messages: res.RemoteMessages}
-		}
-		if len(stale) == 0 {
-			if len(refused) > 0 {
-				return res, refusedErr()
-			}
-			if collateral > 0 {
-				return res, fmt.Errorf("git push %s: the atomic push failed, but git named no ref that caused it: %s", remote, strings.Join(out, "; "))
-			}
-			return res, nil
-		}
-		// Refs the remote moved come first, even beside refs its hooks
-		// refused (one by one, a guard refuses a spine that seals a row of
-		// a journal git push held back): planning again on its heads
-		// names a divergence, and a refusal that stands is met again.
-		res.Rejected = namedFirst(res.Rejected, out)
-		if attempt+1 >= maxPushAttempts {
-			if len(refused) > 0 {
-				return res, refusedErr()
-			}
-			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
-		}
-		// The remote moved refs since the last fetch, or while this push
-		// was under way: learn its heads (remote-tracking refs only;
-		// nothing local moves) and plan again. The whole namespace, not
-		// only the rejected refs: a lost race rejects every ref of an
-		// atomic push, those the remote does not have too, and the other
-		// push may have created refs this one creates.
-		if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, false); err != nil {
-			return nil, err
-		}
-		tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
-		if err != nil {
-			return nil, err
-		}
-		changed := false
-		for _, p := range stale {
-			changed = changed || tracking[TrackingRef(remote, p.Ref)] != p.Old
-		}
-		if !changed && len(refused) > 0 {
-			return res, refusedErr()
-		}
-		if !changed && races < len(stale) {
-			// git push rejected refs whose heads the fetch does not show
-			// moved (the fetch and push URLs differ?): a retry would only
-			// repeat it.
-			return res, &RejectedError{Remote: remote, Rejected: res.Rejected, Pushes: attempt + 1}
-		}
-		if !changed {
-			// None of them moved on the remote: its ref transaction failed
-			// for a reason of its own (a full disk, a stale lock), which
-			// a retry would only repeat.
-			var failed []Rejection
-			for _, r := range res.Rejected {
-				failed = append(failed, Rejection{RefInfo: r.RefInfo, Reason: r.Reason, Refused: true})
-			}
-			res.Rejected = failed
-			return res, &RemoteRefusedError{Remote: remote, Refused: failed, Messages: res.RemoteMessages, Failed: true}
+		if done, res, err := p.settle(res, plan, st, out, attempt); done {
+			return res, err
 		}
 	}
+}
+
+// pushRun is one Push: what its attempts carry over.
+type pushRun struct {
+	s      *Syncer
+	remote string
+	atomic bool // false once the remote turned out not to support atomic pushes
+	// What earlier attempts pushed (a push that is not atomic lands some
+	// refs before another is rejected) and what the remote said.
+	pushedBefore []RefChange
+	msgs         []string
+}
+
+// plan starts an attempt's result with what earlier attempts did, and
+// plans the refs it pushes.
+func (p *pushRun) plan(attempt int) (*PushResult, []refs.Update, error) {
+	res := &PushResult{Remote: p.remote, Atomic: p.atomic, Pushed: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
+	skip := map[string]bool{}
+	for _, c := range p.pushedBefore {
+		skip[c.Ref] = true
+	}
+	plan, err := p.s.planPush(p.remote, res, skip)
+	res.Pushed = append(res.Pushed, p.pushedBefore...)
+	res.RemoteMessages = append(res.RemoteMessages, p.msgs...)
+	res.Replanned = attempt
+	return res, plan, err
+}
+
+// pushOutcome sorts the refs of one git push by what became of them.
+type pushOutcome struct {
+	landed     []refs.Update // pushed, or up to date
+	stale      []refs.Update // rejected: the remote moved them (or may have)
+	refused    []Rejection   // refused by the remote's own checks
+	collateral int           // held back with the rest of a failed atomic push
+	races      int           // of stale: the remote's ref transaction lost a race
+}
+
+// settle records in res what one git push did, and decides: the Push is
+// done (with its result and error), or it tries again, the remote's heads
+// fetched.
+func (p *pushRun) settle(res *PushResult, plan []refs.Update, st map[string]pushStatus, out []string, attempt int) (done bool, _ *PushResult, _ error) {
+	p.msgs = append(p.msgs, out...)
+	res.RemoteMessages = append(res.RemoteMessages, out...)
+	o, err := p.sort(res, plan, st)
+	if err != nil {
+		return true, nil, err
+	}
+	if err := p.s.setTracking(p.remote, o.landed); err != nil {
+		p.s.c.Warn("update the remote-tracking refs of %s: %v", p.remote, err)
+	}
+	if len(o.stale) == 0 {
+		return true, res, p.finished(res, o, out)
+	}
+	// Refs the remote moved come first, even beside refs its hooks refused
+	// (one by one, a guard refuses a spine that seals a row of a journal
+	// git push held back): planning again on its heads names a
+	// divergence, and a refusal that stands is met again.
+	res.Rejected = namedFirst(res.Rejected, out)
+	if attempt+1 >= maxPushAttempts {
+		if len(o.refused) > 0 {
+			return true, res, p.refusedError(res, o)
+		}
+		return true, res, &RejectedError{Remote: p.remote, Rejected: res.Rejected, Pushes: attempt + 1}
+	}
+	moved, err := p.remoteMoved(o.stale)
+	if err != nil {
+		return true, nil, err
+	}
+	if moved {
+		return false, nil, nil
+	}
+	return true, res, p.unmoved(res, o, attempt)
+}
+
+// sort reads git's status of each ref of plan into res and the outcome.
+func (p *pushRun) sort(res *PushResult, plan []refs.Update, st map[string]pushStatus) (*pushOutcome, error) {
+	o := &pushOutcome{}
+	rejected := false
+	for _, r := range st {
+		rejected = rejected || !r.ok
+	}
+	for _, u := range plan {
+		r, ok := st[u.Ref]
+		if !ok {
+			// Over smart HTTP, git reports only the rejected refs of a
+			// failed atomic push.
+			if !p.atomic || !rejected {
+				return nil, fmt.Errorf("git push %s reported nothing for %s", p.remote, u.Ref)
+			}
+			r = pushStatus{reason: "atomic push failed", collateral: true}
+		}
+		switch {
+		case r.ok:
+			o.landed = append(o.landed, u)
+			if r.upToDate {
+				res.UpToDate++
+			} else {
+				c := RefChange{RefInfo: DescribeRef(u.Ref), Old: oidOrEmpty(u.Old), New: u.New.String()}
+				res.Pushed = append(res.Pushed, c)
+				p.pushedBefore = append(p.pushedBefore, c)
+			}
+		case r.collateral:
+			// Held back with the rest of an atomic push: it goes again
+			// with the retry, if there is one.
+			o.collateral++
+		case r.remote && !r.race:
+			rj := Rejection{RefInfo: DescribeRef(u.Ref), Reason: r.reason, Refused: true}
+			res.Rejected = append(res.Rejected, rj)
+			o.refused = append(o.refused, rj)
+		default:
+			res.Rejected = append(res.Rejected, Rejection{RefInfo: DescribeRef(u.Ref), Reason: r.reason})
+			o.stale = append(o.stale, u)
+			if r.race {
+				o.races++
+			}
+		}
+	}
+	return o, nil
+}
+
+// finished is the end of a push that left no ref stale: refused by the
+// remote's checks, failed without a named cause, or done.
+func (p *pushRun) finished(res *PushResult, o *pushOutcome, out []string) error {
+	if len(o.refused) > 0 {
+		return p.refusedError(res, o)
+	}
+	if o.collateral > 0 {
+		return fmt.Errorf("git push %s: the atomic push failed, but git named no ref that caused it: %s", p.remote, strings.Join(out, "; "))
+	}
+	return nil
+}
+
+func (p *pushRun) refusedError(res *PushResult, o *pushOutcome) error {
+	return &RemoteRefusedError{Remote: p.remote, Refused: namedFirst(o.refused, res.RemoteMessages), Messages: res.RemoteMessages}
+}
+
+// remoteMoved learns the remote's heads (remote-tracking refs only;
+// nothing local moves) and reports whether any stale ref moved there since
+// it was planned. The whole namespace, not only the stale refs: a lost
+// race rejects every ref of an atomic push, those the remote does not have
+// too, and the other push may have created refs this one creates.
+func (p *pushRun) remoteMoved(stale []refs.Update) (bool, error) {
+	if err := p.s.fetchTracking(p.remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(p.remote) + "*"}, false); err != nil {
+		return false, err
+	}
+	tracking, _, err := p.s.c.Refs.List(TrackingPrefix(p.remote))
+	if err != nil {
+		return false, err
+	}
+	moved := false
+	for _, u := range stale {
+		moved = moved || tracking[TrackingRef(p.remote, u.Ref)] != u.Old
+	}
+	return moved, nil
+}
+
+// unmoved is the error of a push whose rejected refs the remote did not
+// move: a retry would only repeat it.
+func (p *pushRun) unmoved(res *PushResult, o *pushOutcome, attempt int) error {
+	if len(o.refused) > 0 {
+		return p.refusedError(res, o)
+	}
+	if o.races < len(o.stale) {
+		// git push rejected refs whose heads the fetch does not show
+		// moved (the fetch and push URLs differ?).
+		return &RejectedError{Remote: p.remote, Rejected: res.Rejected, Pushes: attempt + 1}
+	}
+	// None of them moved on the remote: its ref transaction failed for a
+	// reason of its own (a full disk, a stale lock).
+	var failed []Rejection
+	for _, r := range res.Rejected {
+		failed = append(failed, Rejection{RefInfo: r.RefInfo, Reason: r.Reason, Refused: true})
+	}
+	res.Rejected = failed
+	return &RemoteRefusedError{Remote: p.remote, Refused: failed, Messages: res.RemoteMessages, Failed: true}
 }
 
 // namedFirst puts first the rejections whose ref the remote's messages

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -16,7 +11,6 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/internal/postbody"
 	"github.com/bernstein/bernstein/ledger"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -25,7 +19,7 @@ const deprecationWarning = "WARNING: 'bernstein artifacts' is deprecated and wil
 
 // newArtifactCmd builds 'artifact' or, deprecated, 'artifacts': the same
 // list and show, plus a warning on stderr for the plural.
-func newArtifactCmd(g *globals, io *IO, plural bool) *cobra.Command {
+func newArtifactCmd(f *factory, plural bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "artifact",
 		Short: "Post, list and show the artifacts of a task",
@@ -40,436 +34,24 @@ and its spine entry; a tampered version is reported and its content withheld.`,
 		cmd.Short = "Deprecated: use 'bernstein artifact'"
 		cmd.Hidden = true
 		cmd.PersistentPreRun = func(c *cobra.Command, args []string) {
-			fmt.Fprintln(io.Err, deprecationWarning)
+			fmt.Fprintln(f.IO.Err, deprecationWarning)
 		}
-		cmd.AddCommand(newArtifactListCmd(g, io), newArtifactShowCmd(g, io))
+		cmd.AddCommand(newArtifactListCmd(f, nil), newArtifactShowCmd(f, nil))
 		return cmd
 	}
-	cmd.AddCommand(newArtifactPostCmd(g, io), newArtifactListCmd(g, io), newArtifactShowCmd(g, io), newArtifactDiffCmd(g, io), newArtifactTextconvCmd(io), newArtifactAttestCmd(g, io))
+	cmd.AddCommand(newArtifactPostCmd(f, nil), newArtifactListCmd(f, nil), newArtifactShowCmd(f, nil), newArtifactDiffCmd(f, nil), newArtifactTextconvCmd(f, nil), newArtifactAttestCmd(f, nil))
 	return cmd
 }
 
-type postOptions struct {
-	agent, token       string
-	typ                string
-	bodyFile, body     string
-	csvFile            string
-	columns, rows      []string
-	url, kind          string
-	asJSON             bool
-	bodySet, csvSetVia bool
-	stdin              bool
+type artifactListOptions struct {
+	IO     *IO
+	Store  openFunc
+	Task   string // "": the productions of every task
+	JSON   bool
+	Strict bool
 }
 
-func newArtifactPostCmd(g *globals, io *IO) *cobra.Command {
-	o := &postOptions{}
-	cmd := &cobra.Command{
-		Use:   "post <task> <key> --type report|table|link ...",
-		Short: "Post an artifact version to a task whose claim you hold",
-		Long: `Post an artifact to a task. Only the holder of the task's live claim may post:
-pass --agent and --claim-token (or BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN).
-
-  --type report --body-file FILE|-        a markdown body (or --body TEXT)
-  --type table  --csv FILE|-              first CSV line = column names
-  --type table  --column C ... --row "a,b" ...
-  --type link   --url URL --kind preview|dashboard|document
-
-The payload is stored as a git blob, an artifact_posted row is appended to the
-task's journal, a signed entry to the writer's spine and an HMAC entry to its
-audit mirror, and the three refs move in one atomic transaction.
-
-Limits: key 1-128 of letters, digits, _ . - (starting with a letter or digit);
-payload at most 1 MiB; tables at most 64 columns, 4096 rows, 4096 characters a
-cell; URLs http(s) only, at most 4096 characters; no control characters other
-than tab, newline and carriage return.
-
-Exit status: 0 posted; 1 bad input or error (nothing written); 3 refused
-because the agent does not hold the task's claim (the refusal is recorded in
-the audit mirror).
-
-Batch: --stdin (no task or key arguments) reads one post per line, as a JSON
-object whose fields are the flags' names:
-
-  {"task": "T-1", "key": "notes", "type": "report", "body": "# Notes"}
-  {"task": "T-1", "key": "grid", "type": "table", "column": ["a", "b"], "row": ["1,2"]}
-  {"task": "T-2", "key": "site", "type": "link", "url": "https://x.test", "kind": "preview",
-   "agent": "agent-2", "claim-token": "bct_..."}
-
-(each object on one line; "body-file" and "csv" name files, not stdin; blank
-lines are skipped). "agent" and "claim-token" default to --agent and
---claim-token, then to BERNSTEIN_AGENT and BERNSTEIN_CLAIM_TOKEN. Every line
-is checked before anything is written: bad input in any line writes nothing
-and names the line and the field. Then all posts are written together, in
-order, as one durable write (one pack, one ref transaction): a crash leaves
-all of them or none. Each line gets one JSON line on stdout, in order:
-{"line": N, "status": "posted", ...the receipt...}, or {"line": N, "status":
-"refused", "task", "key", "agent", "reason", "error"} (recorded in the audit
-mirror), or {"line": N, "status": "failed", "task", "key", "error"} (nothing
-of that post written). At most 10000 posts and 64 MiB of payloads a batch.
-
-Exit status with --stdin: 0 every post posted; 1 bad input or error (nothing
-written, nothing on stdout), or some post failed; 3 some posts refused for
-want of the claim, every other one posted.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if o.stdin {
-				if len(args) > 0 {
-					return fmt.Errorf("--stdin takes no arguments: each line names its task and key")
-				}
-				return nil
-			}
-			return cobra.ExactArgs(2)(cmd, args)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.stdin {
-				return postBatch(g, io, o, cmd)
-			}
-			o.bodySet = cmd.Flags().Changed("body")
-			p, err := o.payload(io)
-			if err != nil {
-				return err
-			}
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			res, err := s.Post(bernstein.PostRequest{
-				Task: args[0], Key: args[1],
-				Agent:      envDefault(o.agent, "BERNSTEIN_AGENT"),
-				ClaimToken: envDefault(o.token, "BERNSTEIN_CLAIM_TOKEN"),
-				Payload:    p,
-			})
-			var refused *bernstein.RefusedError
-			if errors.As(err, &refused) {
-				return exitCode(3, err)
-			}
-			if err != nil {
-				return err
-			}
-			if o.asJSON {
-				return printJSON(io, res)
-			}
-			fmt.Fprintf(io.Out, "posted %s v%d to %s (journal index %d, spine entry %s)\n", res.Key, res.Version, res.Task, res.JournalIndex, res.SpineEntryHash)
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.agent, "agent", "", "the posting agent (default $BERNSTEIN_AGENT)")
-	f.StringVar(&o.token, "claim-token", "", "the agent's claim token (default $BERNSTEIN_CLAIM_TOKEN)")
-	f.StringVar(&o.typ, "type", "", "artifact type: report, table or link")
-	f.StringVar(&o.bodyFile, "body-file", "", "report: read the markdown body from FILE ('-' for stdin)")
-	f.StringVar(&o.body, "body", "", "report: the markdown body")
-	f.StringVar(&o.csvFile, "csv", "", "table: read CSV from FILE ('-' for stdin); the first line names the columns")
-	f.StringArrayVar(&o.columns, "column", nil, "table: a column name (repeatable, in order)")
-	f.StringArrayVar(&o.rows, "row", nil, "table: one row as a CSV line (repeatable)")
-	f.StringVar(&o.url, "url", "", "link: the URL (http or https)")
-	f.StringVar(&o.kind, "kind", "", "link: preview, dashboard or document")
-	f.BoolVar(&o.asJSON, "output-json", false, "print the receipt as JSON")
-	f.BoolVar(&o.stdin, "stdin", false, "post a batch: one JSON object a line on stdin, written together (see above)")
-	return cmd
-}
-
-// batchFields are the fields of a line of `artifact post --stdin`: the
-// flags of one post.
-var batchFields = []string{"task", "key", "type", "body", "body-file", "csv", "column", "row", "url", "kind", "agent", "claim-token"}
-
-// maxBatchLine bounds one line: a payload of the largest size, every
-// character escaped.
-const maxBatchLine = 8 * artifact.MaxPayloadBytes
-
-// batchFlags are the per-post flags a batch takes from its lines instead.
-var batchFlags = []string{"type", "body", "body-file", "csv", "column", "row", "url", "kind"}
-
-// postBatch is `artifact post --stdin`.
-func postBatch(g *globals, in *IO, o *postOptions, cmd *cobra.Command) error {
-	for _, name := range batchFlags {
-		if cmd.Flags().Changed(name) {
-			return &artifact.InputError{Field: name, Msg: "does not apply with --stdin: each line names its own"}
-		}
-	}
-	agent, token := envDefault(o.agent, "BERNSTEIN_AGENT"), envDefault(o.token, "BERNSTEIN_CLAIM_TOKEN")
-	var reqs []bernstein.PostRequest
-	var lines []int
-	r := bufio.NewReaderSize(in.In, 64<<10)
-	for n := 1; ; n++ {
-		raw, err := readLine(r)
-		if err == io.EOF && raw == nil {
-			break
-		}
-		if err != nil && err != io.EOF {
-			return lineError(n, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		req, err := parseBatchLine(in, raw, agent, token)
-		if err != nil {
-			return lineError(n, err)
-		}
-		reqs = append(reqs, req)
-		lines = append(lines, n)
-	}
-	if len(reqs) == 0 {
-		return fmt.Errorf("no posts on stdin: give one JSON object a line")
-	}
-	s, err := g.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	outs, err := s.PostBatch(reqs)
-	var bad *bernstein.BatchInputError
-	if errors.As(err, &bad) {
-		if bad.Index >= len(lines) {
-			return bad.Err
-		}
-		return lineError(lines[bad.Index], batchFieldError(bad.Err))
-	}
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(in.Out)
-	enc.SetEscapeHTML(false)
-	refused, failed := 0, 0
-	for i, out := range outs {
-		var v any
-		var refusal *bernstein.RefusedError
-		switch {
-		case out.Err == nil:
-			v = struct {
-				Line   int    `json:"line"`
-				Status string `json:"status"`
-				*bernstein.PostResult
-			}{lines[i], "posted", out.Result}
-		case errors.As(out.Err, &refusal):
-			refused++
-			v = struct {
-				Line   int    `json:"line"`
-				Status string `json:"status"`
-				Task   string `json:"task"`
-				Key    string `json:"key"`
-				Agent  string `json:"agent"`
-				Reason string `json:"reason"`
-				Error  string `json:"error"`
-			}{lines[i], "refused", reqs[i].Task, reqs[i].Key, reqs[i].Agent, refusal.Reason, out.Err.Error()}
-		default:
-			failed++
-			v = struct {
-				Line   int    `json:"line"`
-				Status string `json:"status"`
-				Task   string `json:"task"`
-				Key    string `json:"key"`
-				Error  string `json:"error"`
-			}{lines[i], "failed", reqs[i].Task, reqs[i].Key, out.Err.Error()}
-		}
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-	}
-	switch {
-	case failed > 0:
-		return fmt.Errorf("%d of %d posts failed (see their lines)", failed, len(outs))
-	case refused > 0:
-		return exitCode(3, fmt.Errorf("%d of %d posts refused (see their lines)", refused, len(outs)))
-	}
-	return nil
-}
-
-// lineError says which line of a batch is bad, and why.
-func lineError(n int, err error) error {
-	return fmt.Errorf("line %d: %s", n, userMessage(err))
-}
-
-// readLine reads one line (without its end), refusing one longer than
-// maxBatchLine.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxBatchLine {
-			return nil, fmt.Errorf("longer than %d bytes", maxBatchLine)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err == io.EOF && len(line) == 0 {
-			return nil, io.EOF
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), err
-	}
-}
-
-// parseBatchLine reads one line's post, with the decoder MCP and the HTTP
-// API share (internal/postbody): valid UTF-8, no lone surrogate, no field
-// twice.
-func parseBatchLine(in *IO, raw []byte, agent, token string) (bernstein.PostRequest, error) {
-	o, err := postbody.ReadObject(raw)
-	if err != nil {
-		return bernstein.PostRequest{}, err
-	}
-	if u := o.Unknown(batchFields); len(u) > 0 {
-		return bernstein.PostRequest{}, fmt.Errorf("%q: not a field of a post (%s)", u[0], strings.Join(batchFields, ", "))
-	}
-	str := func(f string) (string, error) {
-		if !o.Has(f) {
-			return "", nil
-		}
-		return o.String(f)
-	}
-	strs := func(f string) ([]string, error) {
-		if !o.Has(f) {
-			return nil, nil
-		}
-		return o.Strings(f)
-	}
-	po := &postOptions{bodySet: o.Has("body")}
-	var task, key, lineAgent, lineToken string
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"task", &task}, {"key", &key}, {"type", &po.typ}, {"body", &po.body}, {"body-file", &po.bodyFile}, {"csv", &po.csvFile},
-		{"url", &po.url}, {"kind", &po.kind}, {"agent", &lineAgent}, {"claim-token", &lineToken}} {
-		if *f.v, err = str(f.name); err != nil {
-			return bernstein.PostRequest{}, err
-		}
-	}
-	if po.columns, err = strs("column"); err != nil {
-		return bernstein.PostRequest{}, err
-	}
-	if po.rows, err = strs("row"); err != nil {
-		return bernstein.PostRequest{}, err
-	}
-	for field, v := range map[string]string{"body-file": po.bodyFile, "csv": po.csvFile} {
-		if v == "-" {
-			return bernstein.PostRequest{}, &artifact.InputError{Field: field, Msg: "cannot be '-': stdin holds the batch; name a file"}
-		}
-	}
-	p, err := po.payload(in)
-	if err != nil {
-		return bernstein.PostRequest{}, batchFieldError(err)
-	}
-	req := bernstein.PostRequest{Task: task, Key: key, Agent: agent, ClaimToken: token, Payload: p}
-	if lineAgent != "" {
-		req.Agent = lineAgent
-	}
-	if lineToken != "" {
-		req.ClaimToken = lineToken
-	}
-	return req, nil
-}
-
-// batchFieldError names a field as a batch line spells it.
-func batchFieldError(err error) error {
-	var ie *artifact.InputError
-	if !errors.As(err, &ie) {
-		return err
-	}
-	names := map[string]string{"task_id": "task", "claim_token": "claim-token", "columns": "column"}
-	if n, ok := names[ie.Field]; ok {
-		return &artifact.InputError{Field: n, Msg: strings.ReplaceAll(ie.Msg, "pass --claim-token or set BERNSTEIN_CLAIM_TOKEN", "give \"claim-token\", --claim-token or BERNSTEIN_CLAIM_TOKEN")}
-	}
-	return err
-}
-
-func readInput(in *IO, field, path string) ([]byte, error) {
-	var r io.Reader = in.In
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, &artifact.InputError{Field: field, Msg: err.Error()}
-		}
-		defer f.Close()
-		r = f
-	}
-	// One byte past the limit is enough to refuse an oversized payload.
-	b, err := readLimited(r, artifact.MaxPayloadBytes+1)
-	if err != nil {
-		return nil, &artifact.InputError{Field: field, Msg: err.Error()}
-	}
-	if len(b) > artifact.MaxPayloadBytes {
-		return nil, &artifact.InputError{Field: field, Msg: fmt.Sprintf("is more than %d bytes", artifact.MaxPayloadBytes)}
-	}
-	return b, nil
-}
-
-func readLimited(r io.Reader, n int64) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, n))
-}
-
-// payload assembles the artifact payload from the flags, refusing flags that
-// belong to another type.
-func (o *postOptions) payload(in *IO) (artifact.Payload, error) {
-	bad := func(field, msg string) error { return &artifact.InputError{Field: field, Msg: msg} }
-	other := func(flags map[string]bool) error {
-		for name, set := range flags {
-			if set {
-				return bad(name, "does not apply to --type "+o.typ)
-			}
-		}
-		return nil
-	}
-	switch o.typ {
-	case artifact.TypeReport:
-		if err := other(map[string]bool{"csv": o.csvFile != "", "column": o.columns != nil, "row": o.rows != nil, "url": o.url != "", "kind": o.kind != ""}); err != nil {
-			return artifact.Payload{}, err
-		}
-		switch {
-		case o.bodyFile != "" && o.bodySet:
-			return artifact.Payload{}, bad("body", "give --body or --body-file, not both")
-		case o.bodyFile != "":
-			b, err := readInput(in, "body-file", o.bodyFile)
-			if err != nil {
-				return artifact.Payload{}, err
-			}
-			return artifact.Payload{Type: o.typ, Body: string(b)}, nil
-		case o.bodySet:
-			return artifact.Payload{Type: o.typ, Body: o.body}, nil
-		}
-		return artifact.Payload{}, bad("body", "a report needs --body-file FILE|- or --body TEXT")
-	case artifact.TypeTable:
-		if err := other(map[string]bool{"body": o.bodySet, "body-file": o.bodyFile != "", "url": o.url != "", "kind": o.kind != ""}); err != nil {
-			return artifact.Payload{}, err
-		}
-		if o.csvFile != "" {
-			if o.columns != nil || o.rows != nil {
-				return artifact.Payload{}, bad("csv", "give --csv or --column/--row, not both")
-			}
-			b, err := readInput(in, "csv", o.csvFile)
-			if err != nil {
-				return artifact.Payload{}, err
-			}
-			return artifact.TableFromCSV(bytesReader(b))
-		}
-		if o.columns == nil {
-			return artifact.Payload{}, bad("columns", "a table needs --csv FILE|- or --column NAME ... with --row CSV ...")
-		}
-		rows := [][]string{}
-		for i, r := range o.rows {
-			cells, err := artifact.ParseCSVRecord("row["+strconv.Itoa(i)+"]", r)
-			if err != nil {
-				return artifact.Payload{}, err
-			}
-			rows = append(rows, cells)
-		}
-		return artifact.Payload{Type: o.typ, Columns: o.columns, Rows: rows}, nil
-	case artifact.TypeLink:
-		if err := other(map[string]bool{"body": o.bodySet, "body-file": o.bodyFile != "", "csv": o.csvFile != "", "column": o.columns != nil, "row": o.rows != nil}); err != nil {
-			return artifact.Payload{}, err
-		}
-		return artifact.Payload{Type: o.typ, URL: o.url, LinkKind: o.kind}, nil
-	case "":
-		return artifact.Payload{}, bad("type", "is missing: pass --type report, table or link")
-	}
-	return artifact.Payload{}, bad("type", strconv.Quote(o.typ)+" is not one of report, table, link")
-}
-
-func newArtifactListCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON, strict bool
-	cmd := &cobra.Command{
-		Use:   "list [<task>]",
-		Short: "List every version of a task's artifacts with its verify state",
-		Long: `With a task: every version of every artifact key of the task, each re-checked
+const artifactListLong = `With a task: every version of every artifact key of the task, each re-checked
 and reported verified, tampered or unverifiable (no pinned key for its
 writer), plus the task's journal identity (verified only when a signed
 journal seal matches the journal exactly).
@@ -488,76 +70,101 @@ its writer), or the journal identity of an ended task is unverifiable (an
 open task's journal is unsealed, which --strict accepts).
 
 Without a task: the artifact keys the local lineage spines carry, as
-bernstein://<task>/<key> with the number of productions of each.`,
-		Args: cobra.MaximumNArgs(1),
+bernstein://<task>/<key> with the number of productions of each.`
+
+func newArtifactListCmd(f *factory, runF func(*artifactListOptions) error) *cobra.Command {
+	o := &artifactListOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "list [<task>]",
+		Short: "List every version of a task's artifacts with its verify state",
+		Long:  artifactListLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			if len(args) > 0 {
+				o.Task = args[0]
 			}
-			defer s.Close()
-			if len(args) == 0 {
-				return listProductions(s, io, asJSON)
+			if runF != nil {
+				return runF(o)
 			}
-			rep, err := s.Artifacts(args[0])
-			if errors.Is(err, bernstein.ErrUnknownTask) {
-				return exitCode(1, err)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := printJSON(io, bernstein.NewArtifactListDoc(rep)); err != nil {
-					return err
-				}
-			} else {
-				identity := "journal identity " + rep.JournalIdentity
-				if rep.IdentityReason != "" {
-					identity += " (" + rep.IdentityReason + ")"
-				}
-				if io.IsTTY {
-					fmt.Fprintf(io.Out, "task %s: %s\n", rep.Task, identity)
-				} else if rep.JournalIdentity != verify.IdentityMismatched && !identityExpected(s, rep) {
-					// Piped, stdout keeps its columns; what is worth a
-					// look goes to stderr (a mismatch is the exit error).
-					fmt.Fprintf(io.Err, "note: task %s: %s\n", rep.Task, identity)
-				}
-				t := newTable(io, "KEY", "VERSION", "TYPE", "STATE", "INDEX", "CONTENT", "REASON")
-				for _, v := range rep.Versions {
-					typ := v.Type
-					if v.LinkKind != "" {
-						typ += "/" + v.LinkKind
-					}
-					t.row(v.Key, strconv.FormatInt(v.Version, 10), typ, v.State, strconv.FormatInt(v.JournalIndex, 10), v.ContentHash.Short(), v.Reason)
-				}
-				if err := t.render(); err != nil {
-					return err
-				}
-			}
-			switch {
-			case rep.ChainBroken:
-				msg := rep.ChainReason
-				if rep.JournalIdentity == verify.IdentityMismatched {
-					msg += "; journal identity mismatched"
-					if !strings.Contains(rep.IdentityReason, rep.ChainReason) {
-						msg += " (" + rep.IdentityReason + ")"
-					}
-				}
-				return exitCode(2, errors.New(msg))
-			case rep.JournalIdentity == verify.IdentityMismatched:
-				return exitCode(2, fmt.Errorf("task %s: journal identity mismatched (%s): rows may be hidden", rep.Task, rep.IdentityReason))
-			case len(rep.Versions) == 0:
-				return exitCode(1, fmt.Errorf("task %s has no artifacts", rep.Task))
-			}
-			if strict {
-				return strictList(s, rep)
-			}
-			return nil
+			return artifactListRun(o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
-	cmd.Flags().BoolVar(&strict, "strict", false, "exit 2 when any version shown is not verified (see above)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any version shown is not verified (see above)")
 	return cmd
+}
+
+func artifactListRun(o *artifactListOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		if o.Task == "" {
+			return listProductions(s, o.IO, o.JSON)
+		}
+		rep, err := s.Artifacts(o.Task)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			err = printJSON(o.IO, bernstein.NewArtifactListDoc(rep))
+		} else {
+			err = renderVersions(s, o.IO, rep)
+		}
+		if err != nil {
+			return err
+		}
+		if err := listExit(rep); err != nil {
+			return err
+		}
+		if o.Strict {
+			return strictList(s, rep)
+		}
+		return nil
+	})
+}
+
+// renderVersions prints a task's versions as a table, and its journal
+// identity: above it on a terminal, on stderr when piped and worth a look.
+func renderVersions(s *bernstein.Store, sio *IO, rep *verify.TaskReport) error {
+	identity := "journal identity " + rep.JournalIdentity
+	if rep.IdentityReason != "" {
+		identity += " (" + rep.IdentityReason + ")"
+	}
+	if sio.IsTTY {
+		fmt.Fprintf(sio.Out, "task %s: %s\n", rep.Task, identity)
+	} else if rep.JournalIdentity != verify.IdentityMismatched && !identityExpected(s, rep) {
+		// Piped, stdout keeps its columns; what is worth a look goes to
+		// stderr (a mismatch is the exit error).
+		fmt.Fprintf(sio.Err, "note: task %s: %s\n", rep.Task, identity)
+	}
+	t := newTable(sio, "KEY", "VERSION", "TYPE", "STATE", "INDEX", "CONTENT", "REASON")
+	for _, v := range rep.Versions {
+		typ := v.Type
+		if v.LinkKind != "" {
+			typ += "/" + v.LinkKind
+		}
+		t.row(v.Key, strconv.FormatInt(v.Version, 10), typ, v.State, strconv.FormatInt(v.JournalIndex, 10), v.ContentHash.Short(), v.Reason)
+	}
+	return t.render()
+}
+
+// listExit is the exit of 'artifact list <task>' before --strict: 2 when
+// rows may be hidden, 1 when there are none.
+func listExit(rep *verify.TaskReport) error {
+	switch {
+	case rep.ChainBroken:
+		msg := rep.ChainReason
+		if rep.JournalIdentity == verify.IdentityMismatched {
+			msg += "; journal identity mismatched"
+			if !strings.Contains(rep.IdentityReason, rep.ChainReason) {
+				msg += " (" + rep.IdentityReason + ")"
+			}
+		}
+		return exitCode(2, errors.New(msg))
+	case rep.JournalIdentity == verify.IdentityMismatched:
+		return exitCode(2, fmt.Errorf("task %s: journal identity mismatched (%s): rows may be hidden", rep.Task, rep.IdentityReason))
+	case len(rep.Versions) == 0:
+		return exitCode(1, fmt.Errorf("task %s has no artifacts", rep.Task))
+	}
+	return nil
 }
 
 // strictList is the exit of 'artifact list <task> --strict': 2 naming what
@@ -613,13 +220,17 @@ func listProductions(s *bernstein.Store, io *IO, asJSON bool) error {
 	return t.render()
 }
 
-func newArtifactShowCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON, strict bool
-	var version int64
-	cmd := &cobra.Command{
-		Use:   "show <task> <key>",
-		Short: "Show the latest (or a given) version of an artifact, with its history",
-		Long: `Show one version of an artifact (the latest unless --version N) after
+type artifactShowOptions struct {
+	IO      *IO
+	Store   openFunc
+	Task    string
+	Key     string
+	Version *int64 // nil: the latest (see the help)
+	Strict  bool
+	JSON    bool
+}
+
+const artifactShowLong = `Show one version of an artifact (the latest unless --version N) after
 re-checking it: the blob is re-hashed against the journal row, the row against
 its spine entry, the spine entry's signature against the writer's key. A
 tampered version is reported with the reason and its content is withheld.
@@ -643,64 +254,69 @@ unproven and labelled with where it was read: "as its spine entry names it"
 when the check reached the spine entry the row names, else "as its commit
 names it" (the row commit's committer); when neither names one, "writer
 unknown: tampered". --output-json says the same in "writer_source"
-(spine_entry, commit or "").`,
-		Args: cobra.ExactArgs(2),
+(spine_entry, commit or "").`
+
+func newArtifactShowCmd(f *factory, runF func(*artifactShowOptions) error) *cobra.Command {
+	o := &artifactShowOptions{IO: f.IO, Store: f.Store}
+	var version int64
+	cmd := &cobra.Command{
+		Use:   "show <task> <key>",
+		Short: "Show the latest (or a given) version of an artifact, with its history",
+		Long:  artifactShowLong,
+		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			task, key := args[0], args[1]
-			if err := artifact.ValidateKey(key); err != nil {
-				return err
-			}
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rep, err := s.Artifacts(task)
-			if errors.Is(err, bernstein.ErrUnknownTask) {
-				return exitCode(1, err)
-			}
-			if err != nil {
-				return err
-			}
-			sel := bernstein.ShowSelection{Key: key, Strict: strict}
+			o.Task, o.Key = args[0], args[1]
 			if cmd.Flags().Changed("version") {
-				sel.Version = &version
+				o.Version = &version
 			}
-			doc, err := bernstein.NewArtifactShowDoc(rep, sel)
-			if errors.Is(err, bernstein.ErrUnknownArtifact) {
-				return exitCode(1, err)
+			if runF != nil {
+				return runF(o)
 			}
-			if doc != nil {
-				for _, p := range doc.PassedOver {
-					fmt.Fprintf(io.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
-						p.Key, p.Version, p.Reason, task, key, p.Version)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			v, payload, withheld := doc.Shown, doc.Payload, doc.Withheld
-			if asJSON {
-				if err := printJSON(io, doc); err != nil {
-					return err
-				}
-			} else {
-				renderShow(io, task, v, payload, withheld, doc.History)
-			}
-			if payload == nil {
-				what := "withheld"
-				if v.State == verify.Tampered {
-					what = "tampered"
-				}
-				return exitCode(2, fmt.Errorf("%s v%d of task %s is %s: %s", v.Key, v.Version, task, what, withheld))
-			}
-			return nil
+			return artifactShowRun(o)
 		},
 	}
 	cmd.Flags().Int64Var(&version, "version", 0, "show version N instead of the latest")
-	cmd.Flags().BoolVar(&strict, "strict", false, "show only a verified version (exit 2 otherwise)")
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "show only a verified version (exit 2 otherwise)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
 	return cmd
+}
+
+func artifactShowRun(o *artifactShowOptions) error {
+	if err := artifact.ValidateKey(o.Key); err != nil {
+		return err
+	}
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		rep, err := s.Artifacts(o.Task)
+		if err != nil {
+			return err
+		}
+		doc, err := bernstein.NewArtifactShowDoc(rep, bernstein.ShowSelection{Key: o.Key, Strict: o.Strict, Version: o.Version})
+		if doc != nil {
+			for _, p := range doc.PassedOver {
+				fmt.Fprintf(o.IO.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
+					p.Key, p.Version, p.Reason, o.Task, o.Key, p.Version)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		v, payload, withheld := doc.Shown, doc.Payload, doc.Withheld
+		if o.JSON {
+			if err := printJSON(o.IO, doc); err != nil {
+				return err
+			}
+		} else {
+			renderShow(o.IO, o.Task, v, payload, withheld, doc.History)
+		}
+		if payload == nil {
+			what := "withheld"
+			if v.State == verify.Tampered {
+				what = "tampered"
+			}
+			return exitCode(2, fmt.Errorf("%s v%d of task %s is %s: %s", v.Key, v.Version, o.Task, what, withheld))
+		}
+		return nil
+	})
 }
 
 func renderShow(io *IO, task string, v *verify.Version, p *artifact.Payload, withheld string, history []bernstein.ArtifactVersionDoc) {

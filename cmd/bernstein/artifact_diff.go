@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	goio "io"
 	"os"
@@ -14,12 +13,17 @@ import (
 	"github.com/bernstein/bernstein/artifact"
 )
 
-func newArtifactDiffCmd(g *globals, io *IO) *cobra.Command {
-	var asJSON, strict bool
-	cmd := &cobra.Command{
-		Use:   "diff <task> <key> [<from> [<to>]]",
-		Short: "Compare two versions of an artifact",
-		Long: `Compare two versions of an artifact key: by default the version before the
+type artifactDiffOptions struct {
+	IO       *IO
+	Store    openFunc
+	Task     string
+	Key      string
+	Versions []string // from and to, as given (none, one or two)
+	Strict   bool
+	JSON     bool
+}
+
+const artifactDiffLong = `Compare two versions of an artifact key: by default the version before the
 latest and the latest; with one version number, that version and the latest;
 with two, the first and the second (in either order). Versions are numbers,
 3 or v3.
@@ -47,60 +51,65 @@ answers: {"task", "key", "from", "to", "refused", "diff"}.
 
 Exit status: 0 compared (whether or not they differ); 1 unknown task, key or
 version, or a key with a single version and no version named; 2 refused: a
-version is tampered or withheld (or not verified, with --strict).`,
-		Args: cobra.RangeArgs(2, 4),
+version is tampered or withheld (or not verified, with --strict).`
+
+func newArtifactDiffCmd(f *factory, runF func(*artifactDiffOptions) error) *cobra.Command {
+	o := &artifactDiffOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "diff <task> <key> [<from> [<to>]]",
+		Short: "Compare two versions of an artifact",
+		Long:  artifactDiffLong,
+		Args:  cobra.RangeArgs(2, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			task, key := args[0], args[1]
-			if err := artifact.ValidateKey(key); err != nil {
-				return err
+			o.Task, o.Key, o.Versions = args[0], args[1], args[2:]
+			if runF != nil {
+				return runF(o)
 			}
-			sel := bernstein.DiffSelection{Key: key, Strict: strict}
-			for i, a := range args[2:] {
-				n, err := parseVersionArg(a)
-				if err != nil {
-					return &artifact.InputError{Field: []string{"from", "to"}[i], Msg: err.Error()}
-				}
-				if i == 0 {
-					sel.From = &n
-				} else {
-					sel.To = &n
-				}
-			}
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rep, err := s.Artifacts(task)
-			if errors.Is(err, bernstein.ErrUnknownTask) {
-				return exitCode(1, err)
-			}
-			if err != nil {
-				return err
-			}
-			doc, err := bernstein.NewArtifactDiffDoc(rep, sel)
-			if errors.Is(err, bernstein.ErrUnknownArtifact) {
-				return exitCode(1, err)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := printJSON(io, doc); err != nil {
-					return err
-				}
-			} else {
-				renderDiff(io, doc)
-			}
-			if doc.Refused != "" {
-				return exitCode(2, fmt.Errorf("%s v%d and v%d of task %s not compared: %s", key, doc.From.Version, doc.To.Version, task, doc.Refused))
-			}
-			return nil
+			return artifactDiffRun(o)
 		},
 	}
-	cmd.Flags().BoolVar(&strict, "strict", false, "compare only verified versions (exit 2 otherwise)")
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "compare only verified versions (exit 2 otherwise)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
 	return cmd
+}
+
+func artifactDiffRun(o *artifactDiffOptions) error {
+	if err := artifact.ValidateKey(o.Key); err != nil {
+		return err
+	}
+	sel := bernstein.DiffSelection{Key: o.Key, Strict: o.Strict}
+	for i, a := range o.Versions {
+		n, err := parseVersionArg(a)
+		if err != nil {
+			return &artifact.InputError{Field: []string{"from", "to"}[i], Msg: err.Error()}
+		}
+		if i == 0 {
+			sel.From = &n
+		} else {
+			sel.To = &n
+		}
+	}
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		rep, err := s.Artifacts(o.Task)
+		if err != nil {
+			return err
+		}
+		doc, err := bernstein.NewArtifactDiffDoc(rep, sel)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			if err := printJSON(o.IO, doc); err != nil {
+				return err
+			}
+		} else {
+			renderDiff(o.IO, doc)
+		}
+		if doc.Refused != "" {
+			return exitCode(2, fmt.Errorf("%s v%d and v%d of task %s not compared: %s", o.Key, doc.From.Version, doc.To.Version, o.Task, doc.Refused))
+		}
+		return nil
+	})
 }
 
 // parseVersionArg reads a version number: 3 or v3.
@@ -142,32 +151,7 @@ func renderDiff(io *IO, doc *bernstein.ArtifactDiffDoc) {
 	case d.Report != nil:
 		fmt.Fprint(w, d.Report.Unified)
 	case d.Table != nil:
-		td := d.Table
-		if len(td.ColumnsAdded)+len(td.ColumnsRemoved) > 0 {
-			var cs []string
-			for _, c := range td.ColumnsAdded {
-				cs = append(cs, "+"+strconv.Quote(c))
-			}
-			for _, c := range td.ColumnsRemoved {
-				cs = append(cs, "-"+strconv.Quote(c))
-			}
-			fmt.Fprintf(w, "columns: %s\n", strings.Join(cs, ", "))
-		}
-		fmt.Fprintf(w, "rows: %d added, %d removed, %d changed, %d the same\n", td.RowsAdded, td.RowsRemoved, td.RowsChanged, td.RowsSame)
-		for _, r := range td.Rows {
-			switch r.Change {
-			case artifact.RowAdded:
-				fmt.Fprintf(w, "+ row %d: %s\n", r.To, cellsLine(r.Row))
-			case artifact.RowRemoved:
-				fmt.Fprintf(w, "- row %d (v%d): %s\n", r.From, doc.From.Version, cellsLine(r.Row))
-			default:
-				var cs []string
-				for _, c := range r.Cells {
-					cs = append(cs, fmt.Sprintf("%s: %s -> %s", c.Column, strconv.Quote(c.From), strconv.Quote(c.To)))
-				}
-				fmt.Fprintf(w, "~ row %d (v%d row %d): %s\n", r.To, doc.From.Version, r.From, strings.Join(cs, ", "))
-			}
-		}
+		renderTableDiff(w, doc.From.Version, d.Table)
 	case d.Link != nil:
 		l := d.Link
 		if l.URLChanged {
@@ -183,6 +167,36 @@ func renderDiff(io *IO, doc *bernstein.ArtifactDiffDoc) {
 	}
 }
 
+// renderTableDiff prints the columns and rows two versions of a table
+// differ in; from is the older version's number.
+func renderTableDiff(w goio.Writer, from int64, td *artifact.TableDiff) {
+	if len(td.ColumnsAdded)+len(td.ColumnsRemoved) > 0 {
+		var cs []string
+		for _, c := range td.ColumnsAdded {
+			cs = append(cs, "+"+strconv.Quote(c))
+		}
+		for _, c := range td.ColumnsRemoved {
+			cs = append(cs, "-"+strconv.Quote(c))
+		}
+		fmt.Fprintf(w, "columns: %s\n", strings.Join(cs, ", "))
+	}
+	fmt.Fprintf(w, "rows: %d added, %d removed, %d changed, %d the same\n", td.RowsAdded, td.RowsRemoved, td.RowsChanged, td.RowsSame)
+	for _, r := range td.Rows {
+		switch r.Change {
+		case artifact.RowAdded:
+			fmt.Fprintf(w, "+ row %d: %s\n", r.To, cellsLine(r.Row))
+		case artifact.RowRemoved:
+			fmt.Fprintf(w, "- row %d (v%d): %s\n", r.From, from, cellsLine(r.Row))
+		default:
+			var cs []string
+			for _, c := range r.Cells {
+				cs = append(cs, fmt.Sprintf("%s: %s -> %s", c.Column, strconv.Quote(c.From), strconv.Quote(c.To)))
+			}
+			fmt.Fprintf(w, "~ row %d (v%d row %d): %s\n", r.To, from, r.From, strings.Join(cs, ", "))
+		}
+	}
+}
+
 // cellsLine is a row on one line: its cells, escaped, between " | ".
 func cellsLine(row []string) string {
 	out := make([]string, len(row))
@@ -192,42 +206,58 @@ func cellsLine(row []string) string {
 	return strings.Join(out, " | ")
 }
 
-// newArtifactTextconvCmd is git's textconv for artifact versions
+// artifactTextconvOptions are git's textconv for artifact versions
 // (docs/format.md, "Diffing with git"): it needs no repository.
-func newArtifactTextconvCmd(io *IO) *cobra.Command {
-	return &cobra.Command{
-		Use:    "textconv <file>",
-		Short:  "Print an artifact payload as text (git's diff driver runs it)",
-		Hidden: true,
-		Long: `Print the payload in FILE as its text form: a report's markdown, a table as
+type artifactTextconvOptions struct {
+	IO   *IO
+	File string
+}
+
+const artifactTextconvLong = `Print the payload in FILE as its text form: a report's markdown, a table as
 markdown rows (one line a row; "|" and line breaks in a cell escaped), a link
 as its URL and kind. A file that is not exactly a payload is printed as it is.
 git runs it as the textconv of the diff driver 'bernstein init' sets up, so
 that 'git diff' and 'git log -p' of artifact versions show lines of text.
 
-Exit status: 0 printed; 1 FILE cannot be read.`,
-		Args: cobra.ExactArgs(1),
+Exit status: 0 printed; 1 FILE cannot be read.`
+
+func newArtifactTextconvCmd(f *factory, runF func(*artifactTextconvOptions) error) *cobra.Command {
+	o := &artifactTextconvOptions{IO: f.IO}
+	return &cobra.Command{
+		Use:    "textconv <file>",
+		Short:  "Print an artifact payload as text (git's diff driver runs it)",
+		Hidden: true,
+		Long:   artifactTextconvLong,
+		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
-			if err != nil {
-				return err
+			o.File = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			defer f.Close()
-			// A payload is at most MaxPayloadBytes: anything longer is
-			// copied through unread.
-			b, err := readLimited(f, artifact.MaxPayloadBytes+1)
-			if err != nil {
-				return err
-			}
-			if p, err := artifact.Parse(b); err == nil && len(b) <= artifact.MaxPayloadBytes {
-				_, err = io.Out.Write([]byte(artifact.Text(p)))
-				return err
-			}
-			if _, err := io.Out.Write(b); err != nil {
-				return err
-			}
-			_, err = goio.Copy(io.Out, f)
-			return err
+			return artifactTextconvRun(o)
 		},
 	}
+}
+
+func artifactTextconvRun(o *artifactTextconvOptions) error {
+	f, err := os.Open(o.File)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A payload is at most MaxPayloadBytes: anything longer is copied
+	// through unread.
+	b, err := readLimited(f, artifact.MaxPayloadBytes+1)
+	if err != nil {
+		return err
+	}
+	if p, err := artifact.Parse(b); err == nil && len(b) <= artifact.MaxPayloadBytes {
+		_, err = o.IO.Out.Write([]byte(artifact.Text(p)))
+		return err
+	}
+	if _, err := o.IO.Out.Write(b); err != nil {
+		return err
+	}
+	_, err = goio.Copy(o.IO.Out, f)
+	return err
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/bernstein/bernstein/internal/atomicfile"
 )
 
+// attestOptions are the flags both attest commands take.
 type attestOptions struct {
-	bundle  bool
-	output  string
-	version int64
+	Bundle bool   // a Sigstore bundle, not the bare DSSE envelope
+	Output string // a file to write; "" or "-" is stdout
 }
 
 const attestExit = `Exit status: 0 attested; 1 unknown task, key or version, or an error (a key in
@@ -22,8 +22,8 @@ verified here (tampered, unverifiable, or its journal broken, rolled back or,
 for a task, not sealed), named in one line, and nothing is signed.`
 
 func (o *attestOptions) flags(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&o.bundle, "bundle", false, "write a Sigstore bundle (v0.3, public-key hint, no transparency log) instead of the bare DSSE envelope")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write to FILE (atomically) instead of stdout")
+	cmd.Flags().BoolVar(&o.Bundle, "bundle", false, "write a Sigstore bundle (v0.3, public-key hint, no transparency log) instead of the bare DSSE envelope")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "write to FILE (atomically) instead of stdout")
 }
 
 // emit prints or writes the attestation.
@@ -31,34 +31,35 @@ func (o *attestOptions) emit(io *IO, a *bernstein.Attestation, err error) error 
 	if errors.Is(err, bernstein.ErrNotAttestable) {
 		return exitCode(2, err)
 	}
-	if errors.Is(err, bernstein.ErrUnknownTask) || errors.Is(err, bernstein.ErrUnknownArtifact) {
-		return exitCode(1, err)
-	}
 	if err != nil {
 		return err
 	}
 	doc := a.Envelope
-	if o.bundle {
+	if o.Bundle {
 		doc = a.Bundle
 	}
 	doc = append(append([]byte{}, doc...), '\n')
-	if o.output == "" || o.output == "-" {
+	if o.Output == "" || o.Output == "-" {
 		_, err := io.Out.Write(doc)
 		return err
 	}
-	if err := atomicfile.Write(o.output, doc, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", o.output, err)
+	if err := atomicfile.Write(o.Output, doc, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.Output, err)
 	}
-	fmt.Fprintf(io.Err, "attested %s: %s signed by %s\n", a.Subjects[0].Name, o.output, a.KeyID)
+	fmt.Fprintf(io.Err, "attested %s: %s signed by %s\n", a.Subjects[0].Name, o.Output, a.KeyID)
 	return nil
 }
 
-func newArtifactAttestCmd(g *globals, io *IO) *cobra.Command {
-	o := &attestOptions{}
-	cmd := &cobra.Command{
-		Use:   "attest <task> <key> [--version N] [--bundle] [-o FILE]",
-		Short: "Sign an in-toto attestation of a verified artifact version",
-		Long: `Print an in-toto Statement (v1) about one artifact version (the latest unless
+type artifactAttestOptions struct {
+	IO    *IO
+	Store openFunc
+	attestOptions
+	Task    string
+	Key     string
+	Version *int64 // nil: the latest
+}
+
+const artifactAttestLong = `Print an in-toto Statement (v1) about one artifact version (the latest unless
 --version N) in a DSSE envelope signed by this host's writer key, through
 sigstore's DSSE signer; --bundle prints it as a Sigstore bundle (v0.3) with a
 public-key hint (the key's SSH fingerprint) and no transparency log entry.
@@ -70,36 +71,54 @@ the version's position in the run and the progress vector at that position.
 The version is re-verified first; only a verified one is attested. Nothing is
 written to the repository.
 
-` + attestExit,
-		Args: cobra.ExactArgs(2),
+` + attestExit
+
+func newArtifactAttestCmd(f *factory, runF func(*artifactAttestOptions) error) *cobra.Command {
+	o := &artifactAttestOptions{IO: f.IO, Store: f.Store}
+	var version int64
+	cmd := &cobra.Command{
+		Use:   "attest <task> <key> [--version N] [--bundle] [-o FILE]",
+		Short: "Sign an in-toto attestation of a verified artifact version",
+		Long:  artifactAttestLong,
+		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			v := int64(0)
+			o.Task, o.Key = args[0], args[1]
 			if cmd.Flags().Changed("version") {
-				if o.version < 1 {
-					return fmt.Errorf("invalid version: %d (versions start at 1)", o.version)
-				}
-				v = o.version
+				o.Version = &version
 			}
-			a, err := s.AttestArtifact(args[0], args[1], v)
-			return o.emit(io, a, err)
+			if runF != nil {
+				return runF(o)
+			}
+			return artifactAttestRun(o)
 		},
 	}
 	o.flags(cmd)
-	cmd.Flags().Int64Var(&o.version, "version", 0, "attest version N instead of the latest")
+	cmd.Flags().Int64Var(&version, "version", 0, "attest version N instead of the latest")
 	return cmd
 }
 
-func newTaskAttestCmd(g *globals, io *IO) *cobra.Command {
-	o := &attestOptions{}
-	cmd := &cobra.Command{
-		Use:   "attest <task> [--bundle] [-o FILE]",
-		Short: "Sign an in-toto attestation of a sealed task journal",
-		Long: `Print an in-toto Statement (v1) about a task's sealed journal, in a DSSE
+func artifactAttestRun(o *artifactAttestOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		v := int64(0)
+		if o.Version != nil {
+			if *o.Version < 1 {
+				return fmt.Errorf("invalid version: %d (versions start at 1)", *o.Version)
+			}
+			v = *o.Version
+		}
+		a, err := s.AttestArtifact(o.Task, o.Key, v)
+		return o.emit(o.IO, a, err)
+	})
+}
+
+type taskAttestOptions struct {
+	IO    *IO
+	Store openFunc
+	attestOptions
+	Task string
+}
+
+const taskAttestLong = `Print an in-toto Statement (v1) about a task's sealed journal, in a DSSE
 envelope signed by this host's writer key (--bundle: a Sigstore bundle v0.3,
 public-key hint, no transparency log).
 
@@ -110,18 +129,30 @@ whose identity is verified (the task ended, and the journal is exactly what
 its seal says) with every row and version verified is attested. Nothing is
 written to the repository.
 
-` + attestExit,
-		Args: cobra.ExactArgs(1),
+` + attestExit
+
+func newTaskAttestCmd(f *factory, runF func(*taskAttestOptions) error) *cobra.Command {
+	o := &taskAttestOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "attest <task> [--bundle] [-o FILE]",
+		Short: "Sign an in-toto attestation of a sealed task journal",
+		Long:  taskAttestLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			o.Task = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			a, err := s.AttestTask(args[0])
-			return o.emit(io, a, err)
+			return taskAttestRun(o)
 		},
 	}
 	o.flags(cmd)
 	return cmd
+}
+
+func taskAttestRun(o *taskAttestOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		a, err := s.AttestTask(o.Task)
+		return o.emit(o.IO, a, err)
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,14 +12,23 @@ import (
 	"github.com/bernstein/bernstein/verify"
 )
 
-func newAuditCmd(g *globals, sio *IO) *cobra.Command {
+func newAuditCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Verify the repository offline"}
-	var task, since, checkpoint string
-	var asJSON, strict bool
-	verifyCmd := &cobra.Command{
-		Use:   "verify [--task T]",
-		Short: "Recompute and check everything under refs/bernstein",
-		Long: `Walk every task journal, ledger, lineage spine and audit mirror: linear chains,
+	cmd.AddCommand(newAuditVerifyCmd(f, nil))
+	return cmd
+}
+
+type auditVerifyOptions struct {
+	IO         *IO
+	Store      openFunc
+	Task       string // only this task's journal and ledger
+	Since      string // an audit checkpoint: check only what was added after it
+	Checkpoint string // record what the walk found whole under this name
+	JSON       bool
+	Strict     bool
+}
+
+const auditVerifyLong = `Walk every task journal, ledger, lineage spine and audit mirror: linear chains,
 contiguous indexes and sequence numbers, prev links and recomputed hashes;
 every payload and output blob re-hashed (sha256 and git object id); every
 journal row bound to exactly one spine entry and every spine entry to a row;
@@ -67,83 +77,100 @@ A checkpoint taken under keys this host no longer trusts cannot be used
 Exit status: 0 everything holds (versions whose writer's key is not pinned are
 reported unverifiable; with --strict they make the exit 1); 1 something is
 tampered; 2 operational error (no repository, unreadable object store), bad
-input, or an audit checkpoint that is missing or cannot be used.`,
-		Args: cobra.NoArgs,
+input, or an audit checkpoint that is missing or cannot be used.`
+
+func newAuditVerifyCmd(f *factory, runF func(*auditVerifyOptions) error) *cobra.Command {
+	o := &auditVerifyOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "verify [--task T]",
+		Short: "Recompute and check everything under refs/bernstein",
+		Long:  auditVerifyLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return exitCode(2, errors.New(userMessage(err)))
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			o := bernstein.AuditOptions{Task: task, Since: since, Checkpoint: checkpoint}
-			if sio.ErrTTY {
-				o.Progress = progressLine(sio)
-			}
-			rep, err := s.AuditVerify(o)
-			if sio.ErrTTY {
-				fmt.Fprint(sio.Err, "\r\033[K")
-			}
-			if errors.Is(err, bernstein.ErrUnknownTask) {
-				return exitCode(2, err)
-			}
-			if err != nil {
-				return exitCode(2, errors.New(userMessage(err)))
-			}
-			if asJSON {
-				if err := printJSON(sio, rep); err != nil {
-					return err
-				}
-			} else {
-				w := sio.Out
-				for _, f := range rep.Failures {
-					fmt.Fprintln(w, failureLine(f))
-				}
-				c := rep.Counts
-				fmt.Fprintf(w, "%d tasks, %d journal rows, %d ledger rows, %d artifact versions (%d verified, %d tampered, %d unverifiable)\n",
-					c.Tasks, c.JournalRows, c.LedgerRows, c.Artifacts, c.Verified, c.Tampered, c.Unverifiable)
-				fmt.Fprintf(w, "%d spine entries, %d audit entries, %d HMACs checked\n", c.SpineEntries, c.AuditEntries, c.HMACsChecked)
-				fmt.Fprintf(w, "%d signatures checked: %d against pinned keys, %d only against published keys (unpinned)\n",
-					c.SignaturesChecked, c.SignaturesChecked-c.SignaturesUnpinned, c.SignaturesUnpinned)
-				if rep.Since != "" {
-					fmt.Fprintf(w, "since audit checkpoint %s: %d chain commits read\n", rep.Since, c.CommitsRead)
-				}
-				if rep.HMACNote != "" {
-					fmt.Fprintln(w, rep.HMACNote)
-				}
-				if rep.Note != "" {
-					fmt.Fprintln(w, rep.Note)
-				}
-				switch {
-				case rep.Tampered():
-					fmt.Fprintf(w, "TAMPERED: %d checks failed\n", len(rep.Failures))
-				case rep.Verified:
-					fmt.Fprintln(w, "verified: everything holds")
-				default:
-					fmt.Fprintln(w, "no tampering found")
-				}
-			}
-			if rep.Checkpoint != "" && !asJSON {
-				fmt.Fprintf(sio.Out, "audit checkpoint %s taken\n", rep.Checkpoint)
-			}
-			if rep.CheckpointNote != "" {
-				fmt.Fprintln(sio.Err, "note: "+rep.CheckpointNote)
-			}
-			if rep.Tampered() {
-				return exitCode(1, nil)
-			}
-			if strict && !rep.Verified {
-				return exitCode(1, errors.New(rep.Note))
-			}
-			return nil
+			return auditVerifyRun(o)
 		},
 	}
-	verifyCmd.Flags().StringVar(&task, "task", "", "verify only this task's journal and ledger (spines and audit mirrors are always walked)")
-	verifyCmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
-	verifyCmd.Flags().BoolVar(&strict, "strict", false, "exit 1 unless every version is verified (unverifiable counts as failure)")
-	verifyCmd.Flags().StringVar(&since, "since", "", "check only what was added after audit checkpoint `NAME`")
-	verifyCmd.Flags().StringVar(&checkpoint, "checkpoint", "", "record what this walk found whole as audit checkpoint `NAME`")
-	cmd.AddCommand(verifyCmd)
+	cmd.Flags().StringVar(&o.Task, "task", "", "verify only this task's journal and ledger (spines and audit mirrors are always walked)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 1 unless every version is verified (unverifiable counts as failure)")
+	cmd.Flags().StringVar(&o.Since, "since", "", "check only what was added after audit checkpoint `NAME`")
+	cmd.Flags().StringVar(&o.Checkpoint, "checkpoint", "", "record what this walk found whole as audit checkpoint `NAME`")
 	return cmd
+}
+
+// auditVerifyRun walks the repository. Its exit status differs from the
+// other commands': 2 is an operational error, 1 tampering.
+func auditVerifyRun(o *auditVerifyOptions) error {
+	var rep *verify.Report
+	err := withStore(o.Store, func(s *bernstein.Store) error {
+		ao := bernstein.AuditOptions{Task: o.Task, Since: o.Since, Checkpoint: o.Checkpoint}
+		if o.IO.ErrTTY {
+			ao.Progress = progressLine(o.IO)
+		}
+		var err error
+		rep, err = s.AuditVerify(ao)
+		if o.IO.ErrTTY {
+			fmt.Fprint(o.IO.Err, "\r\033[K")
+		}
+		return err
+	})
+	if err != nil {
+		return exitCode(2, errors.New(userMessage(err)))
+	}
+	if o.JSON {
+		if err := printJSON(o.IO, rep); err != nil {
+			return err
+		}
+	} else {
+		renderAudit(o.IO.Out, rep)
+	}
+	if rep.CheckpointNote != "" {
+		fmt.Fprintln(o.IO.Err, "note: "+rep.CheckpointNote)
+	}
+	if rep.Tampered() {
+		return exitCode(1, nil)
+	}
+	if o.Strict && !rep.Verified {
+		return exitCode(1, errors.New(rep.Note))
+	}
+	return nil
+}
+
+// renderAudit prints a walk's report: its failures, one a line, what it
+// counted and its verdict.
+func renderAudit(w io.Writer, rep *verify.Report) {
+	for _, f := range rep.Failures {
+		fmt.Fprintln(w, failureLine(f))
+	}
+	c := rep.Counts
+	fmt.Fprintf(w, "%d tasks, %d journal rows, %d ledger rows, %d artifact versions (%d verified, %d tampered, %d unverifiable)\n",
+		c.Tasks, c.JournalRows, c.LedgerRows, c.Artifacts, c.Verified, c.Tampered, c.Unverifiable)
+	fmt.Fprintf(w, "%d spine entries, %d audit entries, %d HMACs checked\n", c.SpineEntries, c.AuditEntries, c.HMACsChecked)
+	fmt.Fprintf(w, "%d signatures checked: %d against pinned keys, %d only against published keys (unpinned)\n",
+		c.SignaturesChecked, c.SignaturesChecked-c.SignaturesUnpinned, c.SignaturesUnpinned)
+	if rep.Since != "" {
+		fmt.Fprintf(w, "since audit checkpoint %s: %d chain commits read\n", rep.Since, c.CommitsRead)
+	}
+	if rep.HMACNote != "" {
+		fmt.Fprintln(w, rep.HMACNote)
+	}
+	if rep.Note != "" {
+		fmt.Fprintln(w, rep.Note)
+	}
+	switch {
+	case rep.Tampered():
+		fmt.Fprintf(w, "TAMPERED: %d checks failed\n", len(rep.Failures))
+	case rep.Verified:
+		fmt.Fprintln(w, "verified: everything holds")
+	default:
+		fmt.Fprintln(w, "no tampering found")
+	}
+	if rep.Checkpoint != "" {
+		fmt.Fprintf(w, "audit checkpoint %s taken\n", rep.Checkpoint)
+	}
 }
 
 // failureLine renders one failure of a walk: where, which check, why.

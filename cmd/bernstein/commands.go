@@ -59,66 +59,59 @@ func unknownCommand(c *cobra.Command, word string) error {
 // c's own subcommands first, else among all the commands below c (so
 // 'bernstein verfy' suggests 'bernstein audit verify').
 func suggest(c *cobra.Command, word string) []string {
-	type cand struct {
-		path string
-		dist int
-	}
-	score := func(name string) int {
-		w, n := strings.ToLower(word), strings.ToLower(name)
-		d := editDistance(w, n)
-		if len(w) >= 2 && strings.HasPrefix(n, w) && d > 1 {
-			d = 1
-		}
-		if d > 2 || d >= len(w) {
-			return -1
-		}
-		return d
-	}
-	collect := func(deep bool) []string {
-		var cs []cand
-		var walk func(p *cobra.Command)
-		walk = func(p *cobra.Command) {
-			for _, sub := range p.Commands() {
-				if !sub.IsAvailableCommand() && sub.Name() != "help" {
-					continue
-				}
-				best := -1
-				for _, n := range append([]string{sub.Name()}, sub.Aliases...) {
-					if d := score(n); d >= 0 && (best < 0 || d < best) {
-						best = d
-					}
-				}
-				if best >= 0 && (p == c) != deep {
-					cs = append(cs, cand{sub.CommandPath(), best})
-				}
-				if deep {
-					walk(sub)
-				}
-			}
-		}
-		walk(c)
-		if len(cs) == 0 {
-			return nil
-		}
-		min := cs[0].dist
-		for _, x := range cs {
-			if x.dist < min {
-				min = x.dist
-			}
-		}
-		var out []string
-		for _, x := range cs {
-			if x.dist == min {
-				out = append(out, x.path)
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	if s := collect(false); s != nil {
+	if s := nearest(c, word, false); s != nil {
 		return s
 	}
-	return collect(true)
+	return nearest(c, word, true)
+}
+
+// nearest returns, sorted, the paths of the subcommands of c (deep: of the
+// commands below its subcommands) nearest to word, if any is near enough.
+func nearest(c *cobra.Command, word string, deep bool) []string {
+	best := -1
+	var out []string
+	var walk func(p *cobra.Command)
+	walk = func(p *cobra.Command) {
+		for _, sub := range p.Commands() {
+			if !sub.IsAvailableCommand() && sub.Name() != "help" {
+				continue
+			}
+			d := -1
+			for _, n := range append([]string{sub.Name()}, sub.Aliases...) {
+				if x := nameDistance(word, n); x >= 0 && (d < 0 || x < d) {
+					d = x
+				}
+			}
+			if d >= 0 && (p == c) != deep {
+				switch {
+				case best < 0 || d < best:
+					best, out = d, []string{sub.CommandPath()}
+				case d == best:
+					out = append(out, sub.CommandPath())
+				}
+			}
+			if deep {
+				walk(sub)
+			}
+		}
+	}
+	walk(c)
+	sort.Strings(out)
+	return out
+}
+
+// nameDistance is how far word is from a command's name: its edit
+// distance, 1 for a prefix of two letters or more, -1 when too far.
+func nameDistance(word, name string) int {
+	w, n := strings.ToLower(word), strings.ToLower(name)
+	d := editDistance(w, n)
+	if len(w) >= 2 && strings.HasPrefix(n, w) && d > 1 {
+		d = 1
+	}
+	if d > 2 || d >= len(w) {
+		return -1
+	}
+	return d
 }
 
 // editDistance is the optimal string alignment distance: insertions,

@@ -19,17 +19,17 @@ import (
 
 const noFiles = cobra.ShellCompDirectiveNoFileComp
 
-// withStore opens the repository (--repo, BERNSTEIN_REPO or the enclosing
+// fromStore opens the repository (--repo, BERNSTEIN_REPO or the enclosing
 // one) for a completion, or returns nothing.
-func withStore(g *globals, f func(s *bernstein.Store) []cobra.Completion) []cobra.Completion {
-	o := g.options()
+func fromStore(g *factory, complete func(s *bernstein.Store) []cobra.Completion) []cobra.Completion {
+	o := g.Options()
 	o.Warn = nil
 	s, err := bernstein.Open(o)
 	if err != nil {
 		return nil
 	}
 	defer s.Close()
-	return f(s)
+	return complete(s)
 }
 
 func matching(words []string, toComplete string) []cobra.Completion {
@@ -42,8 +42,8 @@ func matching(words []string, toComplete string) []cobra.Completion {
 	return out
 }
 
-func taskIDs(g *globals, toComplete string) []cobra.Completion {
-	return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+func taskIDs(g *factory, toComplete string) []cobra.Completion {
+	return fromStore(g, func(s *bernstein.Store) []cobra.Completion {
 		ids, err := s.TaskIDs()
 		if err != nil {
 			return nil
@@ -53,8 +53,8 @@ func taskIDs(g *globals, toComplete string) []cobra.Completion {
 }
 
 // taskWords completes from what the task's ledger and journal hold.
-func taskWords(g *globals, task, toComplete string, words func(*bernstein.TaskInfo) []string) []cobra.Completion {
-	return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+func taskWords(g *factory, task, toComplete string, words func(*bernstein.TaskInfo) []string) []cobra.Completion {
+	return fromStore(g, func(s *bernstein.Store) []cobra.Completion {
 		info, err := s.Task(task)
 		if err != nil {
 			return nil
@@ -75,7 +75,7 @@ func gateNames(info *bernstein.TaskInfo) []string {
 
 // completeTask completes the first argument with a task id, and the next
 // (if any) with then(task).
-func completeTask(g *globals, then func(task string, args []string, toComplete string) []cobra.Completion) cobra.CompletionFunc {
+func completeTask(g *factory, then func(task string, args []string, toComplete string) []cobra.Completion) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) == 0 {
 			return taskIDs(g, toComplete), noFiles
@@ -88,7 +88,7 @@ func completeTask(g *globals, then func(task string, args []string, toComplete s
 }
 
 // keyOf completes the artifact key after the task.
-func keyOf(g *globals) func(string, []string, string) []cobra.Completion {
+func keyOf(g *factory) func(string, []string, string) []cobra.Completion {
 	return func(task string, rest []string, toComplete string) []cobra.Completion {
 		if len(rest) > 0 {
 			return nil
@@ -99,7 +99,7 @@ func keyOf(g *globals) func(string, []string, string) []cobra.Completion {
 
 // versionsOf completes --version of 'artifact show <task> <key>' with the
 // key's versions, 1 to the latest.
-func versionsOf(g *globals) cobra.CompletionFunc {
+func versionsOf(g *factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) < 2 {
 			return nil, noFiles
@@ -115,16 +115,16 @@ func versionsOf(g *globals) cobra.CompletionFunc {
 }
 
 // flagTaskIDs completes a flag whose value is a task id.
-func flagTaskIDs(g *globals) cobra.CompletionFunc {
+func flagTaskIDs(g *factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return taskIDs(g, toComplete), noFiles
 	}
 }
 
 // revisions completes a revision with HEAD, the branches and the tags.
-func revisions(g *globals) cobra.CompletionFunc {
+func revisions(g *factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+		return fromStore(g, func(s *bernstein.Store) []cobra.Completion {
 			run := func(args ...string) ([]byte, error) {
 				return git.Cmd{Policy: git.Isolated, GitDir: s.GitDir(), Args: args}.Output()
 			}
@@ -142,12 +142,12 @@ func revisions(g *globals) cobra.CompletionFunc {
 }
 
 // remoteNames completes a remote's name (the first argument only).
-func remoteNames(g *globals, firstArg bool) cobra.CompletionFunc {
+func remoteNames(g *factory, firstArg bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if firstArg && len(args) > 0 {
 			return nil, noFiles
 		}
-		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+		return fromStore(g, func(s *bernstein.Store) []cobra.Completion {
 			names, err := s.Remotes()
 			if err != nil {
 				return nil
@@ -158,13 +158,13 @@ func remoteNames(g *globals, firstArg bool) cobra.CompletionFunc {
 }
 
 // writerNames completes writers that keep(wk) accepts, each once.
-func writerNames(g *globals, keep func(bernstein.WriterTrust) bool) cobra.CompletionFunc {
+func writerNames(g *factory, keep func(bernstein.WriterTrust) bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		given := map[string]bool{}
 		for _, a := range args {
 			given[a] = true
 		}
-		return withStore(g, func(s *bernstein.Store) []cobra.Completion {
+		return fromStore(g, func(s *bernstein.Store) []cobra.Completion {
 			wks, err := s.WriterKeys()
 			if err != nil {
 				return nil
@@ -187,25 +187,35 @@ func completeFixed(values ...string) cobra.CompletionFunc {
 }
 
 // registerCompletions wires the completion functions into the tree.
-func registerCompletions(g *globals, root *cobra.Command) {
-	find := func(path ...string) *cobra.Command {
-		c := root
-		for _, p := range path {
-			if c = findSub(c, p); c == nil {
-				return nil
-			}
+func registerCompletions(g *factory, root *cobra.Command) {
+	registerArgCompletions(g, root)
+	registerFlagCompletions(g, root)
+	root.RegisterFlagCompletionFunc("repo", func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	})
+}
+
+// findPath is the command at path below root, or nil.
+func findPath(root *cobra.Command, path ...string) *cobra.Command {
+	c := root
+	for _, p := range path {
+		if c = findSub(c, p); c == nil {
+			return nil
 		}
-		return c
 	}
+	return c
+}
+
+// registerArgCompletions completes the positional arguments.
+func registerArgCompletions(g *factory, root *cobra.Command) {
 	set := func(f cobra.CompletionFunc, paths ...[]string) {
 		for _, p := range paths {
-			if c := find(p...); c != nil && c.ValidArgsFunction == nil {
+			if c := findPath(root, p...); c != nil && c.ValidArgsFunction == nil {
 				c.ValidArgsFunction = f
 			}
 		}
 	}
-	justTask := completeTask(g, nil)
-	set(justTask,
+	set(completeTask(g, nil),
 		[]string{"task", "claim"}, []string{"task", "show"}, []string{"task", "progress"},
 		[]string{"task", "release"}, []string{"task", "start"}, []string{"task", "suspend"}, []string{"task", "resume"},
 		[]string{"task", "complete"}, []string{"task", "fail"}, []string{"task", "abandon"}, []string{"task", "reopen"},
@@ -214,13 +224,34 @@ func registerCompletions(g *globals, root *cobra.Command) {
 	)
 	set(completeTask(g, keyOf(g)),
 		[]string{"artifact", "show"}, []string{"artifacts", "show"}, []string{"artifact", "post"})
-	set(completeTask(g, func(task string, rest []string, toComplete string) []cobra.Completion {
+	set(completeTask(g, gateOf(g)), []string{"gate", "run"})
+	set(completeTask(g, producersOf(g)), []string{"evidence", "run"})
+	set(func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, noFiles
+	}, []string{"task", "create"}, []string{"task", "list"}, []string{"init"})
+	// Positional remotes and writers.
+	set(remoteNames(g, true), []string{"remote", "setup"}, []string{"push"}, []string{"fetch"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return wk.Trust == bernstein.TrustUnpinned || wk.Trust == bernstein.TrustChanged
+	}), []string{"keys", "pin"})
+	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
+		return len(wk.Pinned) > 0 && wk.Trust != bernstein.TrustOwn
+	}), []string{"keys", "unpin"})
+}
+
+// gateOf completes the gate after the task.
+func gateOf(g *factory) func(string, []string, string) []cobra.Completion {
+	return func(task string, rest []string, toComplete string) []cobra.Completion {
 		if len(rest) > 0 {
 			return nil
 		}
 		return taskWords(g, task, toComplete, gateNames)
-	}), []string{"gate", "run"})
-	set(completeTask(g, func(task string, rest []string, toComplete string) []cobra.Completion {
+	}
+}
+
+// producersOf completes the evidence producers after the task, each once.
+func producersOf(g *factory) func(string, []string, string) []cobra.Completion {
+	return func(task string, rest []string, toComplete string) []cobra.Completion {
 		given := map[string]bool{}
 		for _, r := range rest {
 			given[r] = true
@@ -234,21 +265,13 @@ func registerCompletions(g *globals, root *cobra.Command) {
 			}
 			return out
 		})
-	}), []string{"evidence", "run"})
-	set(func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return nil, noFiles
-	}, []string{"task", "create"}, []string{"task", "list"}, []string{"init"})
-	// Positional remotes and writers.
-	set(remoteNames(g, true), []string{"remote", "setup"}, []string{"push"}, []string{"fetch"})
-	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
-		return wk.Trust == bernstein.TrustUnpinned || wk.Trust == bernstein.TrustChanged
-	}), []string{"keys", "pin"})
-	set(writerNames(g, func(wk bernstein.WriterTrust) bool {
-		return len(wk.Pinned) > 0 && wk.Trust != bernstein.TrustOwn
-	}), []string{"keys", "unpin"})
-	// Flag values the repository knows.
+	}
+}
+
+// registerFlagCompletions completes the flag values the repository knows.
+func registerFlagCompletions(g *factory, root *cobra.Command) {
 	flag := func(path []string, name string, f cobra.CompletionFunc) {
-		c := find(path...)
+		c := findPath(root, path...)
 		if c == nil {
 			panic("completion: no command " + strings.Join(path, " "))
 		}
@@ -267,7 +290,4 @@ func registerCompletions(g *globals, root *cobra.Command) {
 	flag([]string{"diff", "capture"}, "base", revisions(g))
 	flag([]string{"diff", "capture"}, "head", revisions(g))
 	flag([]string{"init"}, "remote", remoteNames(g, false))
-	root.RegisterFlagCompletionFunc("repo", func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return nil, cobra.ShellCompDirectiveFilterDirs
-	})
 }

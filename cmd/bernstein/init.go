@@ -10,13 +10,18 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-func newInitCmd(g *globals, io *IO) *cobra.Command {
-	var writer, remote, agentKey string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "init [--ssh-agent [KEY]]",
-		Short: "Set up the writer identity and publish its key in the repository",
-		Long: `Set up bernstein in a git repository (bare or not).
+type initOptions struct {
+	IO      *IO
+	Options func() bernstein.Options
+
+	Writer   string // the writer id of a new identity
+	Remote   string // also set up this remote's refspecs
+	SSHAgent bool   // sign with a key ssh-agent holds
+	AgentKey string // that key (fingerprint or public key file); "": the agent's one key
+	JSON     bool
+}
+
+const initLong = `Set up bernstein in a git repository (bare or not).
 
 Creates the writer identity (an ed25519 signing key and an HMAC key, mode 0600)
 under BERNSTEIN_HOME (default $XDG_STATE_HOME/bernstein), outside the
@@ -47,88 +52,109 @@ diff.bernstein.textconv in .git/config, so that 'git diff' of two versions and
 'git log -p' of a journal show a report's markdown lines and a table's rows,
 not one line of JSON (docs/format.md, "Diffing with git").
 
-Exit status: 0 set up (or already set up); 1 error (also: no such remote).`,
-		Args: cobra.MaximumNArgs(1),
+Exit status: 0 set up (or already set up); 1 error (also: no such remote).`
+
+func newInitCmd(f *factory, runF func(*initOptions) error) *cobra.Command {
+	o := &initOptions{IO: f.IO, Options: f.Options}
+	cmd := &cobra.Command{
+		Use:   "init [--ssh-agent [KEY]]",
+		Short: "Set up the writer identity and publish its key in the repository",
+		Long:  initLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			inAgent := cmd.Flags().Changed("ssh-agent")
+			o.SSHAgent = cmd.Flags().Changed("ssh-agent")
 			if len(args) > 0 {
-				if !inAgent || agentKey != agentAny {
+				if !o.SSHAgent || o.AgentKey != agentAny {
 					return fmt.Errorf("unexpected argument %q: init takes one only after --ssh-agent (the agent's key)", args[0])
 				}
-				agentKey = args[0]
+				o.AgentKey = args[0]
 			}
-			if agentKey == agentAny {
-				agentKey = ""
+			if o.AgentKey == agentAny {
+				o.AgentKey = ""
 			}
-			if remote != "" {
-				// Refuse a mistyped remote before anything is created. A
-				// folder that is no repository yet has no remote at all.
-				if err := bernstein.CheckRemote(g.options(), remote); errors.Is(err, bernstein.ErrNotRepository) {
-					return fmt.Errorf("--remote %s: not a git repository yet, so it has no remote %s: 'git clone' it, or 'git init' and 'git remote add %s URL' first", remote, remote, remote)
-				} else if err != nil {
-					return err
-				}
+			if runF != nil {
+				return runF(o)
 			}
-			var res *bernstein.InitResult
-			var err error
-			if inAgent {
-				res, err = bernstein.InitAgent(g.options(), writer, agentKey)
-			} else {
-				res, err = bernstein.Init(g.options(), writer)
-			}
-			if err != nil {
-				return err
-			}
-			var setup *bernstein.RemoteSetupResult
-			if remote != "" {
-				if setup, err = bernstein.RemoteSetup(g.options(), remote); err != nil {
-					return err
-				}
-			}
-			driver, err := bernstein.SetupDiffDriver(res.GitDir)
-			if err != nil {
-				return fmt.Errorf("setting up git's diff of artifact versions: %w", err)
-			}
-			if asJSON {
-				return printJSON(io, struct {
-					*bernstein.InitResult
-					DiffDriver *bernstein.DiffDriverResult  `json:"diff_driver"`
-					Remote     *bernstein.RemoteSetupResult `json:"remote,omitempty"`
-				}{res, driver, setup})
-			}
-			printDiffDriver(io, driver)
-			if setup != nil {
-				defer printSetup(io, setup)
-			}
-			if res.RepoCreated {
-				fmt.Fprintf(io.Out, "Created git repository %s\n", res.GitDir)
-			}
-			id := "existing identity"
-			if res.IdentityCreated {
-				id = "new identity"
-			}
-			fmt.Fprintf(io.Out, "writer:     %s (%s in %s)\n", res.Writer, id, res.Home)
-			fmt.Fprintf(io.Out, "public key: %s\n", res.PublicKey)
-			if res.SSHAgent {
-				fmt.Fprintf(io.Out, "signing:    through ssh-agent (SSH_AUTH_SOCK); no private key on disk\n")
-			}
-			if res.FsyncConfigured {
-				fmt.Fprintf(io.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
-			}
-			if res.KeyPublished {
-				fmt.Fprintf(io.Out, "published:  %s\n", refs.Writer(res.Writer))
-			} else {
-				fmt.Fprintf(io.Out, "published:  already in %s, nothing changed\n", refs.Writer(res.Writer))
-			}
-			return nil
+			return initRun(o)
 		},
 	}
-	cmd.Flags().StringVar(&writer, "writer", "", "writer id for a new identity, [a-z0-9-]{1,64} (default: host name plus a random suffix)")
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&agentKey, "ssh-agent", "", "sign with a key held by ssh-agent: KEY is its fingerprint or public key file (default: the agent's one writer-capable key)")
+	cmd.Flags().StringVar(&o.Writer, "writer", "", "writer id for a new identity, [a-z0-9-]{1,64} (default: host name plus a random suffix)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&o.AgentKey, "ssh-agent", "", "sign with a key held by ssh-agent: KEY is its fingerprint or public key file (default: the agent's one writer-capable key)")
 	cmd.Flags().Lookup("ssh-agent").NoOptDefVal = agentAny
-	cmd.Flags().StringVar(&remote, "remote", "", "also set up this remote's refspecs for refs/bernstein/* (see 'bernstein remote setup')")
+	cmd.Flags().StringVar(&o.Remote, "remote", "", "also set up this remote's refspecs for refs/bernstein/* (see 'bernstein remote setup')")
 	return cmd
+}
+
+// initRun sets up the identity, the remote's refspecs when asked, and the
+// diff driver, then says what it did.
+func initRun(o *initOptions) error {
+	if o.Remote != "" {
+		// Refuse a mistyped remote before anything is created. A folder
+		// that is no repository yet has no remote at all.
+		if err := bernstein.CheckRemote(o.Options(), o.Remote); errors.Is(err, bernstein.ErrNotRepository) {
+			return fmt.Errorf("--remote %s: not a git repository yet, so it has no remote %s: 'git clone' it, or 'git init' and 'git remote add %s URL' first", o.Remote, o.Remote, o.Remote)
+		} else if err != nil {
+			return err
+		}
+	}
+	var res *bernstein.InitResult
+	var err error
+	if o.SSHAgent {
+		res, err = bernstein.InitAgent(o.Options(), o.Writer, o.AgentKey)
+	} else {
+		res, err = bernstein.Init(o.Options(), o.Writer)
+	}
+	if err != nil {
+		return err
+	}
+	var setup *bernstein.RemoteSetupResult
+	if o.Remote != "" {
+		if setup, err = bernstein.RemoteSetup(o.Options(), o.Remote); err != nil {
+			return err
+		}
+	}
+	driver, err := bernstein.SetupDiffDriver(res.GitDir)
+	if err != nil {
+		return fmt.Errorf("setting up git's diff of artifact versions: %w", err)
+	}
+	if o.JSON {
+		return printJSON(o.IO, struct {
+			*bernstein.InitResult
+			DiffDriver *bernstein.DiffDriverResult  `json:"diff_driver"`
+			Remote     *bernstein.RemoteSetupResult `json:"remote,omitempty"`
+		}{res, driver, setup})
+	}
+	printDiffDriver(o.IO, driver)
+	printInit(o.IO, res)
+	if setup != nil {
+		printSetup(o.IO, setup)
+	}
+	return nil
+}
+
+// printInit says what init set up.
+func printInit(sio *IO, res *bernstein.InitResult) {
+	if res.RepoCreated {
+		fmt.Fprintf(sio.Out, "Created git repository %s\n", res.GitDir)
+	}
+	id := "existing identity"
+	if res.IdentityCreated {
+		id = "new identity"
+	}
+	fmt.Fprintf(sio.Out, "writer:     %s (%s in %s)\n", res.Writer, id, res.Home)
+	fmt.Fprintf(sio.Out, "public key: %s\n", res.PublicKey)
+	if res.SSHAgent {
+		fmt.Fprintf(sio.Out, "signing:    through ssh-agent (SSH_AUTH_SOCK); no private key on disk\n")
+	}
+	if res.FsyncConfigured {
+		fmt.Fprintf(sio.Out, "git config: core.fsync=pack,derived-metadata,reference\n")
+	}
+	if res.KeyPublished {
+		fmt.Fprintf(sio.Out, "published:  %s\n", refs.Writer(res.Writer))
+	} else {
+		fmt.Fprintf(sio.Out, "published:  already in %s, nothing changed\n", refs.Writer(res.Writer))
+	}
 }
 
 // printDiffDriver says what setting up git's diff of artifact versions

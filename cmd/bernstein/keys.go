@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/bernstein/bernstein"
 )
 
-func newKeysCmd(g *globals, sio *IO) *cobra.Command {
+func newKeysCmd(f *factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "List writer keys and pin the ones this host trusts",
@@ -21,16 +20,17 @@ key, the keys of --allowed-signers, and the keys pinned for this repository
 with 'bernstein keys pin', which are kept in a pin file under
 BERNSTEIN_HOME (git's allowed_signers format; 'keys list' prints its path).`,
 	}
-	cmd.AddCommand(newKeysListCmd(g, sio), newKeysPinCmd(g, sio), newKeysUnpinCmd(g, sio))
+	cmd.AddCommand(newKeysListCmd(f, nil), newKeysPinCmd(f, nil), newKeysUnpinCmd(f, nil))
 	return cmd
 }
 
-func newKeysListCmd(g *globals, sio *IO) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "Every writer's key: fingerprint, where it came from, whether it is pinned",
-		Long: `List every writer whose key is published in the repository or pinned here:
+type keysListOptions struct {
+	IO    *IO
+	Store openFunc
+	JSON  bool
+}
+
+const keysListLong = `List every writer whose key is published in the repository or pinned here:
 the writer, the SHA256 fingerprint of its published key, the ref that
 publishes it, and its trust:
 
@@ -46,48 +46,55 @@ another key) and an UNREADABLE key ref are printed as warnings on stderr as
 well: someone published a new key under a writer's name. Until it is pinned (after checking with the
 writer's owner), that writer's new signatures do not verify.
 
-Exit status: 0 listed; 1 error.`,
-		Args: cobra.NoArgs,
+Exit status: 0 listed; 1 error.`
+
+func newKeysListCmd(f *factory, runF func(*keysListOptions) error) *cobra.Command {
+	o := &keysListOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Every writer's key: fingerprint, where it came from, whether it is pinned",
+		Long:  keysListLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			wks, err := s.WriterKeys()
-			if err != nil {
-				return err
-			}
-			warnChanged(sio, wks)
-			if asJSON {
-				return printJSON(sio, struct {
-					PinFile string                  `json:"pin_file"`
-					Writers []bernstein.WriterTrust `json:"writers"`
-				}{s.PinFile(), nonNil(wks)})
-			}
-			t := newTable(sio, "writer", "fingerprint", "source", "trust")
-			for _, wk := range wks {
-				fp := wk.Fingerprint
-				if fp == "" && len(wk.Pinned) > 0 {
-					fp = wk.Pinned[0]
-				}
-				src := wk.Source
-				if src == "" {
-					src = "-"
-				}
-				t.row(wk.Writer, fp, src, wk.Trust)
-			}
-			if err := t.render(); err != nil {
-				return err
-			}
-			if sio.IsTTY {
-				fmt.Fprintf(sio.Out, "pin file: %s\n", s.PinFile())
-			}
-			return nil
+			return keysListRun(o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print one JSON document")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
 	return cmd
+}
+
+func keysListRun(o *keysListOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		wks, err := s.WriterKeys()
+		if err != nil {
+			return err
+		}
+		warnChanged(o.IO, wks)
+		if o.JSON {
+			return printJSON(o.IO, struct {
+				PinFile string                  `json:"pin_file"`
+				Writers []bernstein.WriterTrust `json:"writers"`
+			}{s.PinFile(), nonNil(wks)})
+		}
+		t := newTable(o.IO, "writer", "fingerprint", "source", "trust")
+		for _, wk := range wks {
+			fp := wk.Fingerprint
+			if fp == "" && len(wk.Pinned) > 0 {
+				fp = wk.Pinned[0]
+			}
+			t.row(wk.Writer, fp, dash(wk.Source), wk.Trust)
+		}
+		if err := t.render(); err != nil {
+			return err
+		}
+		if o.IO.IsTTY {
+			fmt.Fprintf(o.IO.Out, "pin file: %s\n", s.PinFile())
+		}
+		return nil
+	})
 }
 
 func nonNil[T any](xs []T) []T {
@@ -112,13 +119,14 @@ func warnChanged(sio *IO, wks []bernstein.WriterTrust) {
 	}
 }
 
-func newKeysPinCmd(g *globals, sio *IO) *cobra.Command {
-	var o bernstein.PinOptions
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "pin WRITER... | --all",
-		Short: "Trust writers' keys in this repository",
-		Long: `Pin writers' keys: from now on, their signatures verify on this host. The
+type keysPinOptions struct {
+	IO    *IO
+	Store openFunc
+	bernstein.PinOptions
+	JSON bool
+}
+
+const keysPinLong = `Pin writers' keys: from now on, their signatures verify on this host. The
 keys are the ones the repository publishes (refs/bernstein/writers/<writer>),
 or with --from the ones in an allowed_signers file handed over out of band,
 which is what to do when the repository itself is not trusted. Check the
@@ -129,7 +137,14 @@ allowed_signers format; --allowed-signers is still read as well. Pinning a key
 already pinned changes nothing. A writer whose pinned key differs from the
 key to pin is refused, as ssh refuses a changed host key, unless --replace.
 
-Exit status: 0 pinned; 1 error (unknown writer, changed key, bad file).`,
+Exit status: 0 pinned; 1 error (unknown writer, changed key, bad file).`
+
+func newKeysPinCmd(f *factory, runF func(*keysPinOptions) error) *cobra.Command {
+	o := &keysPinOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "pin WRITER... | --all",
+		Short: "Trust writers' keys in this repository",
+		Long:  keysPinLong,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.All && len(args) > 0 {
 				return fmt.Errorf("give writers or --all, not both")
@@ -140,37 +155,48 @@ Exit status: 0 pinned; 1 error (unknown writer, changed key, bad file).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
 			o.Writers = args
-			done, err := s.PinKeys(o)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			if asJSON {
-				return printJSON(sio, struct {
-					PinFile string                  `json:"pin_file"`
-					Pinned  []bernstein.WriterTrust `json:"pinned"`
-				}{s.PinFile(), nonNil(done)})
-			}
-			for _, wk := range done {
-				fmt.Fprintf(sio.Out, "pinned %s %s\n", wk.Writer, wk.Fingerprint)
-			}
-			fmt.Fprintf(sio.Out, "pin file: %s\n", s.PinFile())
-			return nil
+			return keysPinRun(o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.All, "all", false, "pin every writer whose key is found")
 	cmd.Flags().StringVar(&o.From, "from", "", "take the keys from this allowed_signers file, not from the repository")
 	cmd.Flags().BoolVar(&o.Replace, "replace", false, "replace a writer's different pinned key")
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON")
 	return cmd
 }
 
-func newKeysUnpinCmd(g *globals, sio *IO) *cobra.Command {
+func keysPinRun(o *keysPinOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		done, err := s.PinKeys(o.PinOptions)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return printJSON(o.IO, struct {
+				PinFile string                  `json:"pin_file"`
+				Pinned  []bernstein.WriterTrust `json:"pinned"`
+			}{s.PinFile(), nonNil(done)})
+		}
+		for _, wk := range done {
+			fmt.Fprintf(o.IO.Out, "pinned %s %s\n", wk.Writer, wk.Fingerprint)
+		}
+		fmt.Fprintf(o.IO.Out, "pin file: %s\n", s.PinFile())
+		return nil
+	})
+}
+
+type keysUnpinOptions struct {
+	IO      *IO
+	Store   openFunc
+	Writers []string
+}
+
+func newKeysUnpinCmd(f *factory, runF func(*keysUnpinOptions) error) *cobra.Command {
+	o := &keysUnpinOptions{IO: f.IO, Store: f.Store}
 	return &cobra.Command{
 		Use:   "unpin WRITER...",
 		Short: "Stop trusting writers' pinned keys",
@@ -182,21 +208,23 @@ touched.
 Exit status: 0 unpinned; 1 error (a writer that is not pinned).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			o.Writers = args
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			if err := s.UnpinKeys(args); err != nil {
-				if errors.Is(err, bernstein.ErrNotPinned) {
-					return exitCode(1, err)
-				}
-				return err
-			}
-			for _, w := range args {
-				fmt.Fprintf(sio.Out, "unpinned %s\n", w)
-			}
-			return nil
+			return keysUnpinRun(o)
 		},
 	}
+}
+
+func keysUnpinRun(o *keysUnpinOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		if err := s.UnpinKeys(o.Writers); err != nil {
+			return err
+		}
+		for _, w := range o.Writers {
+			fmt.Fprintf(o.IO.Out, "unpinned %s\n", w)
+		}
+		return nil
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +17,9 @@ import (
 	"github.com/bernstein/bernstein/server"
 )
 
+// 'mcp': bernstein's MCP tools over stdio, or streamable HTTP ('mcp config'
+// is in mcp_config.go, 'serve' in serve.go).
+
 const mcpTools = `Tools:
   bernstein_post_artifact  task_id, key, artifact_type (report | table | link) and
                            per type body | columns + rows | url + link_kind: post a
@@ -25,14 +27,20 @@ const mcpTools = `Tools:
   bernstein_task_handle    task_id: taskId, status, journalHead, spineHead,
                            progress, progressHash and receiptHash of a task`
 
-func newMCPCmd(g *globals, io *IO) *cobra.Command {
-	var agent, httpAddr string
-	var tokens []string
-	var allowRemote bool
-	cmd := &cobra.Command{
-		Use:   "mcp [--agent A --claim-token T ...] | mcp --http ADDR",
-		Short: "Serve the MCP tools over stdio (or streamable HTTP)",
-		Long: `Serve bernstein's MCP tools. The caller's identity comes from the transport,
+type mcpOptions struct {
+	IO    *IO
+	Store openFunc
+
+	Agent       string   // stdio: the agent the server runs as
+	Tokens      []string // stdio: its claim tokens
+	HTTP        string   // serve streamable HTTP on this address instead
+	AllowRemote bool
+	// IdentitySet: --agent or --claim-token was given (over HTTP, the
+	// caller is each request's bearer token).
+	IdentitySet bool
+}
+
+const mcpLong = `Serve bernstein's MCP tools. The caller's identity comes from the transport,
 never from a tool argument.
 
 Over stdio (the default) the server runs as one agent: --agent (or
@@ -51,161 +59,75 @@ a free port. The URL is printed on stderr once the server listens.
 
 Exit status: 0 when the client closes the connection or on SIGINT/SIGTERM;
 1 on bad flags, a repository that cannot be opened, or an address that
-cannot be listened on.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if httpAddr != "" {
-				if cmd.Flags().Changed("agent") || cmd.Flags().Changed("claim-token") {
-					return exitCode(1, errors.New("--agent and --claim-token apply to the stdio server: over HTTP the caller is the bearer claim token of each request"))
-				}
-				return serveHTTP(ctx, g, io, httpAddr, allowRemote)
-			}
-			if allowRemote {
-				return exitCode(1, errors.New("--allow-remote applies to --http"))
-			}
-			agent = envDefault(agent, "BERNSTEIN_AGENT")
-			if len(tokens) == 0 {
-				if t := os.Getenv("BERNSTEIN_CLAIM_TOKEN"); t != "" {
-					tokens = []string{t}
-				}
-			}
-			if agent != "" {
-				if err := bernstein.ValidateAgent(agent); err != nil {
-					return exitCode(1, err)
-				}
-			} else if len(tokens) > 0 {
-				return exitCode(1, errors.New("a claim token needs its agent: pass --agent or set BERNSTEIN_AGENT"))
-			}
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			srv := mcpserver.New(s, mcpserver.Options{Identity: mcpserver.AgentIdentity(agent, tokens...), Version: version})
-			if err := srv.Run(ctx, stdioTransport(io)); !sessionEnded(err) {
-				return err
-			}
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "", "stdio: the agent the server runs as (default $BERNSTEIN_AGENT)")
-	f.StringArrayVar(&tokens, "claim-token", nil, "stdio: a claim token of the agent (repeatable; default $BERNSTEIN_CLAIM_TOKEN)")
-	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (host:port, e.g. 127.0.0.1:0) instead of stdio")
-	f.BoolVar(&allowRemote, "allow-remote", false, "with --http: allow an address that is not on loopback")
-	cmd.AddCommand(newMCPConfigCmd(g, io))
-	return cmd
-}
+cannot be listened on.`
 
-func newServeCmd(g *globals, io *IO) *cobra.Command {
-	var addr, readToken string
-	var allowRemote bool
+func newMCPCmd(f *factory, runF func(context.Context, *mcpOptions) error) *cobra.Command {
+	o := &mcpOptions{IO: f.IO, Store: f.Store}
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7420] [--allow-remote] [--read-token T]",
-		Short: "Serve bernstein over HTTP: the pages, the task API, events and MCP",
-		Long: `Serve bernstein over HTTP on ADDR, loopback only unless --allow-remote.
-
-  /              the tasks; /tasks/{id} one task, live
-  /api/v1        the task API (JSON); /api/v1/events the event stream (SSE)
-  /mcp           the MCP tools over streamable HTTP; each request carries
-                 'Authorization: Bearer <claim token>' (the token 'bernstein
-                 task claim' printed), which stands for one agent on one task
-                 and stops working the moment the claim is released or the
-                 task ends (401)
-
-` + mcpTools + `
-
-Who may see what (docs/http.md, Security): on loopback, reads are open and
-writes need a claim token. With --allow-remote every request but MCP's also
-needs the read token: serve generates one at start (or takes --read-token,
-or BERNSTEIN_READ_TOKEN) and prints the URL that carries it; a page opened
-from that URL keeps the token in a cookie, and API clients send
-'Authorization: Bearer <read token>'. A read token given without
---allow-remote is required on loopback too. Cross-origin writes are refused.
-
-Every connection has read, write and idle timeouts; connections, event
-streams and MCP sessions are capped, and idle MCP sessions are closed.
-
-Port 0 picks a free port. The URL is printed on stderr once the server
-listens.
-
-Exit status: 0 on SIGINT/SIGTERM; 1 on bad flags, a repository that cannot
-be opened, or an address that cannot be listened on.`,
-		Args: cobra.NoArgs,
+		Use:   "mcp [--agent A --claim-token T ...] | mcp --http ADDR",
+		Short: "Serve the MCP tools over stdio (or streamable HTTP)",
+		Long:  mcpLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.IdentitySet = cmd.Flags().Changed("agent") || cmd.Flags().Changed("claim-token")
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			readToken = envDefault(readToken, "BERNSTEIN_READ_TOKEN")
-			if readToken != "" {
-				if err := server.ValidateReadToken(readToken); err != nil {
-					return exitCode(1, fmt.Errorf("--read-token: %w", err))
-				}
-			} else if allowRemote {
-				readToken = server.NewReadToken()
+			if runF != nil {
+				return runF(ctx, o)
 			}
-			return serveAll(ctx, g, io, addr, allowRemote, readToken)
+			return mcpRun(ctx, o)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "listen on ADDR (host:port)")
-	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow an address that is not on loopback (requires a read token: generated unless given)")
-	cmd.Flags().StringVar(&readToken, "read-token", "", "the read token every request but MCP's must show (default $BERNSTEIN_READ_TOKEN; generated with --allow-remote)")
+	fl := cmd.Flags()
+	fl.StringVar(&o.Agent, "agent", "", "stdio: the agent the server runs as (default $BERNSTEIN_AGENT)")
+	fl.StringArrayVar(&o.Tokens, "claim-token", nil, "stdio: a claim token of the agent (repeatable; default $BERNSTEIN_CLAIM_TOKEN)")
+	fl.StringVar(&o.HTTP, "http", "", "serve streamable HTTP on ADDR (host:port, e.g. 127.0.0.1:0) instead of stdio")
+	fl.BoolVar(&o.AllowRemote, "allow-remote", false, "with --http: allow an address that is not on loopback")
+	cmd.AddCommand(newMCPConfigCmd(f, nil))
 	return cmd
 }
 
-// serveHTTP opens the store, listens on addr and serves until ctx ends.
-func serveHTTP(ctx context.Context, g *globals, io *IO, addr string, allowRemote bool) error {
-	s, err := g.open()
-	if err != nil {
-		return err
+// mcpRun serves until the client closes the connection or ctx ends.
+func mcpRun(ctx context.Context, o *mcpOptions) error {
+	if o.HTTP != "" {
+		if o.IdentitySet {
+			return exitCode(1, errors.New("--agent and --claim-token apply to the stdio server: over HTTP the caller is the bearer claim token of each request"))
+		}
+		return withStore(o.Store, func(s *bernstein.Store) error { return serveMCPHTTP(ctx, s, o) })
 	}
-	defer s.Close()
-	l, err := server.Listen(addr, allowRemote)
+	if o.AllowRemote {
+		return exitCode(1, errors.New("--allow-remote applies to --http"))
+	}
+	agent, tokens := envDefault(o.Agent, "BERNSTEIN_AGENT"), o.Tokens
+	if len(tokens) == 0 {
+		if t := os.Getenv("BERNSTEIN_CLAIM_TOKEN"); t != "" {
+			tokens = []string{t}
+		}
+	}
+	if agent != "" {
+		if err := bernstein.ValidateAgent(agent); err != nil {
+			return exitCode(1, err)
+		}
+	} else if len(tokens) > 0 {
+		return exitCode(1, errors.New("a claim token needs its agent: pass --agent or set BERNSTEIN_AGENT"))
+	}
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		srv := mcpserver.New(s, mcpserver.Options{Identity: mcpserver.AgentIdentity(agent, tokens...), Version: version})
+		if err := srv.Run(ctx, mcpserver.StdioTransport(o.IO.In, o.IO.Out)); !sessionEnded(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// serveMCPHTTP listens on o.HTTP and serves the MCP endpoint until ctx ends.
+func serveMCPHTTP(ctx context.Context, s *bernstein.Store, o *mcpOptions) error {
+	l, err := server.Listen(o.HTTP, o.AllowRemote)
 	if err != nil {
 		return exitCode(1, err)
 	}
-	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
+	fmt.Fprintf(o.IO.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
 	return server.Serve(ctx, l, server.Handler(s, server.Options{Version: version}))
-}
-
-// serveAll serves everything `bernstein serve` serves: the MCP endpoint,
-// the task API, the event stream and the pages; with a read token, every
-// request but MCP's must show it.
-func serveAll(ctx context.Context, g *globals, io *IO, addr string, allowRemote bool, readToken string) error {
-	s, err := g.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	l, err := server.Listen(addr, allowRemote)
-	if err != nil {
-		return exitCode(1, err)
-	}
-	// Problems the server meets after it started (a scan of the refs that
-	// failed, the event log) go to stderr.
-	logger := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(s, server.Options{Version: version, ReadToken: readToken, Logger: logger})
-	if err != nil {
-		l.Close()
-		return err
-	}
-	defer srv.Close()
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go srv.Run(ctx)
-	base := server.URL(l)
-	fmt.Fprintf(io.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", base, server.MCPPath)
-	if readToken != "" {
-		fmt.Fprintf(io.Err, "bernstein: every request but MCP's needs the read token: API clients send 'Authorization: Bearer %s'\n", readToken)
-	}
-	fmt.Fprintf(io.Err, "bernstein: open %s (tasks), API at %s/api/v1, events at %s%s\n", server.ReadURL(base, readToken), base, base, server.EventsPath)
-	return srv.Serve(ctx, l)
-}
-
-// stdioTransport speaks MCP over the command's stdin and stdout.
-func stdioTransport(in *IO) mcp.Transport {
-	return mcpserver.StdioTransport(in.In, in.Out)
 }
 
 // sessionEnded tells a session the client closed (or a signal ended) from a

@@ -15,14 +15,16 @@ import (
 	"github.com/bernstein/bernstein/internal/mcpconfig"
 )
 
-func newMCPConfigCmd(g *globals, io *IO) *cobra.Command {
-	sp := mcpconfig.Spec{}
-	var write bool
-	var file string
-	cmd := &cobra.Command{
-		Use:   "config --client claude-code|cursor|vscode|inspector [--http URL] [--write]",
-		Short: "Print (or merge into the client's file) an MCP client configuration",
-		Long: `Print the configuration an MCP client needs to start bernstein's MCP server over
+type mcpConfigOptions struct {
+	IO *IO
+	mcpconfig.Spec
+	Write bool   // merge into the client's file instead of printing
+	File  string // with Write: the file (default: the client's file in the top folder)
+	// WorkTree finds the top folder of the repository's work tree.
+	WorkTree func() (string, error)
+}
+
+const mcpConfigLong = `Print the configuration an MCP client needs to start bernstein's MCP server over
 stdio (or, with --http URL, to reach 'bernstein serve' or 'bernstein mcp --http'
 at URL), in the client's own format:
 
@@ -44,82 +46,111 @@ client never reads half of it. A file that is not a JSON object (comments
 included) is refused and left as it is.
 
 Exit status: 0 printed or written; 1 bad flags, or a file that cannot be
-merged (nothing written).`,
-		Args: cobra.NoArgs,
+merged (nothing written).`
+
+func newMCPConfigCmd(f *factory, runF func(*mcpConfigOptions) error) *cobra.Command {
+	o := &mcpConfigOptions{IO: f.IO, WorkTree: func() (string, error) { return workTree(f) }}
+	cmd := &cobra.Command{
+		Use:   "config --client claude-code|cursor|vscode|inspector [--http URL] [--write]",
+		Short: "Print (or merge into the client's file) an MCP client configuration",
+		Long:  mcpConfigLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if sp.Client == "" {
-				return fmt.Errorf("--client is required: one of %s", strings.Join(mcpconfig.Clients, ", "))
+			if runF != nil {
+				return runF(o)
 			}
-			if mcpconfig.File(sp.Client) == "" {
-				return fmt.Errorf("invalid client: %q (one of %s)", sp.Client, strings.Join(mcpconfig.Clients, ", "))
-			}
-			if sp.URL != "" {
-				u, err := url.Parse(sp.URL)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-					return fmt.Errorf("invalid http: %q: an http(s) URL of the MCP endpoint, such as http://127.0.0.1:7420/mcp, with no user name or password", sp.URL)
-				}
-			}
-			top, err := workTree(g)
-			if err != nil && (write && file == "" || sp.Client == "inspector" && sp.URL == "") {
-				return err
-			}
-			sp.Dir = top
-			if h := os.Getenv("BERNSTEIN_HOME"); h != "" {
-				if sp.Home, err = filepath.Abs(h); err != nil {
-					return err
-				}
-			}
-			if !write {
-				res, err := mcpconfig.Merge(sp, nil)
-				if err != nil {
-					return err
-				}
-				_, err = io.Out.Write(res.Data)
-				return err
-			}
-			path := file
-			if path == "" {
-				path = filepath.Join(top, mcpconfig.File(sp.Client))
-			}
-			old, err := os.ReadFile(path)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-			res, err := mcpconfig.Merge(sp, old)
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return err
-			}
-			if err := atomicfile.Write(path, res.Data, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", path, err)
-			}
-			what := "added"
-			if res.Replaced {
-				what = "replaced"
-			}
-			fmt.Fprintf(io.Out, "wrote %s: server %s %s", path, sp.Name, what)
-			if len(res.Kept) > 0 {
-				fmt.Fprintf(io.Out, "; kept %s", strings.Join(res.Kept, ", "))
-			}
-			fmt.Fprintln(io.Out)
-			return nil
+			return mcpConfigRun(o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&sp.Client, "client", "", "the client: "+strings.Join(mcpconfig.Clients, ", "))
-	f.StringVar(&sp.URL, "http", "", "reach the streamable HTTP endpoint at URL (e.g. http://127.0.0.1:7420/mcp) instead of starting a stdio server")
-	f.BoolVar(&write, "write", false, "merge into the client's file instead of printing")
-	f.StringVar(&file, "file", "", "with --write: the file to merge into (default: the client's file in the repository's top folder)")
-	f.StringVar(&sp.Name, "name", "bernstein", "the server's name in the file")
-	f.StringVar(&sp.Command, "command", "bernstein", "the command that starts the stdio server")
+	fl := cmd.Flags()
+	fl.StringVar(&o.Client, "client", "", "the client: "+strings.Join(mcpconfig.Clients, ", "))
+	fl.StringVar(&o.URL, "http", "", "reach the streamable HTTP endpoint at URL (e.g. http://127.0.0.1:7420/mcp) instead of starting a stdio server")
+	fl.BoolVar(&o.Write, "write", false, "merge into the client's file instead of printing")
+	fl.StringVar(&o.File, "file", "", "with --write: the file to merge into (default: the client's file in the repository's top folder)")
+	fl.StringVar(&o.Name, "name", "bernstein", "the server's name in the file")
+	fl.StringVar(&o.Command, "command", "bernstein", "the command that starts the stdio server")
 	return cmd
 }
 
+func mcpConfigRun(o *mcpConfigOptions) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	sp := o.Spec
+	top, err := o.WorkTree()
+	if err != nil && (o.Write && o.File == "" || sp.Client == "inspector" && sp.URL == "") {
+		return err
+	}
+	sp.Dir = top
+	if h := os.Getenv("BERNSTEIN_HOME"); h != "" {
+		if sp.Home, err = filepath.Abs(h); err != nil {
+			return err
+		}
+	}
+	if !o.Write {
+		res, err := mcpconfig.Merge(sp, nil)
+		if err != nil {
+			return err
+		}
+		_, err = o.IO.Out.Write(res.Data)
+		return err
+	}
+	path := o.File
+	if path == "" {
+		path = filepath.Join(top, mcpconfig.File(sp.Client))
+	}
+	return writeMCPConfig(o.IO, sp, path)
+}
+
+// check refuses a client or URL mcpconfig does not know.
+func (o *mcpConfigOptions) check() error {
+	if o.Client == "" {
+		return fmt.Errorf("--client is required: one of %s", strings.Join(mcpconfig.Clients, ", "))
+	}
+	if mcpconfig.File(o.Client) == "" {
+		return fmt.Errorf("invalid client: %q (one of %s)", o.Client, strings.Join(mcpconfig.Clients, ", "))
+	}
+	if o.URL != "" {
+		u, err := url.Parse(o.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return fmt.Errorf("invalid http: %q: an http(s) URL of the MCP endpoint, such as http://127.0.0.1:7420/mcp, with no user name or password", o.URL)
+		}
+	}
+	return nil
+}
+
+// writeMCPConfig merges the server's entry into the file at path, replacing
+// the file whole, and says what it did.
+func writeMCPConfig(sio *IO, sp mcpconfig.Spec, path string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	res, err := mcpconfig.Merge(sp, old)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(path, res.Data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	what := "added"
+	if res.Replaced {
+		what = "replaced"
+	}
+	fmt.Fprintf(sio.Out, "wrote %s: server %s %s", path, sp.Name, what)
+	if len(res.Kept) > 0 {
+		fmt.Fprintf(sio.Out, "; kept %s", strings.Join(res.Kept, ", "))
+	}
+	fmt.Fprintln(sio.Out)
+	return nil
+}
+
 // workTree is the top folder of the repository's work tree.
-func workTree(g *globals) (string, error) {
-	dir := g.options().Repo
+func workTree(f *factory) (string, error) {
+	dir := f.Options().Repo
 	if dir == "" {
 		dir = "."
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"sort"
 	"strings"
@@ -69,8 +68,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 // drawTable draws header and rows in a box:
 //

@@ -4,35 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
 )
-
-// IO is where a command reads and writes; tests swap it.
-type IO struct {
-	In     io.Reader
-	Out    io.Writer
-	Err    io.Writer
-	IsTTY  bool // stdout is a terminal: tables, not tab-separated lines
-	ErrTTY bool // stderr is a terminal: progress may rewrite its line
-}
-
-func newIO() *IO {
-	tty := term.IsTerminal(int(os.Stdout.Fd()))
-	if v := os.Getenv("BERNSTEIN_FORCE_TTY"); v != "" {
-		tty = v != "0" && v != "false"
-	}
-	return &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, IsTTY: tty, ErrTTY: term.IsTerminal(int(os.Stderr.Fd()))}
-}
 
 // exitError carries a command's exit status; its message (if any) is
 // printed on stderr as one line.
@@ -50,38 +30,9 @@ func (e *exitError) Error() string {
 
 func exitCode(code int, err error) error { return &exitError{code: code, err: err} }
 
-// globals are the persistent flags every command shares.
-type globals struct {
-	repo           string
-	allowedSigners string
-	warn           io.Writer // where warnings after a committed write go
-}
-
-func (g *globals) options() bernstein.Options {
-	as := g.allowedSigners
-	if as == "" {
-		as = os.Getenv("BERNSTEIN_ALLOWED_SIGNERS")
-	}
-	o := bernstein.Options{Repo: g.repo, AllowedSigners: as}
-	if g.warn != nil {
-		w := g.warn
-		o.Warn = func(msg string) { fmt.Fprintln(w, "warning: "+msg) }
-	}
-	return o
-}
-
-func (g *globals) open() (*bernstein.Store, error) {
-	return bernstein.Open(g.options())
-}
-
 const version = "0.1.0"
 
-func newRootCmd(io *IO) *cobra.Command {
-	g := &globals{warn: io.Err}
-	root := &cobra.Command{
-		Use:   "bernstein",
-		Short: "Keep the work of agent tasks in a git repository",
-		Long: `bernstein keeps the work of agent tasks in an ordinary git repository.
+const rootLong = `bernstein keeps the work of agent tasks in an ordinary git repository.
 
 Workers attach typed artifacts (reports, tables, links) to the tasks whose
 claim they hold. Every payload is a git blob, every post a row in the task's
@@ -90,7 +41,14 @@ writer's signed lineage spine and mirrored into an HMAC audit chain. Every
 read re-checks what it shows: a tampered version is reported, never rendered.
 
 Exit status: 0 help or version printed; 1 unknown command (the nearest
-command is suggested). Each command's --help gives its own exit status.`,
+command is suggested). Each command's --help gives its own exit status.`
+
+func newRootCmd(io *IO) *cobra.Command {
+	f := &factory{IO: io}
+	root := &cobra.Command{
+		Use:           "bernstein",
+		Short:         "Keep the work of agent tasks in a git repository",
+		Long:          rootLong,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -98,39 +56,42 @@ command is suggested). Each command's --help gives its own exit status.`,
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetIn(io.In)
-	root.PersistentFlags().StringVar(&g.repo, "repo", "", "repository directory (default $BERNSTEIN_REPO, else the enclosing repository)")
-	root.PersistentFlags().StringVar(&g.allowedSigners, "allowed-signers", "", "pin writer keys from this allowed_signers file (default $BERNSTEIN_ALLOWED_SIGNERS)")
+	root.PersistentFlags().StringVar(&f.repo, "repo", "", "repository directory (default $BERNSTEIN_REPO, else the enclosing repository)")
+	root.PersistentFlags().StringVar(&f.allowedSigners, "allowed-signers", "", "pin writer keys from this allowed_signers file (default $BERNSTEIN_ALLOWED_SIGNERS)")
 	root.AddCommand(
-		newInitCmd(g, io),
-		newTaskCmd(g, io),
-		newArtifactCmd(g, io, false),
-		newCheckpointCmd(g, io),
-		newDiffCmd(g, io),
-		newGateCmd(g, io),
-		newEvidenceCmd(g, io),
-		newAuditCmd(g, io), newKeysCmd(g, io),
-		newArtifactCmd(g, io, true),
-		newMCPCmd(g, io), newServeCmd(g, io),
+		newInitCmd(f, nil),
+		newTaskCmd(f),
+		newArtifactCmd(f, false),
+		newCheckpointCmd(f, nil),
+		newDiffCmd(f),
+		newGateCmd(f),
+		newEvidenceCmd(f),
+		newAuditCmd(f), newKeysCmd(f),
+		newArtifactCmd(f, true),
+		newMCPCmd(f, nil), newServeCmd(f, nil),
+		newRemoteCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
+		newHooksCmd(f),
 	)
-	root.AddCommand(remoteCommands(g, io)...) // push, fetch, clone, remote (remote.go)
-	root.AddCommand(newHooksCmd(g, io))
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	documentCompletion(root)
-	registerCompletions(g, root)
+	registerCompletions(f, root)
 	guardParents(root)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		// 'bernstein artifact pots T-1 k --type report': the mistake is
-		// the command, not the flag that belongs to the intended one.
-		if c.HasSubCommands() {
-			if a := c.Flags().Args(); len(a) > 0 {
-				return unknownCommand(c, a[0])
-			}
-		}
-		return exitCode(1, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
-	})
+	root.SetFlagErrorFunc(flagError)
 	return root
+}
+
+// flagError is the error of a flag cobra cannot parse.
+func flagError(c *cobra.Command, err error) error {
+	// 'bernstein artifact pots T-1 k --type report': the mistake is the
+	// command, not the flag that belongs to the intended one.
+	if c.HasSubCommands() {
+		if a := c.Flags().Args(); len(a) > 0 {
+			return unknownCommand(c, a[0])
+		}
+	}
+	return exitCode(1, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 }
 
 // run executes the command line and returns the exit status.
@@ -184,11 +145,4 @@ func printJSON(io *IO, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-func envDefault(flag, env string) string {
-	if flag != "" {
-		return flag
-	}
-	return os.Getenv(env)
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // The commands that record real work: each appends a journal row that moves
-// the task's progress vector. Nothing else can move it.
+// the task's progress vector. Nothing else can move it. And 'task progress',
+// which prints it.
 
 // count is n and a noun, plural unless n is 1: "1 file", "2 files".
 func count[N int | int64](n N, noun string) string {
@@ -47,13 +48,16 @@ func verdict(passed bool, exit int64) string {
 	return fmt.Sprintf("failed (exit %d)", exit)
 }
 
-func newCheckpointCmd(g *globals, io *IO) *cobra.Command {
-	var rev, actor string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "checkpoint <task> [--commit REV]",
-		Short: "Record a checkpoint of a task at a real commit",
-		Long: `Record a checkpoint row in the task's journal, with the commit's tree and its
+type checkpointOptions struct {
+	IO     *IO
+	Store  openFunc
+	Task   string
+	Commit string // the revision; "" is HEAD
+	Actor  string
+	JSON   bool
+}
+
+const checkpointLong = `Record a checkpoint row in the task's journal, with the commit's tree and its
 first parent's tree. REV (default HEAD) must resolve to a commit of the
 project's history: an unknown revision, or a commit of bernstein's own record
 (a commit of a chain under refs/bernstein/, however it is named), is refused
@@ -63,40 +67,55 @@ from every tree counted before. An empty commit, an amend that keeps the
 tree, or a revert or cherry-pick back to a counted tree is recorded and earns
 nothing (a note on stderr says why).
 
-Exit status: 0 recorded, 1 error (nothing recorded).`,
-		Args: cobra.ExactArgs(1),
+Exit status: 0 recorded, 1 error (nothing recorded).`
+
+func newCheckpointCmd(f *factory, runF func(*checkpointOptions) error) *cobra.Command {
+	o := &checkpointOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "checkpoint <task> [--commit REV]",
+		Short: "Record a checkpoint of a task at a real commit",
+		Long:  checkpointLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			o.Task = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			res, err := s.Checkpoint(args[0], rev, actor)
-			if err != nil {
-				return err
-			}
-			noteWork(io, res)
-			if asJSON {
-				return printJSON(io, res)
-			}
-			printWork(io, res, "recorded "+res.Data.(record.Checkpoint).Commit[:12])
-			return nil
+			return checkpointRun(o)
 		},
 	}
-	cmd.Flags().StringVar(&rev, "commit", "", "the revision to checkpoint (default HEAD)")
-	cmd.Flags().StringVar(&actor, "actor", "", "who records it (default: the writer id)")
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the receipt as JSON")
+	cmd.Flags().StringVar(&o.Commit, "commit", "", "the revision to checkpoint (default HEAD)")
+	cmd.Flags().StringVar(&o.Actor, "actor", "", "who records it (default: the writer id)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the receipt as JSON")
 	return cmd
 }
 
-func newDiffCmd(g *globals, io *IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "diff", Short: "Capture diffs into a task's journal"}
-	var base, head, actor string
-	var asJSON bool
-	capture := &cobra.Command{
-		Use:   "capture <task> --base REV [--head REV]",
-		Short: "Capture the patch between two commits",
-		Long: `Compute the patch from --base to --head (default HEAD), two commits of the
+func checkpointRun(o *checkpointOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		res, err := s.Checkpoint(o.Task, o.Commit, o.Actor)
+		if err != nil {
+			return err
+		}
+		noteWork(o.IO, res)
+		if o.JSON {
+			return printJSON(o.IO, res)
+		}
+		printWork(o.IO, res, "recorded "+res.Data.(record.Checkpoint).Commit[:12])
+		return nil
+	})
+}
+
+type diffCaptureOptions struct {
+	IO    *IO
+	Store openFunc
+	Task  string
+	Base  string
+	Head  string // "" is HEAD
+	Actor string
+	JSON  bool
+}
+
+const diffCaptureLong = `Compute the patch from --base to --head (default HEAD), two commits of the
 project's history, with git and fixed options that no configuration or
 environment changes (docs/format.md, Patches), store it as a blob in the
 journal tree (outputs/<index>-diff.patch, capped at 1 MiB and marked truncated
@@ -108,67 +127,88 @@ implied by changes captured before (a..c after a..b and b..c) is none, and
 base and head with the same tree are none (recorded, earning nothing; a note
 on stderr says why).
 
-Exit status: 0 recorded, 1 error (nothing recorded).`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if base == "" {
-				return exitCode(1, errors.New("invalid base: pass --base REV"))
-			}
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			res, err := s.CaptureDiff(args[0], base, head, actor)
-			if err != nil {
-				return err
-			}
-			noteWork(io, res)
-			if asJSON {
-				return printJSON(io, res)
-			}
-			d := res.Data.(record.DiffCaptured)
-			printWork(io, res, fmt.Sprintf("captured %s, +%d -%d", count(d.Files, "file"), d.Added, d.Removed))
-			return nil
-		},
-	}
-	capture.Flags().StringVar(&base, "base", "", "the base revision")
-	capture.Flags().StringVar(&head, "head", "", "the head revision (default HEAD)")
-	capture.Flags().StringVar(&actor, "actor", "", "who records it (default: the writer id)")
-	capture.Flags().BoolVar(&asJSON, "output-json", false, "print the receipt as JSON")
-	cmd.AddCommand(capture)
+Exit status: 0 recorded, 1 error (nothing recorded).`
+
+func newDiffCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "diff", Short: "Capture diffs into a task's journal"}
+	cmd.AddCommand(newDiffCaptureCmd(f, nil))
 	return cmd
 }
 
+func newDiffCaptureCmd(f *factory, runF func(*diffCaptureOptions) error) *cobra.Command {
+	o := &diffCaptureOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "capture <task> --base REV [--head REV]",
+		Short: "Capture the patch between two commits",
+		Long:  diffCaptureLong,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Task = args[0]
+			if o.Base == "" {
+				return exitCode(1, errors.New("invalid base: pass --base REV"))
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return diffCaptureRun(o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Base, "base", "", "the base revision")
+	cmd.Flags().StringVar(&o.Head, "head", "", "the head revision (default HEAD)")
+	cmd.Flags().StringVar(&o.Actor, "actor", "", "who records it (default: the writer id)")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the receipt as JSON")
+	return cmd
+}
+
+func diffCaptureRun(o *diffCaptureOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		res, err := s.CaptureDiff(o.Task, o.Base, o.Head, o.Actor)
+		if err != nil {
+			return err
+		}
+		noteWork(o.IO, res)
+		if o.JSON {
+			return printJSON(o.IO, res)
+		}
+		d := res.Data.(record.DiffCaptured)
+		printWork(o.IO, res, fmt.Sprintf("captured %s, +%d -%d", count(d.Files, "file"), d.Added, d.Removed))
+		return nil
+	})
+}
+
+// runFlags are the flags of the commands that run a command and record it.
 type runFlags struct {
-	actor   string
-	timeout time.Duration
-	quiet   bool
-	asJSON  bool
+	Actor   string
+	Timeout time.Duration
+	Quiet   bool // do not copy the command's output to stderr
+	JSON    bool
 }
 
 func (r *runFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&r.actor, "actor", "", "who records it (default: the writer id)")
-	cmd.Flags().DurationVar(&r.timeout, "timeout", 0, "kill the command after this long (0: no limit)")
-	cmd.Flags().BoolVar(&r.quiet, "quiet", false, "do not copy the command's output to stderr")
-	cmd.Flags().BoolVar(&r.asJSON, "output-json", false, "print the receipt as JSON")
+	cmd.Flags().StringVar(&r.Actor, "actor", "", "who records it (default: the writer id)")
+	cmd.Flags().DurationVar(&r.Timeout, "timeout", 0, "kill the command after this long (0: no limit)")
+	cmd.Flags().BoolVar(&r.Quiet, "quiet", false, "do not copy the command's output to stderr")
+	cmd.Flags().BoolVar(&r.JSON, "output-json", false, "print the receipt as JSON")
 }
 
 func (r *runFlags) options(io *IO) bernstein.RunOptions {
-	o := bernstein.RunOptions{Actor: r.actor, Timeout: r.timeout}
-	if !r.quiet {
+	o := bernstein.RunOptions{Actor: r.Actor, Timeout: r.Timeout}
+	if !r.Quiet {
 		o.Stream = io.Err
 	}
 	return o
 }
 
-func newGateCmd(g *globals, sio *IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "gate", Short: "Run a task's gates"}
-	rf := &runFlags{}
-	run := &cobra.Command{
-		Use:   "run <task> <gate> [-- CMD...]",
-		Short: "Run a gate and record the attempt",
-		Long: `Run the gate's declared command (sh -c, in the work tree) or the command after
+type gateRunOptions struct {
+	IO    *IO
+	Store openFunc
+	runFlags
+	Task string
+	Gate string
+	Argv []string // the command after --, if any
+}
+
+const gateRunLong = `Run the gate's declared command (sh -c, in the work tree) or the command after
 --, and record a gate_attempt row with its exit code, pass/fail and its output
 (stored as a blob, capped at 1 MiB). The command's output is copied to stderr
 unless --quiet. A gate declared at task creation (--gate NAME=CMD) earns a
@@ -177,103 +217,140 @@ step of progress on its first pass; every attempt is counted. A gate run with
 is recorded and earns nothing. A timed-out or killed command is a failure.
 
 Exit status: 0 the gate passed; 4 it failed (the attempt is recorded); 1 error
-(nothing recorded).`,
-		Args: cobra.MinimumNArgs(2),
+(nothing recorded).`
+
+func newGateCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "gate", Short: "Run a task's gates"}
+	cmd.AddCommand(newGateRunCmd(f, nil))
+	return cmd
+}
+
+func newGateRunCmd(f *factory, runF func(*gateRunOptions) error) *cobra.Command {
+	o := &gateRunOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "run <task> <gate> [-- CMD...]",
+		Short: "Run a gate and record the attempt",
+		Long:  gateRunLong,
+		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var argv []string
+			o.Task, o.Gate = args[0], args[1]
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				if dash != 2 {
 					return exitCode(1, errors.New("usage: bernstein gate run <task> <gate> [-- CMD...]"))
 				}
-				argv = args[2:]
+				o.Argv = args[2:]
 			} else if len(args) > 2 {
 				return exitCode(1, errors.New("put the command after --: bernstein gate run <task> <gate> -- CMD..."))
 			}
-			s, err := g.open()
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			res, err := s.RunGate(args[0], args[1], argv, rf.options(sio))
-			if err != nil {
-				return err
-			}
-			d := res.Data.(record.GateAttempt)
-			if rf.asJSON {
-				if err := printJSON(sio, res); err != nil {
-					return err
-				}
-			} else {
-				printWork(sio, res, "gate "+d.Gate+" "+verdict(d.Passed, d.ExitCode))
-			}
-			if !d.Passed {
-				return exitCode(4, nil)
-			}
-			return nil
+			return gateRunRun(o)
 		},
 	}
-	rf.add(run)
-	cmd.AddCommand(run)
+	o.runFlags.add(cmd)
 	return cmd
 }
 
-func newEvidenceCmd(g *globals, sio *IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "evidence", Short: "Run a task's declared evidence producers"}
-	rf := &runFlags{}
-	run := &cobra.Command{
-		Use:   "run <task> [PRODUCER...]",
-		Short: "Run declared evidence producers and record each result",
-		Long: `Run the task's declared evidence producers (all of them, or those named) and
+func gateRunRun(o *gateRunOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		res, err := s.RunGate(o.Task, o.Gate, o.Argv, o.options(o.IO))
+		if err != nil {
+			return err
+		}
+		d := res.Data.(record.GateAttempt)
+		if o.JSON {
+			if err := printJSON(o.IO, res); err != nil {
+				return err
+			}
+		} else {
+			printWork(o.IO, res, "gate "+d.Gate+" "+verdict(d.Passed, d.ExitCode))
+		}
+		if !d.Passed {
+			return exitCode(4, nil)
+		}
+		return nil
+	})
+}
+
+type evidenceRunOptions struct {
+	IO    *IO
+	Store openFunc
+	runFlags
+	Task      string
+	Producers []string // none: every declared producer
+}
+
+const evidenceRunLong = `Run the task's declared evidence producers (all of them, or those named) and
 record one evidence_result row each, with exit code, pass/fail and output.
 A producer that is not declared is refused before anything runs. Each
 declared producer counts once toward progress, while its latest result passes.
 
 Exit status: 0 every producer passed; 4 some failed (results are recorded);
-1 error.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			results, err := s.RunEvidence(args[0], args[1:], rf.options(sio))
-			if err != nil {
-				return err
-			}
-			failed := 0
-			for _, res := range results {
-				if !res.Data.(record.EvidenceResult).Passed {
-					failed++
-				}
-			}
-			if rf.asJSON {
-				if err := printJSON(sio, map[string]any{"results": results}); err != nil {
-					return err
-				}
-			} else {
-				for _, res := range results {
-					d := res.Data.(record.EvidenceResult)
-					printWork(sio, res, "evidence "+d.Producer+" "+verdict(d.Passed, d.ExitCode))
-				}
-			}
-			if failed > 0 {
-				return exitCode(4, nil)
-			}
-			return nil
-		},
-	}
-	rf.add(run)
-	cmd.AddCommand(run)
+1 error.`
+
+func newEvidenceCmd(f *factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "evidence", Short: "Run a task's declared evidence producers"}
+	cmd.AddCommand(newEvidenceRunCmd(f, nil))
 	return cmd
 }
 
-func newTaskProgressCmd(g *globals, sio *IO) *cobra.Command {
-	var asJSON bool
+func newEvidenceRunCmd(f *factory, runF func(*evidenceRunOptions) error) *cobra.Command {
+	o := &evidenceRunOptions{IO: f.IO, Store: f.Store}
 	cmd := &cobra.Command{
-		Use:   "progress <task>",
-		Short: "Print a task's progress vector",
-		Long: `Print the task's progress vector: a pure projection of its journal and ledger
+		Use:   "run <task> [PRODUCER...]",
+		Short: "Run declared evidence producers and record each result",
+		Long:  evidenceRunLong,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Task, o.Producers = args[0], args[1:]
+			if runF != nil {
+				return runF(o)
+			}
+			return evidenceRunRun(o)
+		},
+	}
+	o.runFlags.add(cmd)
+	return cmd
+}
+
+func evidenceRunRun(o *evidenceRunOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		results, err := s.RunEvidence(o.Task, o.Producers, o.options(o.IO))
+		if err != nil {
+			return err
+		}
+		failed := 0
+		for _, res := range results {
+			if !res.Data.(record.EvidenceResult).Passed {
+				failed++
+			}
+		}
+		if o.JSON {
+			if err := printJSON(o.IO, map[string]any{"results": results}); err != nil {
+				return err
+			}
+		} else {
+			for _, res := range results {
+				d := res.Data.(record.EvidenceResult)
+				printWork(o.IO, res, "evidence "+d.Producer+" "+verdict(d.Passed, d.ExitCode))
+			}
+		}
+		if failed > 0 {
+			return exitCode(4, nil)
+		}
+		return nil
+	})
+}
+
+type taskProgressOptions struct {
+	IO    *IO
+	Store openFunc
+	Task  string
+	JSON  bool
+}
+
+const taskProgressLong = `Print the task's progress vector: a pure projection of its journal and ledger
 rows (checkpoints of new trees, changes captured (pairs of trees), gate
 attempts, declared gates passed, declared and passed evidence, ledger phase
 and attempts; docs/cli.md, Progress vector). It cannot be posted, only
@@ -286,36 +363,45 @@ proof.
 
 Exit status: 0 printed (proof verified, or unverifiable where no key is
 trusted at all); 1 unknown task or error; 2 rows did not count (forged,
-or signed by a writer not pinned here): the vector shown leaves them out.`,
-		Args: cobra.ExactArgs(1),
+or signed by a writer not pinned here): the vector shown leaves them out.`
+
+func newTaskProgressCmd(f *factory, runF func(*taskProgressOptions) error) *cobra.Command {
+	o := &taskProgressOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "progress <task>",
+		Short: "Print a task's progress vector",
+		Long:  taskProgressLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open()
-			if err != nil {
-				return err
+			o.Task = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			defer s.Close()
-			w, err := s.Progress(args[0])
-			if errors.Is(err, bernstein.ErrUnknownTask) {
-				return exitCode(1, err)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := printJSON(sio, w); err != nil {
-					return err
-				}
-			} else {
-				printProgress(sio.Out, w)
-			}
-			if n := len(w.Proof.RowsAtFault); n > 0 {
-				return exitCode(2, fmt.Errorf("%s of %s %s (%s): %s", count(n, "row"), w.TaskID, map[bool]string{true: "does not count", false: "do not count"}[n == 1], w.Proof.State, w.Proof.RowsAtFault[0].Reason))
-			}
-			return nil
+			return taskProgressRun(o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "output-json", false, "print the wire form as JSON")
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the wire form as JSON")
 	return cmd
+}
+
+func taskProgressRun(o *taskProgressOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		w, err := s.Progress(o.Task)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			if err := printJSON(o.IO, w); err != nil {
+				return err
+			}
+		} else {
+			printProgress(o.IO.Out, w)
+		}
+		if n := len(w.Proof.RowsAtFault); n > 0 {
+			return exitCode(2, fmt.Errorf("%s of %s %s (%s): %s", count(n, "row"), w.TaskID, map[bool]string{true: "does not count", false: "do not count"}[n == 1], w.Proof.State, w.Proof.RowsAtFault[0].Reason))
+		}
+		return nil
+	})
 }
 
 func printProgress(w io.Writer, wire *progress.Wire) {

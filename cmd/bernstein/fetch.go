@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+)
+
+type fetchOptions struct {
+	IO     *IO
+	Store  openFunc
+	Remote string
+	JSON   bool
+}
+
+const fetchLong = `Fetch REMOTE's (default origin) refs/bernstein/* into the remote-tracking refs
+refs/bernstein-remotes/REMOTE/*, then move the local refs forward to them in
+one ref transaction under the writer lock (as a post does: a concurrent post
+is never lost, readers never see half of it): a ref this host lacks is
+created, one the remote extends is fast-forwarded, one this host has newer is
+left as it is (push it).
+
+If any ref diverged, nothing local moves, and each is named with both heads:
+a task journal or ledger when two hosts wrote to one task, a writer's spine,
+audit mirror or key ref when one writer identity wrote on two hosts (or a
+chain was rewritten). The remote's heads stay in the remote-tracking refs for
+inspection ('git log refs/bernstein-remotes/REMOTE/journal/TASK'). See
+docs/remotes.md, Divergence.
+
+Exit status: 0 fetched (also when nothing was new); 1 error; 5 a ref
+diverged: nothing local moved.`
+
+func newFetchCmd(f *factory, runF func(*fetchOptions) error) *cobra.Command {
+	o := &fetchOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "fetch [REMOTE]",
+		Short: "Fetch refs/bernstein/* and fast-forward the local refs",
+		Long:  fetchLong,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Remote = remoteArg(args)
+			if runF != nil {
+				return runF(o)
+			}
+			return fetchRun(o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON (also when something diverged)")
+	return cmd
+}
+
+func fetchRun(o *fetchOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		res, err := s.Fetch(o.Remote)
+		keyNotes(o.IO, s, res)
+		if res != nil && o.JSON {
+			if perr := printJSON(o.IO, res); perr != nil {
+				return perr
+			}
+		}
+		var div *bernstein.DivergedError
+		if errors.As(err, &div) {
+			if !o.JSON {
+				printDiverged(o.IO, div.Diverged)
+			}
+			fmt.Fprintf(o.IO.Err, "nothing local moved; the remote's heads are under %s\n", bernstein.TrackingPrefix(o.Remote))
+			return exitCode(exitDiverged, fmt.Errorf("fetch from %s: %d ref%s diverged (%s)", o.Remote, len(div.Diverged), plural(len(div.Diverged)), div.Diverged[0].What()))
+		}
+		if err != nil {
+			return err
+		}
+		if !o.JSON {
+			printFetch(o.IO, res)
+		}
+		return nil
+	})
+}
+
+// keyNotes tells, on stderr, what a fetch brought of writer keys: loudly a
+// pinned writer whose published key is now another one, and the writers
+// new here whose keys nothing pins yet.
+func keyNotes(io *IO, s *bernstein.Store, res *bernstein.FetchResult) {
+	wks, err := s.WriterKeys()
+	if err != nil {
+		fmt.Fprintf(io.Err, "warning: cannot list writer keys: %v\n", err)
+		return
+	}
+	warnChanged(io, wks)
+	if res == nil {
+		return
+	}
+	created := map[string]bool{}
+	for _, c := range res.Created {
+		if c.Kind == "key" && c.Writer != "" {
+			created[c.Writer] = true
+		}
+	}
+	for _, wk := range wks {
+		if created[wk.Writer] && wk.Trust == bernstein.TrustUnpinned {
+			fmt.Fprintf(io.Err, "new writer %s publishes key %s, not pinned here: check it with its owner, then 'bernstein keys pin %s'\n", wk.Writer, wk.Fingerprint, wk.Writer)
+		}
+	}
+}
+
+func printFetch(io *IO, res *bernstein.FetchResult) {
+	fmt.Fprintf(io.Out, "fetched from %s: %d ref%s created, %d fast-forwarded, %d up to date\n",
+		res.Remote, len(res.Created), plural(len(res.Created)), len(res.Forwarded), res.UpToDate)
+	printChanges(io, "created", res.Created)
+	printChanges(io, "forwarded", res.Forwarded)
+	if n := len(res.LocalAhead); n > 0 {
+		fmt.Fprintf(io.Out, "this host has %d ref%s newer than %s: bernstein push %s\n", n, plural(n), res.Remote, res.Remote)
+	}
+}

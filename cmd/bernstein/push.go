@@ -1,0 +1,159 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+)
+
+type pushOptions struct {
+	IO     *IO
+	Store  openFunc
+	Remote string
+	JSON   bool
+}
+
+const pushLong = `Push refs/bernstein/* to REMOTE (default origin, a configured remote).
+
+First finishes any write a killed bernstein process left half done, then
+pushes, in one 'git push --atomic', every local refs/bernstein/* ref this host
+moved past the remote's head, exactly as one consistent snapshot saw them (so
+the remote never holds half a post), never forced. If the remote cannot do
+atomic pushes, the refs are pushed one by one and a warning says so. Refs the
+remote has newer (other hosts' chains) are left out: 'bernstein fetch' brings
+them.
+
+A ref that both this host and the remote moved is explained, by task or
+writer: for a task journal or ledger, two hosts wrote to the same task; each
+keeps its rows, nothing is overwritten, and docs/remotes.md ("Divergence")
+says what to do. When the remote rejects refs because they moved there since
+the last fetch, or because another push moved them while this one was under
+way (two hosts pushing at once: the remote's ref transaction fails), push
+fetches the remote's heads (remote-tracking refs only), plans again and
+retries, three pushes at most: two hosts that wrote to one task then get the
+divergence, whichever way the race went. Refs the remote's hooks refuse are
+reported with the remote's messages.
+
+The repository's pre-push hook, if it has one ('bernstein hooks install
+--pre-push' checks what is about to leave as the remote guard would), runs
+before each push with the commits push is about to send and the remote's
+heads as last fetched; if it refuses, nothing is sent. Without the hook
+nothing is checked here, as with git push: the remote guard and 'audit
+verify' on clones are the authority.
+
+Exit status: 0 pushed (or nothing to push); 1 error, the pre-push hook
+stopped the push, or the remote refused (a hook); 5 a ref diverged, or the remote kept moving a ref this host moved
+too (nothing pushed when atomic): run 'bernstein fetch'.`
+
+func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
+	o := &pushOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "push [REMOTE]",
+		Short: "Push every refs/bernstein/* ref this host moved, in one atomic push",
+		Long:  pushLong,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Remote = remoteArg(args)
+			if runF != nil {
+				return runF(o)
+			}
+			return pushRun(o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON (also when the push is rejected)")
+	return cmd
+}
+
+func pushRun(o *pushOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		res, err := s.Push(o.Remote)
+		if res != nil && o.JSON {
+			if perr := printJSON(o.IO, res); perr != nil {
+				return perr
+			}
+		}
+		if err != nil {
+			return o.failed(res, err)
+		}
+		if !o.JSON {
+			printPushed(o.IO, o.Remote, res)
+		}
+		return nil
+	})
+}
+
+// failed explains on stderr why a push failed, and gives its exit: 5 when
+// refs diverged or the remote moved them meanwhile, else 1.
+func (o *pushOptions) failed(res *bernstein.PushResult, err error) error {
+	var div *bernstein.DivergedError
+	var rej *bernstein.RejectedError
+	var ref *bernstein.RemoteRefusedError
+	var pre *bernstein.PrePushError
+	switch {
+	case errors.As(err, &pre):
+		// The hook's words once (git would have shown them as it ran),
+		// then one line that does not repeat them.
+		for _, m := range pre.Messages {
+			fmt.Fprintln(o.IO.Err, m)
+		}
+		return exitCode(1, errors.New(pre.Summary()))
+	case errors.As(err, &div):
+		if !o.JSON {
+			printDiverged(o.IO, div.Diverged)
+		}
+		fmt.Fprintf(o.IO.Err, "%s. 'bernstein fetch %s' reports the same; see docs/remotes.md, Divergence\n", pushedAnyway(res, "had been", " (the remote does not support atomic pushes)"), o.Remote)
+		return exitCode(exitDiverged, fmt.Errorf("push to %s: %d ref%s diverged (%s)", o.Remote, len(div.Diverged), plural(len(div.Diverged)), div.Diverged[0].What()))
+	case errors.As(err, &rej):
+		if !o.JSON {
+			for _, r := range rej.Rejected {
+				fmt.Fprintf(o.IO.Err, "rejected: %s (%s): %s holds commits this host lacks\n", r.What(), r.Reason, o.Remote)
+			}
+		}
+		fmt.Fprintf(o.IO.Err, "%s. Next: 'bernstein fetch %s' (it fast-forwards, or names the task that diverged), then push again\n", pushedAnyway(res, "were", " (the remote does not support atomic pushes)"), o.Remote)
+		return exitCode(exitDiverged, fmt.Errorf("push to %s rejected: %s moved on the remote meanwhile", o.Remote, rej.Rejected[0].What()))
+	case errors.As(err, &ref):
+		// The remote's words once, then one line that does not repeat
+		// them.
+		for _, m := range ref.Messages {
+			fmt.Fprintf(o.IO.Err, "remote: %s\n", m)
+		}
+		why := "its reasons are above"
+		if len(ref.Messages) == 0 {
+			why = "it gave no reason"
+		}
+		return exitCode(1, fmt.Errorf("%s: %s; %s", ref.Summary(), why, pushedAnyway(res, "were", "")))
+	}
+	return err
+}
+
+// pushedAnyway says what a failed push sent all the same: nothing when it
+// was atomic, else the refs pushed one by one before it failed.
+func pushedAnyway(res *bernstein.PushResult, were, why string) string {
+	if len(res.Pushed) == 0 {
+		return "nothing was pushed"
+	}
+	return fmt.Sprintf("%d other ref%s %s pushed one by one%s", len(res.Pushed), plural(len(res.Pushed)), were, why)
+}
+
+// printPushed says what a push sent.
+func printPushed(sio *IO, remote string, res *bernstein.PushResult) {
+	how := "atomic"
+	if !res.Atomic {
+		how = "one by one: the remote does not support atomic pushes"
+	}
+	if len(res.Pushed) == 0 {
+		fmt.Fprintf(sio.Out, "nothing to push to %s (%d refs up to date)\n", remote, res.UpToDate)
+	} else {
+		fmt.Fprintf(sio.Out, "pushed to %s (%s): %d ref%s, %d up to date\n", remote, how, len(res.Pushed), plural(len(res.Pushed)), res.UpToDate)
+		printChanges(sio, "pushed", res.Pushed)
+	}
+	if res.Replanned > 0 {
+		fmt.Fprintf(sio.Out, "%s had moved refs meanwhile (another push): push fetched its heads and planned again\n", remote)
+	}
+	if n := len(res.RemoteAhead); n > 0 {
+		fmt.Fprintf(sio.Out, "%s has %d ref%s newer than this host: bernstein push %s\n", remote, n, plural(n), remote)
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bernstein/bernstein"
+)
+
+// 'task list' and 'task show': what the repository holds of its tasks.
+
+type taskListOptions struct {
+	IO     *IO
+	Store  openFunc
+	JSON   bool
+	Strict bool
+}
+
+const taskListLong = `List every task of the repository, integrity first: its integrity (tampered,
+unverifiable or verified: the worst of what follows), how many of its
+artifact versions are verified, tampered and unverifiable (each re-checked),
+the proof of its progress, its journal identity ("open" while the task is
+open: nothing seals its journal yet), then its phase, the agent holding its
+claim, its number of artifact keys and its title. Piped, the columns are
+separated by tabs, without a header. A task whose integrity is not verified
+is named on stderr, with why.
+
+--output-json prints the same as GET /api/v1/tasks: each task as 'task show
+--output-json' prints it, with "integrity": {"state", "reason", "versions":
+{"verified", "tampered", "unverifiable"}, "progress_proof",
+"journal_identity", "journal_identity_reason", "journal_open"}.
+
+Exit status: 0 listed (also when there are no tasks, and when some are
+tampered); 1 error; 2 with --strict, some task's integrity is not verified
+(a version tampered or unverifiable, progress not proven, a journal identity
+mismatched, or unverifiable once the task ended).`
+
+func newTaskListCmd(f *factory, runF func(*taskListOptions) error) *cobra.Command {
+	o := &taskListOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, integrity first",
+		Long:  taskListLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return taskListRun(o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the tasks as JSON")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any task's integrity is not verified")
+	return cmd
+}
+
+func taskListRun(o *taskListOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		tasks, err := s.TaskList()
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			err = printJSON(o.IO, bernstein.NewTaskListDoc(tasks))
+		} else {
+			err = renderTaskList(o.IO, tasks)
+		}
+		if err != nil {
+			return err
+		}
+		var bad []string
+		for _, e := range tasks {
+			if !e.Integrity.Verified() {
+				bad = append(bad, e.ID)
+				if !o.JSON {
+					fmt.Fprintf(o.IO.Err, "note: task %s is %s: %s\n", e.ID, e.Integrity.State, e.Integrity.Reason)
+				}
+			}
+		}
+		if o.Strict && len(bad) > 0 {
+			n := len(bad)
+			if n > 10 {
+				bad = append(bad[:10], fmt.Sprintf("and %d more", n-10))
+			}
+			return exitCode(2, fmt.Errorf("%d of %d %s not verified (--strict): %s", n, len(tasks), map[bool]string{true: "task is", false: "tasks are"}[len(tasks) == 1], strings.Join(bad, ", ")))
+		}
+		return nil
+	})
+}
+
+// renderTaskList prints the tasks as a table.
+func renderTaskList(sio *IO, tasks []bernstein.TaskListEntry) error {
+	t := newTable(sio, "TASK", "INTEGRITY", "VERIFIED", "TAMPERED", "UNVERIFIABLE", "PROGRESS", "JOURNAL", "PHASE", "CLAIM", "KEYS", "TITLE")
+	for _, e := range tasks {
+		in := e.Integrity
+		journal := in.JournalIdentity
+		if in.JournalOpen {
+			journal = "open"
+		}
+		t.row(e.ID, in.State, fmt.Sprint(in.Versions.Verified), fmt.Sprint(in.Versions.Tampered), fmt.Sprint(in.Versions.Unverifiable),
+			dash(in.ProgressProof), journal, e.Phase, dash(e.ClaimAgent), fmt.Sprint(len(e.Artifacts)), e.Title)
+	}
+	return t.render()
+}
+
+type taskShowOptions struct {
+	IO    *IO
+	Store openFunc
+	Task  string
+	JSON  bool
+}
+
+func newTaskShowCmd(f *factory, runF func(*taskShowOptions) error) *cobra.Command {
+	o := &taskShowOptions{IO: f.IO, Store: f.Store}
+	cmd := &cobra.Command{
+		Use:   "show <task>",
+		Short: "Show a task's ledger state and artifacts",
+		Long: `Show a task: its phase, live claim, declared evidence and gates, and its
+artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Task = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return taskShowRun(o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the task as JSON")
+	return cmd
+}
+
+func taskShowRun(o *taskShowOptions) error {
+	return withStore(o.Store, func(s *bernstein.Store) error {
+		info, err := s.Task(o.Task)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return printJSON(o.IO, info)
+		}
+		renderTask(o.IO.Out, info)
+		return nil
+	})
+}
+
+// renderTask prints a task as 'task show' does.
+func renderTask(w io.Writer, info *bernstein.TaskInfo) {
+	fmt.Fprintf(w, "task:     %s\n", info.ID)
+	if info.Title != "" {
+		fmt.Fprintf(w, "title:    %s\n", info.Title)
+	}
+	fmt.Fprintf(w, "phase:    %s\n", info.Phase)
+	fmt.Fprintf(w, "claim:    %s\n", dash(info.ClaimAgent))
+	fmt.Fprintf(w, "ledger:   %d rows\n", info.LedgerRows)
+	fmt.Fprintf(w, "journal:  %d rows\n", info.JournalRows)
+	for _, p := range info.Evidence {
+		req := "optional"
+		if p.Required {
+			req = "required"
+		}
+		fmt.Fprintf(w, "evidence: %s (%s): %s\n", p.Name, req, p.Command)
+	}
+	for _, gt := range info.Gates {
+		fmt.Fprintf(w, "gate:     %s: %s\n", gt.Name, gt.Command)
+	}
+	for _, k := range sortedKeys(info.Artifacts) {
+		fmt.Fprintf(w, "artifact: %s (latest v%d)\n", k, info.Artifacts[k])
+	}
+	if p := info.Progress; p != nil {
+		fmt.Fprintf(w, "progress: %s\n", p.Vector.String())
+		fmt.Fprintf(w, "vector:   %s (%s)\n", p.VectorHash, count(p.EarnedSteps, "earned step"))
+		printProof(w, "proof:    ", p.Proof)
+	}
+}
