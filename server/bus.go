@@ -133,6 +133,14 @@ type Bus struct {
 	heads    map[string]bernstein.Heads
 	vectors  map[string]string // last progress hash sent, per task
 	wake     chan struct{}     // closed and replaced on every publish
+	// What the last scan saw of the hints (leader, under scanMu): the
+	// writers' audit heads, the packed-refs file, and the tasks the last
+	// audit walk named (read once more: a write moves its audit mirror
+	// before the task's own refs).
+	audit   bernstein.AuditHeads
+	packed  packedStamp
+	recheck []string
+	scans   atomic.Int64 // scans of every task a leader made (for tests)
 	// fresh is set until the first scan of a leader whose log holds no
 	// batch: that scan takes the repository as it is as the starting point
 	// (a page renders what is there; the stream carries what happens next),
@@ -605,46 +613,73 @@ func (b *Bus) Run(ctx context.Context) error {
 	if w != nil {
 		events, errs = w.Events, w.Errors
 	}
+	gitDir := b.store.GitDir()
 	for {
+		var names map[string]bool // the tasks whose refs the watcher saw move
+		full, seen := false, true
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev := <-events:
-			if filepath.Dir(ev.Name) == b.dir && b.leader.Load() {
-				continue // the leader's own log
-			}
-			if ev.Has(fsnotify.Create) {
-				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
-					w.Add(ev.Name)
+			names, seen = map[string]bool{}, false
+			note := func(ev fsnotify.Event) {
+				if filepath.Dir(ev.Name) == b.dir && b.leader.Load() {
+					return // the leader's own log
+				}
+				seen = true
+				if ev.Has(fsnotify.Create) {
+					if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+						w.Add(ev.Name)
+						full = true // a new directory: a ref may have landed before its watch
+					}
+				}
+				if rel, err := filepath.Rel(gitDir, ev.Name); err == nil {
+					if t := bernstein.TaskOfRef(filepath.ToSlash(rel)); t != "" {
+						names[t] = true
+					}
 				}
 			}
+			note(ev)
 			// Let a burst of renames settle into one scan.
-			drain(events, 2*time.Millisecond)
+			drainInto(events, 2*time.Millisecond, note)
+			if !seen {
+				continue
+			}
 		case err := <-errs:
 			b.logger.Warn("watching refs", "err", err)
+			full = true // events may have been lost
 		case <-poll.C:
+			full = w == nil // without a watcher, only a scan sees a ref move
 		case <-follow.C:
 			if b.leader.Load() {
 				continue
 			}
 		}
-		if err := b.Scan(); err != nil {
+		var err error
+		if full || !b.leader.Load() {
+			err = b.Scan()
+		} else {
+			err = b.scanChanged(names)
+		}
+		if err != nil {
 			b.logger.Warn("scan", "err", err)
 		}
 		watchRefs()
 	}
 }
 
-// drain swallows events for as long as they keep coming within quiet.
-func drain(events <-chan fsnotify.Event, quiet time.Duration) {
+// drainInto hands f the events for as long as they keep coming within
+// quiet.
+func drainInto(events <-chan fsnotify.Event, quiet time.Duration, f func(fsnotify.Event)) {
 	t := time.NewTimer(quiet)
 	defer t.Stop()
 	for {
 		select {
-		case _, ok := <-events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
+			f(ev)
 			t.Reset(quiet)
 		case <-t.C:
 			return
@@ -682,6 +717,13 @@ func (b *Bus) Scan() error {
 			return err
 		}
 	}
+	b.scans.Add(1)
+	// The hints first: a write after them is seen again by the next scan.
+	audit, err := b.store.ReadAuditHeads()
+	if err != nil {
+		return err
+	}
+	stamp := b.packedStamp()
 	view, err := b.store.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
 	if err != nil {
 		return err
@@ -706,18 +748,76 @@ func (b *Bus) Scan() error {
 			tasks = append(tasks, task)
 		}
 	}
+	b.mu.Unlock()
+	b.audit, b.packed, b.recheck = audit, stamp, nil
+	b.readTasksLocked(tasks)
+	return nil
+}
+
+// scanChanged brings a leader up to date by reading only the tasks that
+// may have changed: those the watcher named, those the writers' audit
+// mirrors name since the last scan, and those the last walk named. It
+// scans every task when the hints cannot be whole: an audit mirror that
+// did not walk back to where it was, or packed-refs rewritten (a fetch or
+// git pack-refs may move refs no watcher saw move by name). The hints only
+// choose what to re-read; every task read is read and proven as a scan
+// reads it.
+func (b *Bus) scanChanged(named map[string]bool) error {
+	b.scanMu.Lock()
+	if !b.leader.Load() || b.audit == nil || b.packedStamp() != b.packed {
+		b.scanMu.Unlock()
+		return b.Scan()
+	}
+	now, walked, complete, err := b.store.ChangedTasks(b.audit)
+	if err != nil || !complete {
+		b.scanMu.Unlock()
+		if err != nil {
+			b.logger.Warn("audit hints", "err", err)
+		}
+		return b.Scan()
+	}
+	defer b.scanMu.Unlock()
+	set := map[string]bool{}
+	for _, t := range walked {
+		set[t] = true
+	}
+	for _, t := range b.recheck {
+		set[t] = true
+	}
+	for t := range named {
+		set[t] = true
+	}
+	tasks := make([]string, 0, len(set))
+	for t := range set {
+		tasks = append(tasks, t)
+	}
+	sort.Strings(tasks)
+	b.audit, b.recheck = now, walked
+	b.readTasksLocked(tasks)
+	return nil
+}
+
+// readTasksLocked reads tasks (sorted) from the heads the bus last reached
+// and publishes what they gained, in one batch; scanMu is held.
+func (b *Bus) readTasksLocked(tasks []string) {
+	b.mu.Lock()
 	fresh := b.fresh
 	b.mu.Unlock()
 	sort.Strings(tasks)
 	changed := map[string]bernstein.Heads{}
 	for _, task := range tasks {
 		b.mu.Lock()
-		since := b.heads[task]
+		since, known := b.heads[task]
 		b.mu.Unlock()
 		feed, err := b.store.TaskFeed(task, since)
 		if err != nil {
-			b.logger.Warn("feed", "task", task, "err", err)
+			if !errors.Is(err, bernstein.ErrUnknownTask) {
+				b.logger.Warn("feed", "task", task, "err", err)
+			}
 			continue
+		}
+		if known && feed.Heads == since && !feed.Reset && len(feed.Rows) == 0 {
+			continue // named by a hint, but nothing moved
 		}
 		if fresh {
 			b.mu.Lock()
@@ -734,7 +834,24 @@ func (b *Bus) Scan() error {
 	b.mu.Lock()
 	b.fresh = false
 	b.mu.Unlock()
-	return nil
+}
+
+// packedStamp is what says packed-refs was rewritten: its inode, size and
+// modification time (zero when there is none).
+type packedStamp struct {
+	ino, size, mtime int64
+}
+
+func (b *Bus) packedStamp() packedStamp {
+	fi, err := os.Stat(filepath.Join(b.store.GitDir(), "packed-refs"))
+	if err != nil {
+		return packedStamp{}
+	}
+	st := packedStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = int64(sys.Ino)
+	}
+	return st
 }
 
 // publishFeed numbers the events of one task's feed into the batch in
