@@ -29,8 +29,8 @@ import (
 //     verify --since after a few posts; against git's own constant work, a
 //     `git cat-file -p` of one task's journal ref;
 //   - listings, which must be linear (at most 10x for 10x the tasks): task
-//     list, artifact list with no task, the index page, GET /api/v1/tasks
-//     (whole, and one page of it); against `git for-each-ref
+//     list (whole, and a page of 100), artifact list with no task, the
+//     index page, GET /api/v1/tasks (whole, and a page of 100); against `git for-each-ref
 //     refs/bernstein/`;
 //   - the same reads again after `git pack-refs --all`, `git gc` and `git
 //     maintenance run`, whose ref stores (packed-refs) must keep them so.
@@ -218,6 +218,9 @@ func (b *bench) scaleMeasure(tab *scaleTable, r *scaleRepo, home string, n int, 
 		return err
 	}
 	if err := proc("task list", "list", gitList, lists, func(out []byte) error { return countTasks(out, n) }, "", "task", "list", "--output-json"); err != nil {
+		return err
+	}
+	if err := proc("task list --limit 100 (a page)", "list", gitList, lists, func(out []byte) error { return countTasks(out, 100) }, "", "task", "list", "--limit", "100", "--cursor", mid, "--output-json"); err != nil {
 		return err
 	}
 	if state != "loose" {
