@@ -94,7 +94,17 @@ type batch struct {
 	heads   map[string]bernstein.Heads
 	vectors map[string]string
 	last    int64
+	end     int64 // the log's offset after the batch
 }
+
+// logMark indexes the log: the batches up to the one whose last id is
+// last end at offset end. Marks are kept every markEvery bytes of log, so
+// a replay from an id reads from the mark before it (at most markEvery
+// bytes more than the events it asks for), not from the log's start.
+type logMark struct{ last, end int64 }
+
+// markEvery is how many bytes of log a mark stands for.
+const markEvery = 64 << 10
 
 // ringSize is how many recent events the bus keeps in memory; older ones
 // are read back from the log.
@@ -141,6 +151,11 @@ type Bus struct {
 	packed  packedStamp
 	recheck []string
 	scans   atomic.Int64 // scans of every task a leader made (for tests)
+	// marks index the log by event id (under mu; markEvery bytes apart,
+	// every tests lowers it); replayed counts the log bytes replays read.
+	marks    []logMark
+	every    int64
+	replayed atomic.Int64
 	// fresh is set until the first scan of a leader whose log holds no
 	// batch: that scan takes the repository as it is as the starting point
 	// (a page renders what is there; the stream carries what happens next),
@@ -160,7 +175,7 @@ func newBus(store *bernstein.Store, logger *slog.Logger, now func() time.Time) (
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now,
+	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now, every: markEvery,
 		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
@@ -197,7 +212,12 @@ func readBatches(f *os.File, offset int64) ([]batch, int64, int64, error) {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, offset, 0, err
 	}
-	data, err := io.ReadAll(f)
+	return parseBatches(f, offset)
+}
+
+// parseBatches is readBatches of what r holds from offset on.
+func parseBatches(r io.Reader, offset int64) ([]batch, int64, int64, error) {
+	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, offset, 0, err
 	}
@@ -219,7 +239,7 @@ func readBatches(f *os.File, offset int64) ([]batch, int64, int64, error) {
 		maxID = max(maxID, e.ID, e.Last)
 		switch {
 		case e.End || e.Heads != nil:
-			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last})
+			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last, end: offset + int64(pos)})
 			cur, end = nil, pos
 		case e.ID != 0:
 			cur = append(cur, e)
@@ -252,9 +272,25 @@ func (b *Bus) readLogLocked() error {
 	return nil
 }
 
+// markLocked notes where the batch whose last id is last ends, if the
+// last mark is markEvery bytes back; b.mu is held.
+func (b *Bus) markLocked(last, end int64) {
+	prev := int64(0)
+	if n := len(b.marks); n > 0 {
+		if b.marks[n-1].end >= end {
+			return
+		}
+		prev = b.marks[n-1].end
+	}
+	if end-prev >= b.every {
+		b.marks = append(b.marks, logMark{last, end})
+	}
+}
+
 // applyLocked takes a batch's heads, vectors and last id as the bus's own;
 // b.mu is held.
 func (b *Bus) applyLocked(bt batch) {
+	b.markLocked(bt.last, bt.end)
 	for _, e := range bt.entries {
 		if e.Type == EventProgress {
 			b.vectors[e.Task] = e.Vector
@@ -549,7 +585,27 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 		return nil, err
 	}
 	defer f.Close()
-	batches, _, _, err := readBatches(f, 0)
+	// From the last mark before id to the first at or after upto: the
+	// batches that hold the events asked for (and the id itself).
+	from, to := int64(0), int64(-1)
+	b.mu.Lock()
+	if i := sort.Search(len(b.marks), func(i int) bool { return b.marks[i].last >= id }); i > 0 {
+		from = b.marks[i-1].end
+	}
+	if i := sort.Search(len(b.marks), func(i int) bool { return b.marks[i].last >= upto }); i < len(b.marks) {
+		to = b.marks[i].end
+	}
+	b.mu.Unlock()
+	var r io.Reader = f
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, err
+	}
+	if to >= 0 {
+		r = io.LimitReader(f, to-from)
+	}
+	cr := &countReader{r: r}
+	batches, _, _, err := parseBatches(cr, from)
+	b.replayed.Add(cr.n)
 	if err != nil {
 		return nil, err
 	}
@@ -572,6 +628,18 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 		return []Event{b.gap(upto-1, fmt.Sprintf("event %d is no longer in the server's log", id))}, nil
 	}
 	return b.derive(entries, func(string) bernstein.Heads { return bernstein.Heads{} }), nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // gap is the stream.reset event a client gets when its events are gone.
@@ -929,6 +997,11 @@ func (b *Bus) append(entries []logEntry) error {
 	n, err := b.logW.Write(buf.Bytes())
 	if err == nil {
 		b.offset += int64(n)
+		if last := entries[len(entries)-1]; last.End {
+			b.mu.Lock()
+			b.markLocked(last.Last, b.offset)
+			b.mu.Unlock()
+		}
 	}
 	return err
 }
