@@ -68,14 +68,18 @@ type HTTP struct {
 	stream http.Handler
 	lim    HTTPLimits
 
-	// servers holds one MCP server per task: a session, bound to one
-	// claim token, lists only its task's artifact versions as resources.
+	// servers holds one MCP server per task with sessions open or being
+	// opened: a session, bound to one claim token, lists only its task's
+	// artifact versions as resources. A server whose sessions have all
+	// ended is dropped when the next session opens, so a long serve holds
+	// servers for the tasks in use, not for every task it ever served.
 	smu     sync.Mutex
 	servers map[string]*mcp.Server
 
 	mu       sync.Mutex
 	sessions map[string]*sessionUse // by Mcp-Session-Id
 	opening  map[record.Hash]int    // sessions being opened, by token hash
+	openTask map[string]int         // sessions being opened, by task
 	evicted  int64
 	// testHookUse, when set (by tests), is told of every request beginning
 	// or ending on a session, with the requests it then has in flight.
@@ -101,7 +105,7 @@ func NewHTTP(store *bernstein.Store, o Options, lim HTTPLimits) *HTTP {
 	o.Identity = bearerIdentity
 	lim = lim.withDefaults()
 	h := &HTTP{store: store, opts: o, lim: lim, servers: map[string]*mcp.Server{},
-		sessions: map[string]*sessionUse{}, opening: map[record.Hash]int{}}
+		sessions: map[string]*sessionUse{}, opening: map[record.Hash]int{}, openTask: map[string]int{}}
 	stream := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		bc, _ := r.Context().Value(claimKey{}).(bearerClaim)
 		task := ""
@@ -171,23 +175,61 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A POST without a session opens one: make room for it first.
 	owner := bernstein.TokenHash(token)
-	if !h.makeRoom(owner) {
+	if !h.makeRoom(owner, c.Task) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "too many MCP sessions are serving requests: retry shortly", http.StatusServiceUnavailable)
 		return
 	}
-	defer func() {
+	// The session is recorded as the response begins, before the client
+	// can read it: a client that opens its next session at once must find
+	// this one recorded (and evictable), not still counted as opening.
+	ow := &openingWriter{ResponseWriter: w}
+	ow.opened = func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.opening[owner]--; h.opening[owner] == 0 {
 			delete(h.opening, owner)
 		}
+		if h.openTask[c.Task]--; h.openTask[c.Task] == 0 {
+			delete(h.openTask, c.Task)
+		}
 		if id := w.Header().Get(sessionHeader); id != "" {
 			h.sessions[id] = &sessionUse{owner: owner, last: time.Now()}
 		}
-	}()
-	h.stream.ServeHTTP(w, r)
+	}
+	defer ow.done()
+	h.stream.ServeHTTP(ow, r)
 }
+
+// openingWriter calls opened once, when the response to a request opening a
+// session begins (or the request ends without one).
+type openingWriter struct {
+	http.ResponseWriter
+	once   sync.Once
+	opened func()
+}
+
+func (w *openingWriter) done() { w.once.Do(w.opened) }
+
+func (w *openingWriter) WriteHeader(code int) {
+	w.done()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *openingWriter) Write(b []byte) (int, error) {
+	w.done()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *openingWriter) Flush() {
+	w.done()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *openingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // sessionHeader is the header that names a streamable HTTP session.
 const sessionHeader = "Mcp-Session-Id"
@@ -206,11 +248,13 @@ func (h *HTTP) use(id string, d int) {
 }
 
 // makeRoom closes the least recently used sessions in the way of one more
-// session of owner, and reserves its place; false when every session in
-// the way is serving a request.
-func (h *HTTP) makeRoom(owner record.Hash) bool {
+// session of owner on task, and reserves its place; false when every
+// session in the way is serving a request. It drops the servers of tasks
+// with no session open or being opened.
+func (h *HTTP) makeRoom(owner record.Hash, task string) bool {
 	h.mu.Lock()
 	live := h.live() // under h.mu: no session registers meanwhile
+	h.dropIdleServers()
 	for id := range h.sessions {
 		if live[id] == nil {
 			delete(h.sessions, id) // closed by the SDK: idle, deleted or failed
@@ -254,6 +298,7 @@ func (h *HTTP) makeRoom(owner record.Hash) bool {
 		evict(all, len(h.sessions)+opening+1-h.lim.MaxSessions)
 	if ok {
 		h.opening[owner]++
+		h.openTask[task]++
 	}
 	h.evicted += int64(len(victims))
 	h.mu.Unlock()
@@ -261,6 +306,34 @@ func (h *HTTP) makeRoom(owner record.Hash) bool {
 		v.Close()
 	}
 	return ok
+}
+
+// dropIdleServers forgets the servers with no session open and none being
+// opened (a session being opened has its server before it is listed). The
+// caller holds h.mu, so no session is being opened outside h.openTask.
+func (h *HTTP) dropIdleServers() {
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	for task, srv := range h.servers {
+		if h.openTask[task] > 0 {
+			continue
+		}
+		idle := true
+		for range srv.Sessions() {
+			idle = false
+			break
+		}
+		if idle {
+			delete(h.servers, task)
+		}
+	}
+}
+
+// Servers is the number of per-task servers held.
+func (h *HTTP) Servers() int {
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	return len(h.servers)
 }
 
 // live maps the id of every open session to the session.

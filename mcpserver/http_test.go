@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -362,5 +363,51 @@ func TestHTTPIdleSessionsReaped(t *testing.T) {
 	<-h.SessionClosed(first)
 	if n := h.Sessions(); n != 0 {
 		t.Errorf("%d sessions open after every one went idle", n)
+	}
+}
+
+// TestHTTPServersFollowSessions checks that a long serve holds an MCP server
+// only for the tasks with sessions: sessions of many tasks opened and closed
+// one after another leave at most the servers of the sessions still open
+// (and of those closed by the last opening), and a task whose server was
+// dropped is served afresh, its versions listed as resources again.
+func TestHTTPServersFollowSessions(t *testing.T) {
+	r := newRepo(t)
+	tokens := map[string]string{}
+	var tasks []string
+	for i := range 12 {
+		id := "T-" + string(rune('a'+i))
+		tasks = append(tasks, id)
+		r.createTask(id)
+		tokens[id] = r.claim(id, "agent-"+id)
+	}
+	h := mcpserver.NewHTTP(r.store, mcpserver.Options{}, mcpserver.HTTPLimits{MaxSessions: 2})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for i, id := range tasks {
+		if _, status := openSession(t, srv.URL, tokens[id]); status != http.StatusOK {
+			t.Fatalf("session on %s: %d", id, status)
+		}
+		// Open: at most 2; closed by this opening, not yet dropped: 1.
+		if n := h.Servers(); n > 3 {
+			t.Fatalf("%d servers held after sessions on %d tasks (2 open at most)", n, i+1)
+		}
+	}
+	first := tasks[0]
+	c, err := connectHTTP(t, srv.URL, tokens[first])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := ok[postResult](t, c.call(mcpserver.ToolPostArtifact, report(first, "summary", "back again")))
+	want := mcpserver.VersionURI(first, "summary", res.Version)
+	var listed []string
+	for rs, err := range c.cs.Resources(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, rs.URI)
+	}
+	if !slices.Contains(listed, want) {
+		t.Errorf("resources %v after the server of %s was made again, want %s among them", listed, first, want)
 	}
 }

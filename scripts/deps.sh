@@ -9,6 +9,7 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v make >/dev/null 2>&1 || need+=(make)
 # The durability tests watch fsync and rename order with strace.
 command -v strace >/dev/null 2>&1 || need+=(strace)
+command -v jq >/dev/null 2>&1 || need+=(jq)     # the worked example of docs/attest.md (e2e/attest)
 # Writers whose key lives in ssh-agent are tested with a key on a SoftHSM
 # token, generated with OpenSC's pkcs11-tool and loaded with ssh-add -s.
 command -v softhsm2-util >/dev/null 2>&1 || need+=(softhsm2)

@@ -10,7 +10,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { verifyBundle } from './verify.mjs';
 
@@ -193,6 +194,34 @@ test('a tampered version, or an open journal, is refused in one line', (t) => {
 });
 
 // RFC 8785 for what the predicate holds (strings, integers, booleans).
+// The worked example of docs/attest.md, run as written: its first sh block
+// after the heading, by bash, from the top folder of a repository set up as
+// the README's Use section sets it up, with bernstein on PATH and SRC this
+// checkout. Every line must succeed but the verification of the changed
+// payload, which must fail as the comment under it says.
+test('the worked example of docs/attest.md runs as written', (t) => {
+  const src = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const doc = readFileSync(join(src, 'docs', 'attest.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## Worked example'));
+  const m = section.match(/```sh\n([\s\S]*?)```/);
+  assert.ok(m, 'docs/attest.md has no sh block under "## Worked example"');
+  const ws = workspace(t, 'w-doc', 'ed25519');
+  ws.cli('task', 'create', 'T-1', '--title', 'Fix the planner');
+  const token = ws.cli('task', 'claim', 'T-1', '--agent', 'agent-7').trim();
+  ws.cli('artifact', 'post', 'T-1', 'summary', '--type', 'report', '--body', '# The planner\n\nA nested loop.', '--agent', 'agent-7', '--claim-token', token);
+  const script = `set -o pipefail\ntrap 'echo "FAILED: $BASH_COMMAND" >&2' ERR\n${m[1]}`;
+  const env = { ...ws.env, SRC: src, PATH: `${dirname(BIN)}:${process.env.PATH}` };
+  const r = spawnSync('bash', ['-c', script], { cwd: ws.repo, env, encoding: 'utf8' });
+  const failed = r.stderr.split('\n').filter((l) => l.startsWith('FAILED: '));
+  assert.deepEqual(failed, ['FAILED: node "$SRC/e2e/attest/verify.mjs" summary.bundle.json summary.json writer.pub'], r.stderr);
+  assert.match(r.stdout, new RegExp(`^verified: ${ARTIFACT_PREDICATE.replace(/[.]/g, '\\.')} about bernstein://T-1/summary/v1$`, 'm'));
+  assert.match(r.stderr, /^not verified: no subject has the payload's sha256/m);
+  assert.match(r.stdout, /SHA256:/); // ssh-keygen -lf printed the fingerprint
+  const predicate = JSON.parse(r.stdout.slice(r.stdout.lastIndexOf('\n{') + 1));
+  assert.equal(predicate.version, 1);
+  assert.equal(predicate.row.data.spine_entry_hash, predicate.spine_entry_hash);
+});
+
 function canonical(v) {
   if (v === null || typeof v !== 'object') return JSON.stringify(v);
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
