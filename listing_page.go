@@ -1,11 +1,13 @@
 package bernstein
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -65,26 +67,27 @@ func PageOf(ids []string, p Page) (page []string, next string) {
 	return page, next
 }
 
-// TaskListPage is TaskList for one page: only the tasks of the page are
-// read and verified (against the view's one spine index), so a page costs
-// its tasks, plus one listing of the refs.
+// TaskListPage is TaskList for one page. Unpaged, it reads every task from
+// one snapshot of the refs. A page chooses its tasks from the names of the
+// ledger refs (no ref file read), then reads those tasks, the spines and
+// the keys in one snapshot and verifies only them, so a page costs its
+// tasks plus one listing of names and the spines once. A task whose
+// ledger is gone by the time the page's snapshot is taken is left out.
 func (s *Store) TaskListPage(p Page) ([]TaskListEntry, string, error) {
 	if err := CheckTaskPage(p); err != nil {
 		return nil, "", err
 	}
-	v, err := s.ReadView("")
+	v, ids, next, err := s.PageView(p)
 	if err != nil {
 		return nil, "", err
 	}
-	ids, err := v.TaskIDs()
-	if err != nil {
-		return nil, "", err
-	}
-	ids, next := PageOf(ids, p)
 	lv := v.ListVerifier()
 	out := make([]TaskListEntry, 0, len(ids))
 	for _, id := range ids {
 		info, err := v.Task(id)
+		if errors.Is(err, ErrUnknownTask) && p.Limit > 0 {
+			continue // deleted since its name was listed
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("task %s: %w", id, err)
 		}
@@ -95,6 +98,45 @@ func (s *Store) TaskListPage(p Page) ([]TaskListEntry, string, error) {
 		out = append(out, TaskListEntry{TaskInfo: info, Integrity: NewTaskIntegrity(info, rep)})
 	}
 	return out, next, nil
+}
+
+// PageView takes the view a page of tasks is read from, the page's task
+// ids and the next page's cursor: unpaged (limit 0), one snapshot of every
+// task; paged, the ids chosen from the names of the ledger refs, then one
+// snapshot of those tasks' chains, the spines and the keys.
+func (s *Store) PageView(p Page) (*ReadView, []string, string, error) {
+	if err := CheckTaskPage(p); err != nil {
+		return nil, nil, "", err
+	}
+	if p.Limit == 0 {
+		v, err := s.ReadView("")
+		if err != nil {
+			return nil, nil, "", err
+		}
+		ids, err := v.TaskIDs()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		ids, next := PageOf(ids, p)
+		return v, ids, next, nil
+	}
+	names, err := s.core.Refs.Names(refs.LedgerPrefix)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	all := make([]string, 0, len(names))
+	for _, n := range names {
+		if id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix)); err == nil {
+			all = append(all, id)
+		}
+	}
+	sort.Strings(all)
+	ids, next := PageOf(all, p)
+	v, err := s.readViewOf(ids)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return v, ids, next, nil
 }
 
 // productionCursor splits a production's URI cursor into its task and key.

@@ -117,6 +117,14 @@ func checkAgainstGit(t *testing.T, dir string) {
 				t.Fatalf("List(%s)[%s] = %s, git reads %s", prefix, name, vals[name], v)
 			}
 		}
+		// Names lists the same names, without their values.
+		only, err := r.Names(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(only, "\n") != strings.Join(names, "\n") {
+			t.Fatalf("Names(%s): %d names, git lists %d", prefix, len(only), len(want))
+		}
 	}
 	scope := []string{JournalPrefix + "T-5", LedgerPrefix + "T-5", JournalPrefix + "T-99999", SpinePrefix, AuditPrefix, Keys, WritersPrefix}
 	snap, err := r.Snapshot(scope...)

@@ -288,3 +288,46 @@ func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error
 	}
 	return out, names, nil
 }
+
+// Names lists the names of the refs under prefix (which ends in '/'),
+// sorted, without reading their values: a directory walk and the names of
+// packed-refs, no file of a loose ref opened. It is what a listing uses to
+// choose a page; the page's refs are then read in one Snapshot.
+func (r Reader) Names(prefix string) ([]string, error) {
+	seen := map[string]bool{}
+	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(path, ".lock") {
+			return nil
+		}
+		rel, err := filepath.Rel(r.Dir, path)
+		if err != nil {
+			return err
+		}
+		seen[filepath.ToSlash(rel)] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p, err := openPacked(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -250,11 +250,12 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, ok := a.view(w, r, "")
-	if !ok {
+	v, ids, next, err := a.s.store.PageView(p)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
-	tasks, next, err := a.taskList(v, p)
+	tasks, err := a.taskEntries(v, ids)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -264,30 +265,37 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, doc)
 }
 
-// taskList is one page of the tasks of the view with their integrity,
-// sorted by id, each task's answers through the memo: a page costs one
-// verification of its tasks whose refs moved (against one spine index),
-// and nothing for the others.
-func (a *api) taskList(v *bernstein.ReadView, p bernstein.Page) ([]bernstein.TaskListEntry, string, error) {
+// taskList is every task of the view with its integrity (taskEntries).
+func (a *api) taskList(v *bernstein.ReadView) ([]bernstein.TaskListEntry, error) {
 	ids, err := v.TaskIDs()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	ids, next := bernstein.PageOf(ids, p)
+	return a.taskEntries(v, ids)
+}
+
+// taskEntries is the tasks ids of the view with their integrity, each
+// task's answers through the memo: a list costs one verification of its
+// tasks whose refs moved (against one spine index), and nothing for the
+// others. A task of a page deleted since its name was listed is left out.
+func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.TaskListEntry, error) {
 	lv := v.ListVerifier()
 	tasks := make([]bernstein.TaskListEntry, 0, len(ids))
 	for _, id := range ids {
 		info, err := a.taskInfo(v, id)
+		if errors.Is(err, bernstein.ErrUnknownTask) {
+			continue
+		}
 		if err != nil {
-			return nil, "", fmt.Errorf("task %s: %w", id, err)
+			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		rep, err := a.reportWith(v, id, lv.Artifacts)
 		if err != nil {
-			return nil, "", fmt.Errorf("task %s: %w", id, err)
+			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		tasks = append(tasks, bernstein.TaskListEntry{TaskInfo: info, Integrity: bernstein.NewTaskIntegrity(info, rep)})
 	}
-	return tasks, next, nil
+	return tasks, nil
 }
 
 // TaskDetail is the document of GET /api/v1/tasks/{id}: the task as 'task

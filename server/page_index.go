@@ -135,7 +135,7 @@ func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) {
 	v, err := s.store.ReadView("")
 	if err == nil {
 		var tasks []bernstein.TaskListEntry
-		if tasks, _, err = s.api().taskList(v, bernstein.Page{}); err == nil {
+		if tasks, err = s.api().taskList(v); err == nil {
 			s.write(w, http.StatusOK, "tasks", "base", page{Title: "Tasks", Body: body{Page: "tasks"}, Main: newTaskIndex(tasks, r.URL.Query())})
 			return
 		}

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,6 +69,18 @@ func TestTaskListPages(t *testing.T) {
 	page, next, err := s.TaskListPage(bernstein.Page{Limit: 2})
 	if err != nil || len(page) != 2 || next != want[1] {
 		t.Fatalf("first page: %d tasks, next %q, %v", len(page), next, err)
+	}
+	// Its ledger ref file holds no object id at all: a snapshot of every
+	// task cannot be taken; a page reads only the names of the ledger
+	// refs, then the files of its own tasks.
+	if err := os.WriteFile(filepath.Join(f.dir, ".git", "refs", "bernstein", "ledger", "z-9"), []byte("not an object id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TaskList(); err == nil {
+		t.Fatal("the whole list read a ledger ref file with no object id without failing")
+	}
+	if page, next, err = s.TaskListPage(bernstein.Page{Limit: 2}); err != nil || len(page) != 2 || next != want[1] {
+		t.Fatalf("first page beside an unreadable ref: %d tasks, next %q, %v", len(page), next, err)
 	}
 
 	for _, bad := range []struct {
