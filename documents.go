@@ -20,6 +20,9 @@ import (
 // GET /api/v1/tasks: each task with its integrity (listing.go).
 type TaskListDoc struct {
 	Tasks []TaskListEntry `json:"tasks"`
+	// NextCursor, on a page that is not the last, is the cursor of the
+	// next page (absent on the last page and on an unpaged list).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // NewTaskListDoc lists tasks ([] for none, never null).
@@ -88,6 +91,8 @@ func NewArtifactListDoc(rep *verify.TaskReport) ArtifactListDoc {
 // spines carry.
 type ProductionsDoc struct {
 	Artifacts []verify.Production `json:"artifacts"`
+	// NextCursor is as TaskListDoc's.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // NewProductionsDoc lists productions ([] for none, never null).

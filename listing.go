@@ -144,26 +144,6 @@ func (l *ListVerifier) Artifacts(task string) (*verify.TaskReport, error) {
 // TaskList lists every task with its integrity, from one snapshot of the
 // refs, sorted by id: what 'task list' and GET /api/v1/tasks show.
 func (s *Store) TaskList() ([]TaskListEntry, error) {
-	v, err := s.ReadView("")
-	if err != nil {
-		return nil, err
-	}
-	ids, err := v.TaskIDs()
-	if err != nil {
-		return nil, err
-	}
-	lv := v.ListVerifier()
-	out := make([]TaskListEntry, 0, len(ids))
-	for _, id := range ids {
-		info, err := v.Task(id)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
-		}
-		rep, err := lv.Artifacts(id)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
-		}
-		out = append(out, TaskListEntry{TaskInfo: info, Integrity: NewTaskIntegrity(info, rep)})
-	}
-	return out, nil
+	out, _, err := s.TaskListPage(Page{})
+	return out, err
 }

@@ -41,6 +41,21 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 		}
 		scope = taskScope(task)
 	}
+	return s.readView(task, scope)
+}
+
+// readViewOf is a view of the chains of tasks only (and the spines and
+// keys every proof reads): what a page of a listing reads.
+func (s *Store) readViewOf(tasks []string) (*ReadView, error) {
+	scope := append([]string{refs.SpinePrefix}, refs.KeyScope...)
+	for _, t := range tasks {
+		scope = append(scope, refs.Journal(t), refs.Ledger(t))
+	}
+	return s.readView("", scope)
+}
+
+// readView takes the snapshot of scope for a view of task ("" for many).
+func (s *Store) readView(task string, scope []string) (*ReadView, error) {
 	snap, err := s.core.Refs.Snapshot(scope...)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,7 @@ var sections = []section{
 	{"startup", "process start-up: bernstein --version, --help, task list and one CLI post against a hello-world Go binary and a git plumbing post", runStartup},
 	{"guard", "remote guard: a push of 10 new rows on top of 1,000 and of 100,000 rows, checked in-process and pushed through the pre-receive hook (ratio ~1: no growth with history)", runGuard},
 	{"growth", "costs that must not grow with what a repository holds: a Store's live heap after 3,000 / 1,000 posts, objects compactions rewrite against n log n, Compact's heap against what it merges, a garbage token lookup against a fold of every ledger", runGrowth},
+	{"scale", "task count: constant work (post, post to SSE event, task show, artifact show, audit verify --since) and listings (task list, artifact list, the index page, GET /api/v1/tasks) at 1k, 10k (and 100k) tasks, against git's own figures", runScale},
 	{"tasklist", "task list with integrity (every task's versions re-verified) at N and 4N tasks, a quarter sealed: linear in the tasks, against the list without integrity", runTaskList},
 	{"attest", "per post: signing through ssh-agent (an Ed25519 key, and an ECDSA key on a SoftHSM token) and attesting (artifact attest --bundle) against the file-key post", runAttest},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},

@@ -1,8 +1,6 @@
 package refs
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,14 +30,19 @@ func (r Reader) Read(ref string) (gitstore.Oid, error) {
 	if err != errNoLoose {
 		return o, err
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return gitstore.ZeroOid, err
 	}
-	if o, ok := packed[ref]; ok {
-		return o, nil
+	defer p.close()
+	o, ok, err := p.lookup(ref)
+	if err != nil {
+		return gitstore.ZeroOid, err
 	}
-	return gitstore.ZeroOid, ErrNotFound
+	if !ok {
+		return gitstore.ZeroOid, ErrNotFound
+	}
+	return o, nil
 }
 
 // errNoLoose reports that a ref has no loose file (it may be packed).
@@ -74,38 +77,6 @@ func (r Reader) ReadOptional(ref string) (gitstore.Oid, error) {
 	return o, err
 }
 
-func (r Reader) packed() (map[string]gitstore.Oid, error) {
-	m := map[string]gitstore.Oid{}
-	b, err := os.ReadFile(filepath.Join(r.Dir, "packed-refs"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' || line[0] == '^' {
-			continue
-		}
-		h, name, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		o, err := gitstore.ParseOid(h)
-		if err != nil {
-			return nil, fmt.Errorf("packed-refs: %w", err)
-		}
-		if had, dup := m[name]; dup && had != o {
-			return nil, &InconsistentError{Path: filepath.Join(r.Dir, "packed-refs"), Ref: name, Values: []gitstore.Oid{had, o}}
-		}
-		m[name] = o
-	}
-	return m, sc.Err()
-}
-
 // InconsistentError reports a ref store that holds two values for one ref
 // (packed-refs listing a ref twice): git and bernstein could read different
 // heads, so bernstein reads neither. It says nothing of the chain the ref
@@ -136,14 +107,18 @@ func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
 	if err := r.walkLoose(prefix, func(name string, o gitstore.Oid) { out[name] = o }); err != nil {
 		return nil, nil, err
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	for name, o := range packed {
-		if _, loose := out[name]; !loose && strings.HasPrefix(name, prefix) {
+	defer p.close()
+	err = p.each(prefix, func(name string, o gitstore.Oid) {
+		if _, loose := out[name]; !loose {
 			out[name] = o
 		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	names := make([]string, 0, len(out))
 	for n := range out {
@@ -229,13 +204,31 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 	if r.testHookBetweenReads != nil {
 		r.testHookBetweenReads()
 	}
-	packed, err := r.packed()
+	p, err := openPacked(r.Dir)
 	if err != nil {
 		return nil, err
 	}
-	for name, o := range packed {
-		if !loose[name] && s.covers(name) {
-			s.vals[name] = o
+	defer p.close()
+	// Each scope entry reads its own part of packed-refs: a ref by a
+	// lookup, a prefix by the records under it.
+	for _, sc := range scope {
+		if !strings.HasSuffix(sc, "/") {
+			o, ok, err := p.lookup(sc)
+			if err != nil {
+				return nil, err
+			}
+			if ok && !loose[sc] {
+				s.vals[sc] = o
+			}
+			continue
+		}
+		err := p.each(sc, func(name string, o gitstore.Oid) {
+			if !loose[name] {
+				s.vals[name] = o
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	read := func(ref string) (gitstore.Oid, error) {
@@ -315,4 +308,47 @@ func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error
 		names = append(names, s.names[i])
 	}
 	return out, names, nil
+}
+
+// Names lists the names of the refs under prefix (which ends in '/'),
+// sorted, without reading their values: a directory walk and the names of
+// packed-refs, no file of a loose ref opened. It is what a listing uses to
+// choose a page; the page's refs are then read in one Snapshot.
+func (r Reader) Names(prefix string) ([]string, error) {
+	seen := map[string]bool{}
+	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(path, ".lock") {
+			return nil
+		}
+		rel, err := filepath.Rel(r.Dir, path)
+		if err != nil {
+			return err
+		}
+		seen[filepath.ToSlash(rel)] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p, err := openPacked(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -213,33 +213,79 @@ func (a *api) journalRows(v *bernstein.ReadView, task string) ([]bernstein.FeedR
 	return val.([]bernstein.FeedRow), nil
 }
 
-// GET /api/v1/tasks: 'task list --output-json'.
+// pageOf reads ?limit= and ?cursor=; a limit that is not a number is a
+// 400 naming it (check refuses the rest, before anything is read).
+func pageOf(w http.ResponseWriter, r *http.Request, check func(bernstein.Page) error) (bernstein.Page, bool) {
+	q := r.URL.Query()
+	var p bernstein.Page
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "limit", fmt.Sprintf("%q is not a number of entries from 1 to %d", q.Get("limit"), bernstein.MaxPageLimit))
+			return p, false
+		}
+		p.Limit = n
+	}
+	if q.Has("cursor") {
+		if p.Cursor = q.Get("cursor"); p.Cursor == "" {
+			writeError(w, http.StatusBadRequest, "cursor", "an empty cursor is not one (leave it out for the first page)")
+			return p, false
+		}
+	}
+	if err := check(p); err != nil {
+		var in *artifact.InputError
+		if errors.As(err, &in) {
+			writeError(w, http.StatusBadRequest, in.Field, in.Msg)
+		} else {
+			writeError(w, http.StatusBadRequest, "", err.Error())
+		}
+		return p, false
+	}
+	return p, true
+}
+
+// GET /api/v1/tasks[?limit=N][&cursor=C]: 'task list --output-json'.
 func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
-	v, ok := a.view(w, r, "")
+	p, ok := pageOf(w, r, bernstein.CheckTaskPage)
 	if !ok {
 		return
 	}
-	tasks, err := a.taskList(v)
+	v, ids, next, err := a.s.store.PageView(p)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, bernstein.NewTaskListDoc(tasks))
+	tasks, err := a.taskEntries(v, ids)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	doc := bernstein.NewTaskListDoc(tasks)
+	doc.NextCursor = next
+	writeJSON(w, http.StatusOK, doc)
 }
 
-// taskList is every task of the view with its integrity, sorted by id,
-// each task's answers through the memo: a list costs one verification of
-// the tasks whose refs moved (against one spine index), and nothing for
-// the others.
+// taskList is every task of the view with its integrity (taskEntries).
 func (a *api) taskList(v *bernstein.ReadView) ([]bernstein.TaskListEntry, error) {
 	ids, err := v.TaskIDs()
 	if err != nil {
 		return nil, err
 	}
+	return a.taskEntries(v, ids)
+}
+
+// taskEntries is the tasks ids of the view with their integrity, each
+// task's answers through the memo: a list costs one verification of its
+// tasks whose refs moved (against one spine index), and nothing for the
+// others. A task of a page deleted since its name was listed is left out.
+func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.TaskListEntry, error) {
 	lv := v.ListVerifier()
 	tasks := make([]bernstein.TaskListEntry, 0, len(ids))
 	for _, id := range ids {
 		info, err := a.taskInfo(v, id)
+		if errors.Is(err, bernstein.ErrUnknownTask) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
@@ -418,8 +464,12 @@ func (a *api) journal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, bernstein.NewJournalDoc(id, rows, after, limit))
 }
 
-// GET /api/v1/artifacts: 'artifact list --output-json' without a task.
+// GET /api/v1/artifacts[?limit=N][&cursor=C]: 'artifact list --output-json' without a task.
 func (a *api) productions(w http.ResponseWriter, r *http.Request) {
+	p, ok := pageOf(w, r, bernstein.CheckProductionsPage)
+	if !ok {
+		return
+	}
 	v, ok := a.view(w, r, "")
 	if !ok {
 		return
@@ -432,5 +482,12 @@ func (a *api) productions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, bernstein.NewProductionsDoc(val.([]verify.Production)))
+	ps, next, err := bernstein.ProductionsPageOf(val.([]verify.Production), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	doc := bernstein.NewProductionsDoc(ps)
+	doc.NextCursor = next
+	writeJSON(w, http.StatusOK, doc)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"reflect"
@@ -568,5 +569,76 @@ func TestAPIMemo(t *testing.T) {
 	c.get("/artifacts", 200, &prods)
 	if len(prods.Artifacts) != 2 || c.srv.APIComputations("productions", "") != 1 {
 		t.Fatalf("productions: %+v, computed %d times", prods, c.srv.APIComputations("productions", ""))
+	}
+}
+
+// TestAPIPages: GET /api/v1/tasks and /api/v1/artifacts in pages of
+// limit, each after the cursor the page before named, join into the
+// unpaged list (and the CLI's pages are the same documents); a limit or
+// cursor that is not one is a 400 naming it.
+func TestAPIPages(t *testing.T) {
+	apiTestDone(t)
+	r := apiRepo(t)
+	r.cli("task", "create", "T-3", "--title", "third")
+	c := newAPIClient(t, r)
+
+	var all bernstein.TaskListDoc
+	c.get("/tasks", 200, &all)
+	if len(all.Tasks) != 3 || all.NextCursor != "" {
+		t.Fatalf("unpaged: %d tasks, next %q", len(all.Tasks), all.NextCursor)
+	}
+	var ids []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		q := "/tasks?limit=2"
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page bernstein.TaskListDoc
+		c.get(q, 200, &page)
+		var cli bernstein.TaskListDoc
+		args := []string{"task", "list", "--output-json", "--limit", "2"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		r.cliJSON(&cli, args...)
+		sameDoc(t, "task list page "+q, page, cli)
+		if len(page.Tasks) == 0 || len(page.Tasks) > 2 || pages > 2 {
+			t.Fatalf("page %s: %d tasks", q, len(page.Tasks))
+		}
+		for _, e := range page.Tasks {
+			ids = append(ids, e.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		if page.NextCursor != page.Tasks[len(page.Tasks)-1].ID {
+			t.Fatalf("next cursor %q is not the page's last task", page.NextCursor)
+		}
+		cursor = page.NextCursor
+	}
+	// T-2 < T-3 < T:1.a in byte order, as git sorts the refs.
+	if want := []string{"T-2", "T-3", "T:1.a"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("pages list %v, want %v", ids, want)
+	}
+
+	var prods bernstein.ProductionsDoc
+	c.get("/artifacts?limit=2", 200, &prods)
+	if len(prods.Artifacts) != 2 || prods.NextCursor != prods.Artifacts[1].URI {
+		t.Fatalf("first page of keys: %+v", prods)
+	}
+	var rest bernstein.ProductionsDoc
+	c.get("/artifacts?limit=2&cursor="+url.QueryEscape(prods.NextCursor), 200, &rest)
+	if len(rest.Artifacts) != 1 || rest.NextCursor != "" || rest.Artifacts[0].URI != "bernstein://T:1.a/summary" {
+		t.Errorf("last page of keys: %+v", rest)
+	}
+
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "limit=", "cursor=", "cursor=%2E%2E", "cursor=a%2Fb"} {
+		field, _, _ := strings.Cut(q, "=")
+		c.wantError("/tasks?"+q, 400, field)
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "cursor=", "cursor=T-2", "cursor=bernstein://..%2Fx/k", "cursor=bernstein://T-2/"} {
+		field, _, _ := strings.Cut(q, "=")
+		c.wantError("/artifacts?"+q, 400, field)
 	}
 }

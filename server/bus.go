@@ -94,7 +94,17 @@ type batch struct {
 	heads   map[string]bernstein.Heads
 	vectors map[string]string
 	last    int64
+	end     int64 // the log's offset after the batch
 }
+
+// logMark indexes the log: the batches up to the one whose last id is
+// last end at offset end. Marks are kept every markEvery bytes of log, so
+// a replay from an id reads from the mark before it (at most markEvery
+// bytes more than the events it asks for), not from the log's start.
+type logMark struct{ last, end int64 }
+
+// markEvery is how many bytes of log a mark stands for.
+const markEvery = 64 << 10
 
 // ringSize is how many recent events the bus keeps in memory; older ones
 // are read back from the log.
@@ -133,6 +143,19 @@ type Bus struct {
 	heads    map[string]bernstein.Heads
 	vectors  map[string]string // last progress hash sent, per task
 	wake     chan struct{}     // closed and replaced on every publish
+	// What the last scan saw of the hints (leader, under scanMu): the
+	// writers' audit heads, the packed-refs file, and the tasks the last
+	// audit walk named (read once more: a write moves its audit mirror
+	// before the task's own refs).
+	audit   bernstein.AuditHeads
+	packed  packedStamp
+	recheck []string
+	scans   atomic.Int64 // scans of every task a leader made (for tests)
+	// marks index the log by event id (under mu; markEvery bytes apart,
+	// every tests lowers it); replayed counts the log bytes replays read.
+	marks    []logMark
+	every    int64
+	replayed atomic.Int64
 	// fresh is set until the first scan of a leader whose log holds no
 	// batch: that scan takes the repository as it is as the starting point
 	// (a page renders what is there; the stream carries what happens next),
@@ -152,7 +175,7 @@ func newBus(store *bernstein.Store, logger *slog.Logger, now func() time.Time) (
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now,
+	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now, every: markEvery,
 		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
@@ -189,7 +212,12 @@ func readBatches(f *os.File, offset int64) ([]batch, int64, int64, error) {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, offset, 0, err
 	}
-	data, err := io.ReadAll(f)
+	return parseBatches(f, offset)
+}
+
+// parseBatches is readBatches of what r holds from offset on.
+func parseBatches(r io.Reader, offset int64) ([]batch, int64, int64, error) {
+	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, offset, 0, err
 	}
@@ -211,7 +239,7 @@ func readBatches(f *os.File, offset int64) ([]batch, int64, int64, error) {
 		maxID = max(maxID, e.ID, e.Last)
 		switch {
 		case e.End || e.Heads != nil:
-			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last})
+			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last, end: offset + int64(pos)})
 			cur, end = nil, pos
 		case e.ID != 0:
 			cur = append(cur, e)
@@ -244,9 +272,25 @@ func (b *Bus) readLogLocked() error {
 	return nil
 }
 
+// markLocked notes where the batch whose last id is last ends, if the
+// last mark is markEvery bytes back; b.mu is held.
+func (b *Bus) markLocked(last, end int64) {
+	prev := int64(0)
+	if n := len(b.marks); n > 0 {
+		if b.marks[n-1].end >= end {
+			return
+		}
+		prev = b.marks[n-1].end
+	}
+	if end-prev >= b.every {
+		b.marks = append(b.marks, logMark{last, end})
+	}
+}
+
 // applyLocked takes a batch's heads, vectors and last id as the bus's own;
 // b.mu is held.
 func (b *Bus) applyLocked(bt batch) {
+	b.markLocked(bt.last, bt.end)
 	for _, e := range bt.entries {
 		if e.Type == EventProgress {
 			b.vectors[e.Task] = e.Vector
@@ -541,7 +585,27 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 		return nil, err
 	}
 	defer f.Close()
-	batches, _, _, err := readBatches(f, 0)
+	// From the last mark before id to the first at or after upto: the
+	// batches that hold the events asked for (and the id itself).
+	from, to := int64(0), int64(-1)
+	b.mu.Lock()
+	if i := sort.Search(len(b.marks), func(i int) bool { return b.marks[i].last >= id }); i > 0 {
+		from = b.marks[i-1].end
+	}
+	if i := sort.Search(len(b.marks), func(i int) bool { return b.marks[i].last >= upto }); i < len(b.marks) {
+		to = b.marks[i].end
+	}
+	b.mu.Unlock()
+	var r io.Reader = f
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, err
+	}
+	if to >= 0 {
+		r = io.LimitReader(f, to-from)
+	}
+	cr := &countReader{r: r}
+	batches, _, _, err := parseBatches(cr, from)
+	b.replayed.Add(cr.n)
 	if err != nil {
 		return nil, err
 	}
@@ -564,6 +628,18 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 		return []Event{b.gap(upto-1, fmt.Sprintf("event %d is no longer in the server's log", id))}, nil
 	}
 	return b.derive(entries, func(string) bernstein.Heads { return bernstein.Heads{} }), nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // gap is the stream.reset event a client gets when its events are gone.
@@ -605,46 +681,73 @@ func (b *Bus) Run(ctx context.Context) error {
 	if w != nil {
 		events, errs = w.Events, w.Errors
 	}
+	gitDir := b.store.GitDir()
 	for {
+		var names map[string]bool // the tasks whose refs the watcher saw move
+		full, seen := false, true
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev := <-events:
-			if filepath.Dir(ev.Name) == b.dir && b.leader.Load() {
-				continue // the leader's own log
-			}
-			if ev.Has(fsnotify.Create) {
-				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
-					w.Add(ev.Name)
+			names, seen = map[string]bool{}, false
+			note := func(ev fsnotify.Event) {
+				if filepath.Dir(ev.Name) == b.dir && b.leader.Load() {
+					return // the leader's own log
+				}
+				seen = true
+				if ev.Has(fsnotify.Create) {
+					if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+						w.Add(ev.Name)
+						full = true // a new directory: a ref may have landed before its watch
+					}
+				}
+				if rel, err := filepath.Rel(gitDir, ev.Name); err == nil {
+					if t := bernstein.TaskOfRef(filepath.ToSlash(rel)); t != "" {
+						names[t] = true
+					}
 				}
 			}
+			note(ev)
 			// Let a burst of renames settle into one scan.
-			drain(events, 2*time.Millisecond)
+			drainInto(events, 2*time.Millisecond, note)
+			if !seen {
+				continue
+			}
 		case err := <-errs:
 			b.logger.Warn("watching refs", "err", err)
+			full = true // events may have been lost
 		case <-poll.C:
+			full = w == nil // without a watcher, only a scan sees a ref move
 		case <-follow.C:
 			if b.leader.Load() {
 				continue
 			}
 		}
-		if err := b.Scan(); err != nil {
+		var err error
+		if full || !b.leader.Load() {
+			err = b.Scan()
+		} else {
+			err = b.scanChanged(names)
+		}
+		if err != nil {
 			b.logger.Warn("scan", "err", err)
 		}
 		watchRefs()
 	}
 }
 
-// drain swallows events for as long as they keep coming within quiet.
-func drain(events <-chan fsnotify.Event, quiet time.Duration) {
+// drainInto hands f the events for as long as they keep coming within
+// quiet.
+func drainInto(events <-chan fsnotify.Event, quiet time.Duration, f func(fsnotify.Event)) {
 	t := time.NewTimer(quiet)
 	defer t.Stop()
 	for {
 		select {
-		case _, ok := <-events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
+			f(ev)
 			t.Reset(quiet)
 		case <-t.C:
 			return
@@ -682,6 +785,13 @@ func (b *Bus) Scan() error {
 			return err
 		}
 	}
+	b.scans.Add(1)
+	// The hints first: a write after them is seen again by the next scan.
+	audit, err := b.store.ReadAuditHeads()
+	if err != nil {
+		return err
+	}
+	stamp := b.packedStamp()
 	view, err := b.store.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
 	if err != nil {
 		return err
@@ -706,18 +816,76 @@ func (b *Bus) Scan() error {
 			tasks = append(tasks, task)
 		}
 	}
+	b.mu.Unlock()
+	b.audit, b.packed, b.recheck = audit, stamp, nil
+	b.readTasksLocked(tasks)
+	return nil
+}
+
+// scanChanged brings a leader up to date by reading only the tasks that
+// may have changed: those the watcher named, those the writers' audit
+// mirrors name since the last scan, and those the last walk named. It
+// scans every task when the hints cannot be whole: an audit mirror that
+// did not walk back to where it was, or packed-refs rewritten (a fetch or
+// git pack-refs may move refs no watcher saw move by name). The hints only
+// choose what to re-read; every task read is read and proven as a scan
+// reads it.
+func (b *Bus) scanChanged(named map[string]bool) error {
+	b.scanMu.Lock()
+	if !b.leader.Load() || b.audit == nil || b.packedStamp() != b.packed {
+		b.scanMu.Unlock()
+		return b.Scan()
+	}
+	now, walked, complete, err := b.store.ChangedTasks(b.audit)
+	if err != nil || !complete {
+		b.scanMu.Unlock()
+		if err != nil {
+			b.logger.Warn("audit hints", "err", err)
+		}
+		return b.Scan()
+	}
+	defer b.scanMu.Unlock()
+	set := map[string]bool{}
+	for _, t := range walked {
+		set[t] = true
+	}
+	for _, t := range b.recheck {
+		set[t] = true
+	}
+	for t := range named {
+		set[t] = true
+	}
+	tasks := make([]string, 0, len(set))
+	for t := range set {
+		tasks = append(tasks, t)
+	}
+	sort.Strings(tasks)
+	b.audit, b.recheck = now, walked
+	b.readTasksLocked(tasks)
+	return nil
+}
+
+// readTasksLocked reads tasks (sorted) from the heads the bus last reached
+// and publishes what they gained, in one batch; scanMu is held.
+func (b *Bus) readTasksLocked(tasks []string) {
+	b.mu.Lock()
 	fresh := b.fresh
 	b.mu.Unlock()
 	sort.Strings(tasks)
 	changed := map[string]bernstein.Heads{}
 	for _, task := range tasks {
 		b.mu.Lock()
-		since := b.heads[task]
+		since, known := b.heads[task]
 		b.mu.Unlock()
 		feed, err := b.store.TaskFeed(task, since)
 		if err != nil {
-			b.logger.Warn("feed", "task", task, "err", err)
+			if !errors.Is(err, bernstein.ErrUnknownTask) {
+				b.logger.Warn("feed", "task", task, "err", err)
+			}
 			continue
+		}
+		if known && feed.Heads == since && !feed.Reset && len(feed.Rows) == 0 {
+			continue // named by a hint, but nothing moved
 		}
 		if fresh {
 			b.mu.Lock()
@@ -734,7 +902,24 @@ func (b *Bus) Scan() error {
 	b.mu.Lock()
 	b.fresh = false
 	b.mu.Unlock()
-	return nil
+}
+
+// packedStamp is what says packed-refs was rewritten: its inode, size and
+// modification time (zero when there is none).
+type packedStamp struct {
+	ino, size, mtime int64
+}
+
+func (b *Bus) packedStamp() packedStamp {
+	fi, err := os.Stat(filepath.Join(b.store.GitDir(), "packed-refs"))
+	if err != nil {
+		return packedStamp{}
+	}
+	st := packedStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = int64(sys.Ino)
+	}
+	return st
 }
 
 // publishFeed numbers the events of one task's feed into the batch in
@@ -812,6 +997,11 @@ func (b *Bus) append(entries []logEntry) error {
 	n, err := b.logW.Write(buf.Bytes())
 	if err == nil {
 		b.offset += int64(n)
+		if last := entries[len(entries)-1]; last.End {
+			b.mu.Lock()
+			b.markLocked(last.Last, b.offset)
+			b.mu.Unlock()
+		}
 	}
 	return err
 }

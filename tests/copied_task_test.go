@@ -57,13 +57,14 @@ func TestCopiedTaskGrantsNothing(t *testing.T) {
 	if h, err := s2.Task("H-1"); err != nil || h.Progress.Proof.State != "verified" {
 		t.Fatalf("the honest task beside the copied one: %+v %v", h, err)
 	}
-	// The CLI: show, list and progress say foreign and show no content.
-	for _, args := range [][]string{{"task", "show", c.Task}, {"task", "list"}, {"task", "progress", c.Task}, {"artifact", "show", c.Task, "findings"}} {
+	// The CLI: show, list and progress, of the task and of its artifacts,
+	// say foreign and show no content.
+	for _, args := range [][]string{{"task", "show", c.Task}, {"task", "list"}, {"task", "progress", c.Task}, {"artifact", "show", c.Task, "findings"}, {"artifact", "list", c.Task}} {
 		out, errOut, _ := f.cli("", args...)
 		if strings.Contains(out+errOut, forgetest.ForgedBody) {
 			t.Fatalf("%v shows the copied content:\n%s%s", args, out, errOut)
 		}
-		if args[0] == "task" && !strings.Contains(out+errOut, "foreign: its first record is rooted in another repository") {
+		if !strings.Contains(out+errOut, "foreign: its first record is rooted in another repository") {
 			t.Fatalf("%v does not say the task is foreign:\n%s%s", args, out, errOut)
 		}
 	}

@@ -238,6 +238,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 	keys := map[string]latest{}
 	prev := record.Hash("")
 	brokenAt := int64(-1)
+	foreign := false // rooted in another repository: its reason is every version's
 	breakChain := func(i int64, reason string) {
 		if !rep.ChainBroken {
 			rep.ChainBroken = true
@@ -260,7 +261,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		if idx == 0 && row.TaskID == task {
 			if why := v.Env.Binding.CheckRoot(record.ChainJournal, task, cc.ID, string(row.Prev)); why != "" {
 				v.foreign(rep, why)
-				brokenAt = 0
+				brokenAt, foreign = 0, true
 			}
 			prev = row.Prev
 		}
@@ -306,7 +307,7 @@ func (v *Verifier) Task(task string) (*TaskReport, error) {
 		want := keys[a.Key]
 		v.checkVersion(rep, &ver, &row, treeErr, proof, want.version, want.spine)
 		keys[a.Key] = latest{a.Version, a.SpineEntryHash}
-		if brokenAt >= 0 && ver.State != Tampered {
+		if foreign || brokenAt >= 0 && ver.State != Tampered {
 			ver.State, ver.Reason = Tampered, rep.ChainReason
 			ver.Payload = nil
 		}

@@ -49,6 +49,7 @@ type artifactListOptions struct {
 	Task   string // "": the productions of every task
 	JSON   bool
 	Strict bool
+	Page   bernstein.Page // without a task: one page of the keys
 }
 
 const artifactListLong = `With a task: every version of every artifact key of the task, each re-checked
@@ -70,7 +71,10 @@ its writer), or the journal identity of an ended task is unverifiable (an
 open task's journal is unsealed, which --strict accepts).
 
 Without a task: the artifact keys the local lineage spines carry, as
-bernstein://<task>/<key> with the number of productions of each.`
+bernstein://<task>/<key> with the number of productions of each; --limit N
+lists one page of at most N keys (1 to 1000), those after --cursor, and a
+page that is not the last names the next page's cursor ("next_cursor" with
+--output-json, else on stderr).`
 
 func newArtifactListCmd(f *factory, runF func(*artifactListOptions) error) *cobra.Command {
 	o := &artifactListOptions{IO: f.IO, Store: f.Store}
@@ -91,13 +95,23 @@ func newArtifactListCmd(f *factory, runF func(*artifactListOptions) error) *cobr
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any version shown is not verified (see above)")
+	cmd.Flags().IntVar(&o.Page.Limit, "limit", 0, "without a task: list one page of at most this many keys (1 to 1000)")
+	cmd.Flags().StringVar(&o.Page.Cursor, "cursor", "", "without a task: list the keys after this cursor (a page's next_cursor)")
 	return cmd
 }
 
 func artifactListRun(o *artifactListOptions) error {
+	if o.Page != (bernstein.Page{}) {
+		if o.Task != "" {
+			return &artifact.InputError{Field: "limit", Msg: "--limit and --cursor page the list of every task's keys: give no task with them"}
+		}
+		if err := bernstein.CheckProductionsPage(o.Page); err != nil {
+			return err
+		}
+	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
 		if o.Task == "" {
-			return listProductions(s, o.IO, o.JSON)
+			return listProductions(s, o.IO, o.JSON, o.Page)
 		}
 		rep, err := s.Artifacts(o.Task)
 		if err != nil {
@@ -205,19 +219,27 @@ func identityExpected(s *bernstein.Store, rep *verify.TaskReport) bool {
 	return false
 }
 
-func listProductions(s *bernstein.Store, io *IO, asJSON bool) error {
-	ps, err := s.Productions()
+func listProductions(s *bernstein.Store, io *IO, asJSON bool, page bernstein.Page) error {
+	ps, next, err := s.ProductionsPage(page)
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		return printJSON(io, bernstein.NewProductionsDoc(ps))
+		doc := bernstein.NewProductionsDoc(ps)
+		doc.NextCursor = next
+		return printJSON(io, doc)
 	}
 	t := newTable(io, "ARTIFACT", "PRODUCTIONS")
 	for _, p := range ps {
 		t.row(p.URI, strconv.Itoa(p.Productions))
 	}
-	return t.render()
+	if err := t.render(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(io.Err, "note: more artifact keys follow: --cursor %s\n", next)
+	}
+	return nil
 }
 
 type artifactShowOptions struct {

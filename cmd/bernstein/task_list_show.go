@@ -17,6 +17,7 @@ type taskListOptions struct {
 	Store  openFunc
 	JSON   bool
 	Strict bool
+	Page   bernstein.Page
 }
 
 const taskListLong = `List every task of the repository, integrity first: its integrity (tampered,
@@ -33,8 +34,14 @@ is named on stderr, with why.
 {"verified", "tampered", "unverifiable"}, "progress_proof",
 "journal_identity", "journal_identity_reason", "journal_open"}.
 
+--limit N lists one page of at most N tasks (1 to 1000), those after
+--cursor; a page that is not the last names the next page's cursor, in
+"next_cursor" with --output-json, else on stderr. A page reads and verifies
+only its own tasks.
+
 Exit status: 0 listed (also when there are no tasks, and when some are
-tampered); 1 error; 2 with --strict, some task's integrity is not verified
+tampered); 1 error (a --limit or --cursor that is not one: nothing is read);
+2 with --strict, some task's integrity is not verified
 (a version tampered or unverifiable, progress not proven, a journal identity
 mismatched, or unverifiable once the task ended).`
 
@@ -54,19 +61,29 @@ func newTaskListCmd(f *factory, runF func(*taskListOptions) error) *cobra.Comman
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the tasks as JSON")
 	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any task's integrity is not verified")
+	cmd.Flags().IntVar(&o.Page.Limit, "limit", 0, "list one page of at most this many tasks (1 to 1000)")
+	cmd.Flags().StringVar(&o.Page.Cursor, "cursor", "", "list the tasks after this cursor (a page's next_cursor)")
 	return cmd
 }
 
 func taskListRun(o *taskListOptions) error {
+	if err := bernstein.CheckTaskPage(o.Page); err != nil {
+		return err
+	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
-		tasks, err := s.TaskList()
+		tasks, next, err := s.TaskListPage(o.Page)
 		if err != nil {
 			return err
 		}
 		if o.JSON {
-			err = printJSON(o.IO, bernstein.NewTaskListDoc(tasks))
+			doc := bernstein.NewTaskListDoc(tasks)
+			doc.NextCursor = next
+			err = printJSON(o.IO, doc)
 		} else {
 			err = renderTaskList(o.IO, tasks)
+			if err == nil && next != "" {
+				fmt.Fprintf(o.IO.Err, "note: more tasks follow: --cursor %s\n", next)
+			}
 		}
 		if err != nil {
 			return err
