@@ -25,10 +25,11 @@ test: build
 	GO="$(GO)" scripts/test-e2e.sh
 
 # A long chaos run: posters in several processes, readers, git maintenance
-# and SIGKILLs for BERNSTEIN_CHAOS_SECONDS (default ten minutes); `make test`
-# runs the same harness for 20 seconds.
+# and SIGKILLs, then a pushing and a fetching host with readers on the
+# fetching one, each for BERNSTEIN_CHAOS_SECONDS (default ten minutes);
+# `make test` runs the same harnesses for 20 seconds.
 chaos: deps
-	BERNSTEIN_CHAOS_SECONDS=$${BERNSTEIN_CHAOS_SECONDS:-600} $(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./tests
+	BERNSTEIN_CHAOS_SECONDS=$${BERNSTEIN_CHAOS_SECONDS:-600} $(GO) test -count=1 -timeout 90m -run '^TestChaos(Fetch)?$$' -v ./tests
 
 bench: build
 	$(GO) run ./bench

@@ -1,13 +1,16 @@
 package bernstein
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/internal/audit"
 	"github.com/bernstein/bernstein/internal/feed"
 	"github.com/bernstein/bernstein/keys/auditcheckpoint"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/remote"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -120,6 +123,11 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, names, err := view.List(refs.Prefix); err != nil {
+		return nil, err
+	} else if len(names) == 0 {
+		return nil, s.nothingToVerify()
+	}
 	if o.Task != "" {
 		if err := requireTask(view, o.Task); err != nil {
 			return nil, err
@@ -144,6 +152,21 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// ErrNothingToVerify reports a repository with no refs/bernstein/* at all:
+// a plain git clone, which fetches only branches and tags. audit verify
+// refuses it rather than report an empty walk as everything holding.
+var ErrNothingToVerify = errors.New("nothing to verify")
+
+// nothingToVerify says how to get the refs: fetch them when a remote's
+// copies are here already, else clone with bernstein or fetch them by hand.
+func (s *Store) nothingToVerify() error {
+	if _, names, err := s.core.Refs.List(remote.TrackingRoot); err == nil && len(names) > 0 {
+		r, _, _ := strings.Cut(strings.TrimPrefix(names[0], remote.TrackingRoot), "/")
+		return fmt.Errorf("%w: this repository has no refs/bernstein/*, only %s's copies of them: run 'bernstein fetch %s'", ErrNothingToVerify, r, r)
+	}
+	return fmt.Errorf("%w: this repository has no refs/bernstein/* (a plain 'git clone' does not fetch them): clone with 'bernstein clone URL', or run \"git fetch origin 'refs/bernstein/*:refs/bernstein/*'\"", ErrNothingToVerify)
 }
 
 // Feeds (internal/feed): what a task's chains hold beyond what a reader has

@@ -34,7 +34,7 @@ type ReadView struct {
 // of every task. A task id that is not valid is bad input (field task_id),
 // refused before any ref is read.
 func (s *Store) ReadView(task string) (*ReadView, error) {
-	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys, refs.WritersPrefix, refs.Repository}
+	scope := []string{refs.JournalPrefix, refs.LedgerPrefix, refs.SpinePrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix}
 	if task != "" {
 		if err := validateTask(task); err != nil {
 			return nil, err
@@ -47,7 +47,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 // readViewOf is a view of the chains of tasks only (and the spines and
 // keys every proof reads): what a page of a listing reads.
 func (s *Store) readViewOf(tasks []string) (*ReadView, error) {
-	scope := append([]string{refs.SpinePrefix}, refs.KeyScope...)
+	scope := append([]string{refs.SpinePrefix, refs.ForksPrefix}, refs.KeyScope...) // forks explain spine entries (verify/forks.go)
 	for _, t := range tasks {
 		scope = append(scope, refs.Journal(t), refs.Ledger(t))
 	}
@@ -77,6 +77,14 @@ func (s *Store) readView(task string, scope []string) (*ReadView, error) {
 	for _, n := range names {
 		fmt.Fprintf(h, "%s %s\n", n, spines[n])
 	}
+	// Forks explain other writers' spine entries of a task (verify/forks.go).
+	forks, fnames, err := snap.List(refs.ForksPrefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range fnames {
+		fmt.Fprintf(h, "%s %s\n", n, forks[n])
+	}
 	v.spine = hex.EncodeToString(h.Sum(nil))
 	return v, nil
 }
@@ -92,8 +100,8 @@ func (v *ReadView) covers(task string) error {
 	return nil
 }
 
-// SpineKey names the spines, the published keys and the trust set of the
-// view: what Productions depends on.
+// SpineKey names the spines (and the forks that explain their entries), the
+// published keys and the trust set of the view: what Productions depends on.
 func (v *ReadView) SpineKey() string { return v.spine }
 
 // TaskKey names what task's answers depend on in this view: its journal

@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -44,6 +45,12 @@ var (
 	// ErrNotFastForward: FastForward was given an update that would drop
 	// commits.
 	ErrNotFastForward = remote.ErrNotFastForward
+	// ErrHeldBack: a fetch left refs behind the remote's heads because what
+	// they hold does not verify here (see HeldBackError).
+	ErrHeldBack = remote.ErrHeldBack
+	// ErrNotDiverged: Adopt was asked to resolve a task that did not
+	// diverge from the remote's.
+	ErrNotDiverged = remote.ErrNotDiverged
 )
 
 // The remote commands' results and errors (package remote).
@@ -59,6 +66,13 @@ type (
 	RejectedError      = remote.RejectedError
 	RemoteRefusedError = remote.RemoteRefusedError
 	PrePushError       = remote.PrePushError
+	HeldBack           = remote.HeldBack
+	HeldBackError      = remote.HeldBackError
+	UntrustedError     = remote.UntrustedError
+	UntrustedWriter    = remote.UntrustedWriter
+	AdoptResult        = remote.AdoptResult
+	AdoptedChain       = remote.AdoptedChain
+	DroppedRow         = remote.DroppedRow
 )
 
 // Remotes lists the repository's git remotes, as 'git remote' does.
@@ -78,9 +92,18 @@ func (s *Store) FastForward(updates []refs.Update) error { return s.sync.FastFor
 
 // Fetch brings remote's refs/bernstein/* into the remote-tracking refs
 // refs/bernstein-remotes/<remote>/*, then moves the local refs forward to
-// them, all in one transaction or none: when any ref diverged nothing
-// moves and the error is a *DivergedError.
+// them in one transaction, each only to commits that verify here and never
+// this host's own chains (remote.Syncer.Fetch): a ref that diverged, and
+// what depends on it, stays (*DivergedError); what does not verify is held
+// back (*HeldBackError).
 func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync.Fetch(name) }
+
+// Adopt resolves a divergence of task with remote: the remote's chains of
+// the task become the truth, this host's own rows the remote lacks are
+// recorded again on top of them, and a signed supersede entry in this
+// host's spine and audit mirror names what was dropped, which stays in
+// this host's fork refs (remote.Syncer.Adopt; docs/remotes.md, Divergence).
+func (s *Store) Adopt(name, task string) (*AdoptResult, error) { return s.sync.Adopt(name, task) }
 
 // Push sends every local refs/bernstein/* ref that this host moved past the
 // remote's head, in one atomic push, never forced (see remote.Syncer.Push
@@ -147,11 +170,16 @@ func Clone(url, dir string, o Options) (*CloneResult, error) {
 	}
 	defer s.Close()
 	res.GitDir = s.GitDir()
-	if res.Fetch, err = s.Fetch("origin"); err != nil {
+	// A fetch that held back what does not verify still made the clone,
+	// of everything else: it is reported with the clone's result.
+	var held error
+	if res.Fetch, err = s.Fetch("origin"); errors.Is(err, ErrHeldBack) {
+		held = err
+	} else if err != nil {
 		return res, err
 	}
 	if res.Writers, err = s.PublishedWriterKeys(); err != nil {
 		return res, err
 	}
-	return res, nil
+	return res, held
 }

@@ -114,7 +114,7 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix)
 }
 
 // AdoptIdentity is for the remote guard, about to accept the push that

@@ -66,6 +66,26 @@ func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 	return cc, nil
 }
 
+// ReadAnchor reads one commit of a writer's anchors chain: its first parent
+// is the previous anchor, the others the commits it keeps reachable.
+func ReadAnchor(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
+	data, err := objs.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return Commit{ID: id}, err
+	}
+	c, p, err := gitstore.ParseCommitInPlace(data)
+	if err != nil {
+		return Commit{ID: id}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	cc := Commit{ID: id, Commit: c, Payload: p}
+	rec, err := record.RecordFromMessage(c.Message)
+	if err != nil {
+		return cc, fmt.Errorf("commit %s: %w", id, err)
+	}
+	cc.Record = rec
+	return cc, nil
+}
+
 // WalkBack reads the chain from head back to (not including) stop, or to the
 // root when stop is zero or never met. It returns the commits oldest first
 // and whether stop was met. Any unreadable commit is an error. The commits

@@ -162,6 +162,9 @@ type ArtifactPosted struct {
 const (
 	SpineArtifact    = "artifact"
 	SpineJournalSeal = "journal_seal"
+	// SpineSupersede records that this writer took a remote's chains of a
+	// task as the truth after they diverged from its own (task adopt).
+	SpineSupersede = "supersede"
 )
 
 // SealSignatureFile names the detached signature of a seal entry in its
@@ -200,13 +203,48 @@ type SpineSealEntry struct {
 	Transition  string `json:"transition"`
 }
 
-// SpineEntry is a decoded spine entry of either kind, with its identity.
+// SupersededChain is what a supersede entry says of one of the task's
+// chains (its journal or its ledger): the rows this writer had that the
+// remote's chain lacked, dropped from the chain (they stay in the writer's
+// fork ref), the remote's head taken instead, and the head after this
+// writer's rows were recorded again on top of it. Rows counts are the
+// chain's lengths; a count of 0 has the empty hash.
+type SupersededChain struct {
+	// Dropped are the hashes of the rows dropped, oldest first; DroppedRows
+	// is the length of the chain they ended (its head is the last of them).
+	Dropped     []Hash `json:"dropped"`
+	DroppedRows int64  `json:"dropped_rows"`
+	// Adopted is the head row of the remote's chain, AdoptedRows its length.
+	Adopted     Hash  `json:"adopted"`
+	AdoptedRows int64 `json:"adopted_rows"`
+	// Head is the head row once the writer's rows were recorded again on
+	// top of the remote's, Rows the chain's length then.
+	Head Hash  `json:"head"`
+	Rows int64 `json:"rows"`
+}
+
+// SpineSupersedeEntry resolves a divergence of one task: the writer took
+// Remote's journal and ledger of the task as the truth, recorded its own
+// rows the remote lacked again on top of them (Rerecorded rows), and
+// supersedes its spine entries that sealed the rows it dropped (Entries).
+type SpineSupersedeEntry struct {
+	SpineHeader
+	TaskID     string          `json:"task_id"`
+	Remote     string          `json:"remote"`
+	Journal    SupersededChain `json:"journal"`
+	Ledger     SupersededChain `json:"ledger"`
+	Entries    []Hash          `json:"entries"`
+	Rerecorded int64           `json:"rerecorded"`
+}
+
+// SpineEntry is a decoded spine entry of any kind, with its identity.
 type SpineEntry struct {
-	Header   SpineHeader
-	Artifact *SpineArtifactEntry
-	Seal     *SpineSealEntry
-	Hash     Hash
-	Bytes    []byte
+	Header    SpineHeader
+	Artifact  *SpineArtifactEntry
+	Seal      *SpineSealEntry
+	Supersede *SpineSupersedeEntry
+	Hash      Hash
+	Bytes     []byte
 }
 
 // ParseSpineEntry parses canonical spine entry bytes.
@@ -236,6 +274,13 @@ func ParseSpineEntry(b []byte) (SpineEntry, error) {
 		e.Seal = &SpineSealEntry{}
 		err = decodeStruct(b, ms, reflect.ValueOf(e.Seal).Elem())
 		e.Header = e.Seal.SpineHeader
+	case SpineSupersede:
+		e.Supersede = &SpineSupersedeEntry{}
+		err = decodeStruct(b, ms, reflect.ValueOf(e.Supersede).Elem())
+		e.Header = e.Supersede.SpineHeader
+		if err == nil {
+			err = e.Supersede.check()
+		}
 	default:
 		return SpineEntry{}, fmt.Errorf("spine entry: unknown kind %q", kind)
 	}
@@ -248,12 +293,58 @@ func ParseSpineEntry(b []byte) (SpineEntry, error) {
 	return e, nil
 }
 
+// check refuses a supersede entry whose counts cannot be a chain's.
+func (s *SpineSupersedeEntry) check() error {
+	if s.TaskID == "" || s.Entries == nil {
+		return errors.New("supersede entry: missing task_id or entries")
+	}
+	for _, c := range []SupersededChain{s.Journal, s.Ledger} {
+		if c.Dropped == nil || c.DroppedRows < int64(len(c.Dropped)) || c.AdoptedRows < 0 || c.Rows < c.AdoptedRows ||
+			(c.AdoptedRows == 0) != (c.Adopted == "") || (c.Rows == 0) != (c.Head == "") {
+			return errors.New("supersede entry: a chain's counts do not fit its rows")
+		}
+	}
+	return nil
+}
+
 // Audit events that are not ledger transitions.
 const (
 	EventArtifactPosted  = "artifact.posted"
 	EventArtifactRefused = "artifact.refused"
 	EventWriterKey       = "writer.key_published"
+	// EventTaskAdopted mirrors a supersede spine entry (resource: its hash).
+	EventTaskAdopted = "task.adopted"
 )
+
+// Anchor is the record of an anchors commit: the commit keeps the project
+// commits the journal row Row of task TaskID names reachable (they are its
+// parents after the first, which is the writer's previous anchor). Seq
+// counts the writer's anchors from 0.
+type Anchor struct {
+	V      int    `json:"v"`
+	Writer string `json:"writer"`
+	Seq    int64  `json:"seq"`
+	TaskID string `json:"task_id"`
+	Row    Hash   `json:"row"`
+}
+
+// ParseAnchor parses canonical anchor record bytes.
+func ParseAnchor(b []byte) (Anchor, error) {
+	var a Anchor
+	if err := decodeExact(b, &a); err != nil {
+		if errors.Is(err, ErrNotCanonical) {
+			return Anchor{}, err
+		}
+		return Anchor{}, fmt.Errorf("anchor: %w", err)
+	}
+	if a.V != Version {
+		return Anchor{}, fmt.Errorf("anchor: unsupported version %d", a.V)
+	}
+	if a.Seq < 0 || a.TaskID == "" || a.Writer == "" {
+		return Anchor{}, errors.New("anchor: missing writer or task_id, or a negative seq")
+	}
+	return a, nil
+}
 
 // Refusal reasons recorded with artifact.refused.
 const (

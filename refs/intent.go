@@ -86,7 +86,7 @@ func rank(ref string) int {
 		return 0
 	case strings.HasPrefix(ref, SpinePrefix):
 		return 1
-	case strings.HasPrefix(ref, AuditPrefix):
+	case strings.HasPrefix(ref, AuditPrefix), strings.HasPrefix(ref, AnchorsPrefix), strings.HasPrefix(ref, ForksPrefix):
 		return 2
 	case strings.HasPrefix(ref, LedgerPrefix):
 		return 3

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/bernstein/bernstein/internal/ident"
@@ -31,6 +32,13 @@ const (
 	// Repository is the chain of the repository's identity and storage
 	// format (record.RepositoryRecord); format-1 repositories have none.
 	Repository = Prefix + "repository"
+	// AnchorsPrefix holds one ref per writer whose commits keep the project
+	// commits its work rows name reachable, so they travel with the journal.
+	AnchorsPrefix = Prefix + "anchors/"
+	// ForksPrefix holds, per writer, the heads of a task's journal and ledger
+	// as that writer had them when they diverged from the shared task
+	// (Fork).
+	ForksPrefix = Prefix + "forks/"
 )
 
 // KeyScope is what a snapshot needs to prove rows: the published keys and
@@ -154,3 +162,40 @@ func Spine(writer string) string { return SpinePrefix + writer }
 
 // Audit is the ref of a writer's audit mirror.
 func Audit(writer string) string { return AuditPrefix + writer }
+
+// Anchors is the ref of a writer's anchors.
+func Anchors(writer string) string { return AnchorsPrefix + writer }
+
+// Fork is the ref of writer's fork of task's chain of kind (journal or
+// ledger) that shares its first base rows with the task's chain: the head
+// that writer's chain had when it diverged from the shared one. One name
+// per divergence, so a task that diverges again forks anew.
+func Fork(writer, kind, task string, base int64) string {
+	return fmt.Sprintf("%s%s/%s/%s/%d", ForksPrefix, writer, kind, EscapeTask(task), base)
+}
+
+// ForkPrefix is where writer's forks of task's chain of kind are.
+func ForkPrefix(writer, kind, task string) string {
+	return fmt.Sprintf("%s%s/%s/%s/", ForksPrefix, writer, kind, EscapeTask(task))
+}
+
+// ParseFork splits a fork ref into its writer, chain kind (journal or
+// ledger), task and base.
+func ParseFork(ref string) (writer, kind, task string, base int64, err error) {
+	rest, ok := strings.CutPrefix(ref, ForksPrefix)
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 4 || parts[1] != "journal" && parts[1] != "ledger" {
+		return "", "", "", 0, fmt.Errorf("%s is not a fork ref (%s<writer>/<journal|ledger>/<task>/<base>)", ref, ForksPrefix)
+	}
+	if err := ValidateWriter(parts[0]); err != nil {
+		return "", "", "", 0, err
+	}
+	if task, err = UnescapeTask(parts[2]); err != nil {
+		return "", "", "", 0, err
+	}
+	n, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != parts[3] {
+		return "", "", "", 0, fmt.Errorf("%s: the base %q is not a row count", ref, parts[3])
+	}
+	return parts[0], parts[1], task, n, nil
+}

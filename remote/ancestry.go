@@ -138,8 +138,8 @@ func (s *Syncer) parentOf(id gitstore.Oid) (gitstore.Oid, error) {
 	return c.Parents[0], nil
 }
 
-func divergence(ref string, local, remote gitstore.Oid, a ancestry) Divergence {
-	d := Divergence{RefInfo: DescribeRef(ref), Local: local.String(), Remote: remote.String(), LocalOnly: a.localOnly, RemoteOnly: a.remoteOnly}
+func divergence(name, ref string, local, remote gitstore.Oid, a ancestry) Divergence {
+	d := Divergence{RefInfo: DescribeRef(ref), Local: local.String(), Remote: remote.String(), LocalOnly: a.localOnly, RemoteOnly: a.remoteOnly, remote: name}
 	if !a.base.IsZero() {
 		d.Base = a.base.String()
 	}

@@ -3,10 +3,15 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // FetchResult says what Fetch did.
@@ -18,49 +23,459 @@ type FetchResult struct {
 	// LocalAhead are refs this host has newer than the remote: push them.
 	LocalAhead []RefChange  `json:"local_ahead"`
 	Diverged   []Divergence `json:"diverged"`
+	// HeldBack are refs the fetch did not move to the remote's head (or
+	// moved only part of the way): what it left holds commits that do not
+	// verify here, or the remote's copy of one of this host's own chains
+	// differs from what this host wrote, or (Moving) the remote kept moving
+	// while it was read.
+	HeldBack []HeldBack `json:"held_back"`
+	// Fetches counts the git fetches made: more than one when the remote's
+	// refs were read while a push was moving them.
+	Fetches int `json:"fetches"`
 }
+
+// HeldBack is a ref a fetch did not move all the way to the remote's head.
+type HeldBack struct {
+	RefInfo
+	// Local is where the local ref stands after the fetch ("" none),
+	// Remote the remote's head, which stays in the remote-tracking ref.
+	Local  string `json:"local"`
+	Remote string `json:"remote"`
+	// Own marks one of this host's own chains (its spine, audit mirror,
+	// key ref, anchors, forks), which only its writer moves.
+	Own bool `json:"own"`
+	// Moving marks refs held back because the remote kept changing while
+	// the fetch read it (a push under way each time): fetch again.
+	Moving   bool     `json:"moving"`
+	Problems []string `json:"problems"`
+}
+
+func (h HeldBack) String() string {
+	switch {
+	case h.Own:
+		return fmt.Sprintf("held back: %s: the remote's head %s is not what this host's writer wrote (its head here: %s): the remote's copy was tampered with, or this writer identity writes on another host too; nothing moved", h.What(), shortID(h.Remote), shortID(h.Local))
+	case h.Moving:
+		return fmt.Sprintf("held back: %s at %s (the remote's head %s): the remote kept moving while it was read; fetch again", h.What(), shortID(h.Local), shortID(h.Remote))
+	}
+	return fmt.Sprintf("held back: %s at %s: the remote's head %s holds commits that do not verify here", h.What(), shortID(h.Local), shortID(h.Remote))
+}
+
+// ErrHeldBack: a fetch left refs behind the remote's heads because what
+// they hold does not verify (HeldBackError).
+var ErrHeldBack = errors.New("held back")
+
+// HeldBackError reports refs a fetch did not move all the way because the
+// remote holds commits that do not verify here; everything else moved.
+type HeldBackError struct {
+	Remote   string
+	HeldBack []HeldBack
+}
+
+func (e *HeldBackError) Error() string {
+	n := 0
+	for _, h := range e.HeldBack {
+		if !h.Moving {
+			n++
+		}
+	}
+	return fmt.Sprintf("%s holds commits that do not verify here on %d ref%s, first %s: they stay in %s and nothing is built on them", e.Remote, n, plural(n), e.HeldBack[0].What(), TrackingPrefix(e.Remote))
+}
+
+// Is makes errors.Is(err, ErrHeldBack) hold.
+func (e *HeldBackError) Is(target error) bool { return target == ErrHeldBack }
 
 // Moved reports whether the fetch moved any local ref.
 func (r *FetchResult) Moved() bool { return len(r.Created)+len(r.Forwarded) > 0 }
 
+// maxFetches bounds the git fetches of one Fetch: the first, and one more
+// each time the remote's refs were read while they moved.
+const maxFetches = 5
+
 // Fetch brings remote's refs/bernstein/* into the remote-tracking refs
 // refs/bernstein-remotes/<remote>/*, then moves the local refs forward to
-// them: a ref this host lacks is created, one the remote extends is
-// fast-forwarded, one this host has newer is left as it is. Every local ref
-// moves in one transaction under the writer lock, or none does: when any ref
-// diverged (both sides added commits) nothing moves and the error is a
-// *DivergedError naming each ref, its task or writer and both heads.
+// them, in one ref transaction under the writer lock, as a post moves them.
+//
+// A ref moves only to commits that verify (verify.Guard, run as on a push
+// with the host's own trust, the audit mirrors included): signed by a key
+// this host trusts, or by the key its writer publishes (fetched
+// unverifiable, for a later pin to prove), chaining, with every row, spine
+// entry, seal and audit entry bound to what the fetch moves with it. What
+// does not verify stays in the remote-tracking refs, with everything that
+// depends on it, and is reported (HeldBack). This host's own chains (its
+// spine, audit mirror, key ref, anchors and forks) are never moved by a
+// fetch, only created where this host has none. A ref both sides moved
+// (Diverged) does not move either.
+//
+// git reads a remote's refs one by one, so a fetch that runs while a push
+// moves them can see half of that push: such a cut fails those checks, and
+// Fetch fetches again (at most maxFetches times) until it reads the remote
+// standing still; what the checks refuse then is the remote's. Either way
+// readers see the fetch whole or not at all.
+//
+// The error is a *DivergedError when refs diverged, else a *HeldBackError
+// when the remote holds what does not verify; the result says what moved.
 func (s *Syncer) Fetch(remote string) (*FetchResult, error) {
 	if err := Check(s.c.GitDir, remote); err != nil {
 		return nil, err
 	}
-	if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, true); err != nil {
-		return nil, err
+	var last map[string]gitstore.Oid // the remote's heads the last attempt found problems in
+	for n := 1; ; n++ {
+		if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, true); err != nil {
+			return nil, err
+		}
+		res, tracking, retry, err := s.fetchOnce(remote, n, last)
+		if retry {
+			last = tracking
+			continue
+		}
+		if res != nil {
+			res.Fetches = n
+		}
+		return res, err
 	}
+}
+
+// fetchOnce plans and verifies a fetch under the writer lock. When the
+// checks found problems in what the remote held, and this read of the
+// remote differs from the last one that did (or is the first), it moves
+// nothing and asks for another fetch (retry): the remote may have been
+// read mid-push.
+func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (*FetchResult, map[string]gitstore.Oid, bool, error) {
 	unlock, err := s.w.Lock()
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	defer unlock()
 	for attempt := 0; ; attempt++ {
-		res, updates, err := s.planFetch(remote)
+		p, err := s.planFetch(remote)
 		if err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
-		if len(res.Diverged) > 0 {
-			return res, &DivergedError{Remote: remote, Diverged: res.Diverged}
+		moves, held, err := s.verifyMoves(remote, p)
+		if err != nil {
+			return nil, nil, false, err
 		}
-		err = s.w.ApplyLocked(updates)
+		if len(held) > 0 && n < maxFetches && !sameHeads(last, p.tracking) {
+			return nil, p.tracking, true, nil
+		}
+		res := s.fetchResult(remote, p, moves, held, n >= maxFetches && !sameHeads(last, p.tracking))
+		err = s.w.ApplyLocked(moves)
 		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// A plain git process moved a ref (bernstein writers wait for the
 			// lock we hold): plan again on the new heads.
 			continue
 		}
 		if err != nil {
+			return nil, nil, false, err
+		}
+		return res, nil, false, res.err()
+	}
+}
+
+// err is the error a fetch with this result returns.
+func (r *FetchResult) err() error {
+	if len(r.Diverged) > 0 {
+		return &DivergedError{Remote: r.Remote, Diverged: r.Diverged}
+	}
+	var bad []HeldBack
+	for _, h := range r.HeldBack {
+		if !h.Moving {
+			bad = append(bad, h)
+		}
+	}
+	if len(bad) > 0 {
+		return &HeldBackError{Remote: r.Remote, HeldBack: bad}
+	}
+	return nil
+}
+
+func sameHeads(a, b map[string]gitstore.Oid) bool {
+	if a == nil || len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// fetchPlan is what a fetch would do before its checks.
+type fetchPlan struct {
+	local    *refs.Snapshot
+	tracking map[string]gitstore.Oid // by local ref name
+	cands    []refs.Update           // refs to create or fast-forward
+	commits  map[string]int          // by ref: commits the remote has after this host's head
+	upToDate int
+	ahead    []RefChange
+	diverged []Divergence
+	own      []HeldBack // this host's own chains the remote has otherwise
+	// view is what the checks read the refs from: local, or (task adopt)
+	// local with the adopted task's refs at the remote's heads.
+	view refs.Source
+}
+
+// ownRef reports whether ref is one of the chains only writer moves: its
+// spine, audit mirror, key ref, anchors and forks.
+func ownRef(ref, writer string) bool {
+	if writer == "" {
+		return false
+	}
+	switch ref {
+	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer):
+		return true
+	}
+	if isKeyRef(ref, writer) {
+		return true
+	}
+	return strings.HasPrefix(ref, refs.ForksPrefix+writer+"/")
+}
+
+// planFetch compares the local refs with the remote-tracking ones.
+func (s *Syncer) planFetch(remote string) (*fetchPlan, error) {
+	local, err := s.c.Refs.Snapshot(refs.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	tvals, names, err := s.c.Refs.List(TrackingPrefix(remote))
+	if err != nil {
+		return nil, err
+	}
+	me := ""
+	if id, err := s.c.Identity(); err == nil {
+		me = id.Writer
+	}
+	p := &fetchPlan{local: local, tracking: map[string]gitstore.Oid{}, commits: map[string]int{}}
+	for _, tname := range names {
+		ref := refs.Prefix + strings.TrimPrefix(tname, TrackingPrefix(remote))
+		theirs := tvals[tname]
+		p.tracking[ref] = theirs
+		mine, err := local.ReadOptional(ref)
+		if err != nil {
 			return nil, err
 		}
-		return res, nil
+		if mine.IsZero() {
+			// Created: also one of this host's own chains, which a host that
+			// lost its repository gets back from the remote, once it verifies.
+			p.cands = append(p.cands, refs.Update{Ref: ref, New: theirs})
+			continue
+		}
+		a, err := s.relate(mine, theirs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		switch {
+		case a.rel == relSame:
+			p.upToDate++
+		case a.rel == relAhead:
+			p.ahead = append(p.ahead, RefChange{RefInfo: DescribeRef(ref), Old: theirs.String(), New: mine.String(), Commits: a.localOnly})
+		case a.rel == relDiverged:
+			p.diverged = append(p.diverged, divergence(remote, ref, mine, theirs, a))
+		case ownRef(ref, me):
+			// The remote has commits on a chain only this host's writer
+			// writes, which it did not write here: never taken.
+			p.own = append(p.own, HeldBack{RefInfo: DescribeRef(ref), Local: mine.String(), Remote: theirs.String(), Own: true,
+				Problems: []string{fmt.Sprintf("%s holds %d commit%s after this host's head that this host's writer did not write here", remote, a.remoteOnly, plural(a.remoteOnly))}})
+		default:
+			p.cands = append(p.cands, refs.Update{Ref: ref, Old: mine, New: theirs})
+			p.commits[ref] = a.remoteOnly
+		}
 	}
+	return p, nil
+}
+
+// verifyMoves runs the guard's checks on the planned moves and takes back,
+// until none is refused, each ref to the last commit before its first
+// problem (or leaves it where it is). What a writer only published a key
+// for (unverifiable) is no problem. It returns the moves and, by ref, the
+// problems that held refs back.
+func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[string][]verify.Problem, error) {
+	trust, err := s.c.Trust()
+	if err != nil {
+		return nil, nil, err
+	}
+	held := map[string][]verify.Problem{}
+	cur := append([]refs.Update(nil), p.cands...)
+	for len(cur) > 0 {
+		us := make([]verify.Update, len(cur))
+		for i, u := range cur {
+			us[i] = verify.Update{Ref: u.Ref, Old: u.Old, New: u.New}
+		}
+		view := p.view
+		if view == nil {
+			view = p.local
+		}
+		g := &verify.Guard{Objects: s.c.Objects, Refs: view, Trust: trust, Local: true, Mirror: true, Fetch: remote}
+		byRef := map[string][]verify.Problem{}
+		for _, pr := range g.Check(us).Problems {
+			if !pr.Unverifiable {
+				byRef[pr.Ref] = append(byRef[pr.Ref], pr)
+			}
+		}
+		if len(byRef) == 0 {
+			break
+		}
+		// A head that carries no record (a commit appended with plain git)
+		// is taken back first, alone: the other refused refs may only have
+		// failed for want of what it hid, and are checked again after.
+		junk := map[string]bool{}
+		for _, u := range cur {
+			if _, ok := s.position(u.Ref, u.New); byRef[u.Ref] != nil && !ok {
+				junk[u.Ref] = true
+			}
+		}
+		var next []refs.Update
+		for _, u := range cur {
+			ps := byRef[u.Ref]
+			if ps == nil || len(junk) > 0 && !junk[u.Ref] {
+				next = append(next, u)
+				continue
+			}
+			if junk[u.Ref] {
+				// What follows from the junk head is checked again.
+				var own []verify.Problem
+				for _, p := range ps {
+					if p.Index == nil {
+						own = append(own, p)
+					}
+				}
+				ps = own
+			}
+			held[u.Ref] = append(held[u.Ref], ps...)
+			to, ok := s.before(u, ps)
+			if ok {
+				next = append(next, refs.Update{Ref: u.Ref, Old: u.Old, New: to})
+			}
+		}
+		cur = next
+	}
+	return cur, held, nil
+}
+
+// before is the commit of u's chain just before the first of problems,
+// when that is past u.Old: a fetch moves a ref that far and no further.
+func (s *Syncer) before(u refs.Update, problems []verify.Problem) (gitstore.Oid, bool) {
+	if _, ok := s.position(u.Ref, u.New); !ok {
+		// A head that carries no record at all (a commit appended with
+		// plain git), which the other problems may only follow from: try
+		// the commit under it, and the checks run again.
+		if parent, err := s.parentOf(u.New); err == nil && !parent.IsZero() && parent != u.Old {
+			return parent, true
+		}
+		return gitstore.ZeroOid, false
+	}
+	first := int64(-1)
+	for _, p := range problems {
+		if p.Index == nil {
+			return gitstore.ZeroOid, false // the ref as a whole
+		}
+		if first < 0 || *p.Index < first {
+			first = *p.Index
+		}
+	}
+	oldPos := int64(-1)
+	if !u.Old.IsZero() {
+		at, ok := s.position(u.Ref, u.Old)
+		if !ok {
+			return gitstore.ZeroOid, false
+		}
+		oldPos = at
+	}
+	if first-1 <= oldPos {
+		return gitstore.ZeroOid, false
+	}
+	id := u.New
+	at, ok := s.position(u.Ref, id)
+	if !ok || at < first-1 {
+		return gitstore.ZeroOid, false
+	}
+	for ; at > first-1; at-- {
+		p, err := s.parentOf(id)
+		if err != nil || p.IsZero() {
+			return gitstore.ZeroOid, false
+		}
+		id = p
+	}
+	if pos, ok := s.position(u.Ref, id); !ok || pos != first-1 {
+		return gitstore.ZeroOid, false
+	}
+	return id, true
+}
+
+// position is the index or seq the record of ref's commit id says it has.
+func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
+	read := chain.Read
+	if strings.HasPrefix(ref, refs.AnchorsPrefix) {
+		read = chain.ReadAnchor
+	}
+	cc, err := read(s.c.Objects, id)
+	if err != nil {
+		return 0, false
+	}
+	switch {
+	case strings.HasPrefix(ref, refs.SpinePrefix):
+		e, err := record.ParseSpineEntry(cc.Record)
+		return e.Header.Seq, err == nil
+	case strings.HasPrefix(ref, refs.AuditPrefix):
+		a, err := record.ParseAuditEntry(cc.Record)
+		return a.Seq, err == nil
+	case strings.HasPrefix(ref, refs.AnchorsPrefix):
+		a, err := record.ParseAnchor(cc.Record)
+		return a.Seq, err == nil
+	case strings.HasPrefix(ref, refs.JournalPrefix), strings.HasPrefix(ref, refs.LedgerPrefix), strings.HasPrefix(ref, refs.ForksPrefix):
+		r, err := record.ParseRow(cc.Record)
+		return r.Index, err == nil
+	}
+	return 0, false
+}
+
+// fetchResult is what a fetch that makes moves reports. moving marks the
+// refs held back while the remote kept changing under the fetches.
+func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, held map[string][]verify.Problem, moving bool) *FetchResult {
+	res := &FetchResult{Remote: remote, Created: []RefChange{}, Forwarded: []RefChange{}, UpToDate: p.upToDate,
+		LocalAhead: p.ahead, Diverged: p.diverged, HeldBack: p.own}
+	if res.LocalAhead == nil {
+		res.LocalAhead = []RefChange{}
+	}
+	if res.Diverged == nil {
+		res.Diverged = []Divergence{}
+	}
+	if res.HeldBack == nil {
+		res.HeldBack = []HeldBack{}
+	}
+	moved := map[string]refs.Update{}
+	for _, u := range moves {
+		moved[u.Ref] = u
+		c := RefChange{RefInfo: DescribeRef(u.Ref), Old: oidOrEmpty(u.Old), New: u.New.String(), Commits: p.commits[u.Ref]}
+		if u.Old.IsZero() {
+			res.Created = append(res.Created, c)
+			continue
+		}
+		if u.New != p.tracking[u.Ref] {
+			if a, err := s.relate(u.Old, u.New); err == nil {
+				c.Commits = a.remoteOnly
+			}
+		}
+		res.Forwarded = append(res.Forwarded, c)
+	}
+	for _, u := range p.cands {
+		ps, ok := held[u.Ref]
+		if !ok {
+			continue
+		}
+		at := u.Old
+		if m, ok := moved[u.Ref]; ok {
+			at = m.New
+		}
+		h := HeldBack{RefInfo: DescribeRef(u.Ref), Local: oidOrEmpty(at), Remote: u.New.String(), Moving: moving, Problems: []string{}}
+		for _, pr := range ps {
+			h.Problems = append(h.Problems, pr.String())
+		}
+		res.HeldBack = append(res.HeldBack, h)
+	}
+	sort.SliceStable(res.HeldBack, func(i, j int) bool { return res.HeldBack[i].Ref < res.HeldBack[j].Ref })
+	return res
 }
 
 // fetchTracking runs git fetch of refspecs (into remote-tracking refs only:
@@ -77,51 +492,18 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 	args = append(args, remote)
 	args = append(args, refspecs...)
 	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"}, Args: args}
-	if _, errb, err := fetch.Run(); err != nil {
-		return fmt.Errorf("git fetch %s: %s", remote, git.Message(errb))
-	}
-	return nil
-}
-
-// planFetch compares the local refs with the remote-tracking ones.
-func (s *Syncer) planFetch(remote string) (*FetchResult, []refs.Update, error) {
-	res := &FetchResult{Remote: remote, Created: []RefChange{}, Forwarded: []RefChange{}, LocalAhead: []RefChange{}, Diverged: []Divergence{}}
-	local, err := s.c.Refs.Snapshot(refs.Prefix)
-	if err != nil {
-		return nil, nil, err
-	}
-	tracking, names, err := s.c.Refs.List(TrackingPrefix(remote))
-	if err != nil {
-		return nil, nil, err
-	}
-	var updates []refs.Update
-	for _, tname := range names {
-		ref := refs.Prefix + strings.TrimPrefix(tname, TrackingPrefix(remote))
-		theirs := tracking[tname]
-		mine, err := local.ReadOptional(ref)
-		if err != nil {
-			return nil, nil, err
+	for n := 1; ; n++ {
+		_, errb, err := fetch.Run()
+		if err == nil {
+			return nil
 		}
-		if mine.IsZero() {
-			res.Created = append(res.Created, RefChange{RefInfo: DescribeRef(ref), New: theirs.String()})
-			updates = append(updates, refs.Update{Ref: ref, New: theirs})
+		// A concurrent 'git gc --prune=now' deletes the temporary pack a
+		// running fetch writes (git documents that prune as unsafe beside
+		// writers): nothing was fetched, and the fetch is made again.
+		msg := git.Message(errb)
+		if n < maxFetches && strings.Contains(msg, "unable to rename temporary") {
 			continue
 		}
-		a, err := s.relate(mine, theirs)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", ref, err)
-		}
-		switch a.rel {
-		case relSame:
-			res.UpToDate++
-		case relBehind:
-			res.Forwarded = append(res.Forwarded, RefChange{RefInfo: DescribeRef(ref), Old: mine.String(), New: theirs.String(), Commits: a.remoteOnly})
-			updates = append(updates, refs.Update{Ref: ref, Old: mine, New: theirs})
-		case relAhead:
-			res.LocalAhead = append(res.LocalAhead, RefChange{RefInfo: DescribeRef(ref), Old: theirs.String(), New: mine.String(), Commits: a.localOnly})
-		case relDiverged:
-			res.Diverged = append(res.Diverged, divergence(ref, mine, theirs, a))
-		}
+		return fmt.Errorf("git fetch %s: %s", remote, msg)
 	}
-	return res, updates, nil
 }

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -29,6 +33,9 @@ type PushResult struct {
 	// RemoteMessages are the lines the remote printed (its hooks' refusals),
 	// over every attempt.
 	RemoteMessages []string `json:"remote_messages"`
+	// Untrusted are the writers the remote's guard pins no key of, whose
+	// key refs this push published (UntrustedError).
+	Untrusted []UntrustedWriter `json:"untrusted,omitempty"`
 	// Replanned counts the times the remote turned out to have moved refs
 	// (since the last fetch, or while the push was under way: another
 	// push), so that Push fetched its heads and planned again.
@@ -157,11 +164,16 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Diverged) > 0 {
-			return res, &DivergedError{Remote: remote, Diverged: res.Diverged}
+		// A task that diverged blocks only itself (planPush): the rest is
+		// pushed, and the push ends with the divergence.
+		diverged := func(err error) error {
+			if err == nil && len(res.Diverged) > 0 {
+				return &DivergedError{Remote: remote, Diverged: res.Diverged}
+			}
+			return err
 		}
 		if len(plan) == 0 {
-			return res, nil
+			return res, diverged(nil)
 		}
 		if err := s.runPrePush(remote, plan); err != nil {
 			return res, err
@@ -177,6 +189,17 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 			return nil, err
 		}
 		if done, res, err := p.settle(res, plan, st, out, attempt); done {
+			var refused *RemoteRefusedError
+			if errors.As(err, &refused) && !refused.Failed {
+				err = p.untrusted(refused)
+				var ut *UntrustedError
+				if errors.As(err, &ut) && res != nil {
+					res.Untrusted = ut.Writers
+				}
+			}
+			if res != nil {
+				err = diverged(err)
+			}
 			return res, err
 		}
 	}
@@ -423,11 +446,27 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		return nil, err
 	}
 	var plan []refs.Update
+	// The chains of each task, as this host has them against the remote:
+	// a task one of whose chains diverged is held back whole, and what
+	// this host wrote to it goes to its forks instead (forkPlan).
+	type taskChain struct {
+		ref   string
+		head  gitstore.Oid
+		base  gitstore.Oid // the last commit the remote has too (zero: none)
+		ahead bool         // this host has commits the remote lacks
+	}
+	tasks := map[string][]taskChain{}
+	diverged := map[string]bool{}
 	for _, ref := range names {
 		head := mine[ref]
 		theirs := tracking[TrackingRef(remote, ref)]
+		in := DescribeRef(ref)
+		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
 		if theirs.IsZero() || !s.c.Objects.Has(theirs) {
 			plan = append(plan, refs.Update{Ref: ref, New: head})
+			if isTask {
+				tasks[in.Task] = append(tasks[in.Task], taskChain{ref, head, gitstore.ZeroOid, true})
+			}
 			continue
 		}
 		a, err := s.relate(head, theirs)
@@ -441,13 +480,70 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			}
 		case relAhead:
 			plan = append(plan, refs.Update{Ref: ref, Old: theirs, New: head})
+			if isTask {
+				tasks[in.Task] = append(tasks[in.Task], taskChain{ref, head, theirs, true})
+			}
 		case relBehind:
 			res.RemoteAhead = append(res.RemoteAhead, RefChange{RefInfo: DescribeRef(ref), Old: head.String(), New: theirs.String(), Commits: a.remoteOnly})
 		case relDiverged:
-			res.Diverged = append(res.Diverged, divergence(ref, head, theirs, a))
+			res.Diverged = append(res.Diverged, divergence(remote, ref, head, theirs, a))
+			if isTask {
+				diverged[in.Task] = true
+				tasks[in.Task] = append(tasks[in.Task], taskChain{ref, head, a.base, true})
+			}
 		}
 	}
-	return plan, nil
+	for _, d := range res.Diverged {
+		if d.Task == "" || d.Kind != "journal" && d.Kind != "ledger" {
+			// One of the chains a single writer writes diverged: that
+			// writer identity writes on two hosts (or a chain was
+			// rewritten), and what it seals cannot go without it: nothing
+			// goes.
+			return nil, nil
+		}
+	}
+	if len(diverged) == 0 {
+		return plan, nil
+	}
+	id, err := s.c.Identity()
+	if err != nil {
+		return nil, nil // no writer here to fork under: nothing goes
+	}
+	// A diverged task blocks only itself: its chains stay, and the rows
+	// this host wrote to them go to its forks, which explain its spine
+	// entries, seals and audit entries of the task on every host
+	// (verify/forks.go) until it resolves the divergence (task adopt).
+	held := map[string]bool{}
+	for task := range diverged {
+		for _, c := range tasks[task] {
+			held[c.ref] = true
+			kind := DescribeRef(c.ref).Kind
+			base := int64(0)
+			if !c.base.IsZero() {
+				at, ok := s.position(c.ref, c.base)
+				if !ok {
+					return nil, fmt.Errorf("%s: cannot read the commit it shares with %s", c.ref, remote)
+				}
+				base = at + 1
+			}
+			fork := refs.Fork(id.Writer, kind, task, base)
+			old := tracking[TrackingRef(remote, fork)]
+			if old == c.head {
+				if !skip[fork] {
+					res.UpToDate++
+				}
+				continue
+			}
+			plan = append(plan, refs.Update{Ref: fork, Old: old, New: c.head})
+		}
+	}
+	kept := plan[:0]
+	for _, u := range plan {
+		if !held[u.Ref] {
+			kept = append(kept, u)
+		}
+	}
+	return kept, nil
 }
 
 var errNoAtomic = errors.New("the remote does not support atomic pushes")
@@ -653,4 +749,172 @@ func updateRefs(gitDir string, stdin []byte) error {
 		return errors.New(git.Message(errb))
 	}
 	return nil
+}
+
+// UntrustedError reports a push the remote's guard refused only because it
+// pins no key of writers whose commits the push carries (the first push of
+// a writer to a guarded remote without --trust-first-use). Push then
+// published those writers' key refs on the remote (a key ref alone is a
+// claim, which the guard accepts) and says what the remote's operator runs
+// to pin each; once they are pinned, the same push goes through.
+type UntrustedError struct {
+	Remote   string
+	Writers  []UntrustedWriter
+	Messages []string // the remote's, over every attempt
+}
+
+// UntrustedWriter is a writer a remote trusts no key of.
+type UntrustedWriter struct {
+	Writer      string `json:"writer"`
+	Fingerprint string `json:"fingerprint"` // SHA256: of the key this host has for it ("" none)
+	// Command is what the remote's operator runs, inside the remote
+	// repository, to pin the key (with its fingerprint).
+	Command string `json:"command"`
+	// Published is set when this push published the writer's key ref on
+	// the remote; false when the remote had it already (or this host has
+	// none to push).
+	Published bool `json:"published"`
+}
+
+func (e *UntrustedError) Error() string {
+	var ws []string
+	for _, w := range e.Writers {
+		ws = append(ws, w.Writer)
+	}
+	return fmt.Sprintf("%s trusts no key of writer %s yet: its operator pins it, then push again", e.Remote, strings.Join(ws, ", "))
+}
+
+var (
+	// The guard's refusal of a writer it pins no key of.
+	unpinnedRe = regexp.MustCompile(`writer ([a-z0-9-]{1,64}) has no key pinned on this remote`)
+	// The pin command the guard advises, naming the remote repository.
+	pinAdviceRe = regexp.MustCompile(`'(bernstein keys pin (?:--repo \S+ )?([a-z0-9-]{1,64}))'`)
+)
+
+// untrusted turns a refusal whose every problem is a writer the remote
+// pins no key of into an *UntrustedError, after publishing the key refs of
+// those writers it can (this host has the ref and the remote does not).
+// Any other refusal is returned as it is.
+func (p *pushRun) untrusted(refused *RemoteRefusedError) error {
+	writers := map[string]string{} // writer -> the pin command the guard advises
+	var order []string
+	for _, m := range refused.Messages {
+		if !strings.Contains(m, "bernstein guard: refused ") {
+			continue
+		}
+		sub := unpinnedRe.FindStringSubmatch(m)
+		if sub == nil {
+			return refused // another problem: the refusal stands as it is
+		}
+		if _, ok := writers[sub[1]]; !ok {
+			order = append(order, sub[1])
+			writers[sub[1]] = ""
+		}
+		if a := pinAdviceRe.FindStringSubmatch(m); a != nil && a[2] == sub[1] {
+			writers[sub[1]] = a[1]
+		}
+	}
+	if len(order) == 0 {
+		return refused
+	}
+	local, err := p.s.c.Refs.Snapshot(refs.KeyScope...)
+	if err != nil {
+		return err
+	}
+	tracking, _, err := p.s.c.Refs.List(TrackingPrefix(p.remote))
+	if err != nil {
+		return err
+	}
+	pub, err := writersKeys(p.s, local)
+	if err != nil {
+		return err
+	}
+	e := &UntrustedError{Remote: p.remote, Messages: refused.Messages}
+	var publish []refs.Update
+	for _, w := range order {
+		u := UntrustedWriter{Writer: w}
+		if k, ok := pub[w]; ok {
+			u.Fingerprint = k
+		}
+		cmd := writers[w]
+		if cmd == "" {
+			cmd = "bernstein keys pin " + w
+		}
+		if u.Fingerprint != "" {
+			cmd += " --key " + u.Fingerprint
+		}
+		u.Command = cmd
+		for _, ref := range keyRefs(local, w) {
+			head, _ := local.ReadOptional(ref)
+			if theirs := tracking[TrackingRef(p.remote, ref)]; !head.IsZero() && theirs != head {
+				publish = append(publish, refs.Update{Ref: ref, Old: theirs, New: head})
+				u.Published = true
+			}
+		}
+		e.Writers = append(e.Writers, u)
+	}
+	if len(publish) == 0 {
+		return e
+	}
+	st, out, err := p.s.gitPush(p.remote, publish, p.atomic)
+	if err != nil {
+		return err
+	}
+	e.Messages = append(e.Messages, out...)
+	var landed []refs.Update
+	for _, u := range publish {
+		if r, ok := st[u.Ref]; ok && r.ok {
+			landed = append(landed, u)
+			continue
+		}
+		// The key ref did not land: say so, with the remote's words.
+		return &RemoteRefusedError{Remote: p.remote, Refused: []Rejection{{RefInfo: DescribeRef(u.Ref), Reason: st[u.Ref].reason, Refused: true}}, Messages: e.Messages}
+	}
+	if err := p.s.setTracking(p.remote, landed); err != nil {
+		p.s.c.Warn("update the remote-tracking refs of %s: %v", p.remote, err)
+	}
+	return e
+}
+
+// writersKeys reads the SHA256 fingerprints of the keys view's writers
+// refs publish, by writer.
+func writersKeys(s *Syncer, view refs.Source) (map[string]string, error) {
+	pub, err := writers.Keys(s.c, view)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for w, lines := range pub {
+		if len(lines) != 1 {
+			continue // several keys under the name: the operator chooses
+		}
+		if k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(lines[0])); err == nil {
+			out[w] = ssh.FingerprintSHA256(k)
+		}
+	}
+	if id, err := s.c.Identity(); err == nil {
+		out[id.Writer] = ssh.FingerprintSHA256(id.PublicKey()) // this host's own key, whatever else is published
+	}
+	return out, nil
+}
+
+// keyRefs are the refs of view that publish writer's keys: its writers ref,
+// and the refs named by writer and key (refs/bernstein/writers/<writer>.<key>).
+func keyRefs(view refs.Source, writer string) []string {
+	_, names, err := view.List(refs.WritersPrefix)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if isKeyRef(n, writer) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// isKeyRef reports whether ref publishes a key of writer.
+func isKeyRef(ref, writer string) bool {
+	return ref == refs.WritersPrefix+writer || strings.HasPrefix(ref, refs.WritersPrefix+writer+".")
 }

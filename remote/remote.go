@@ -80,7 +80,7 @@ var (
 // journal or ledger, the writer of a spine, audit mirror or key ref.
 type RefInfo struct {
 	Ref    string `json:"ref"`
-	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, other
+	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, anchors, fork_journal, fork_ledger, other
 	Task   string `json:"task,omitempty"`
 	Writer string `json:"writer,omitempty"`
 }
@@ -109,7 +109,8 @@ func DescribeRef(ref string) RefInfo {
 	}
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
-		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"):
+		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
+		writer(refs.AnchorsPrefix, "anchors"):
 		if in.Kind == "key" {
 			// refs/bernstein/writers/<writer>.<key>: one ref per key.
 			if w, _, err := refs.ParseWriterRef(ref); err == nil {
@@ -120,6 +121,10 @@ func DescribeRef(ref string) RefInfo {
 		in.Kind = "keys"
 	case ref == refs.Repository:
 		in.Kind = "repository"
+	case strings.HasPrefix(ref, refs.ForksPrefix):
+		if w, kind, t, _, err := refs.ParseFork(ref); err == nil {
+			in.Kind, in.Writer, in.Task = "fork_"+kind, w, t
+		}
 	}
 	return in
 }
@@ -128,6 +133,8 @@ func DescribeRef(ref string) RefInfo {
 // (spine)", "the keys ref".
 func (in RefInfo) What() string {
 	switch {
+	case in.Task != "" && strings.HasPrefix(in.Kind, "fork_"):
+		return fmt.Sprintf("task %s (writer %s's fork of its %s)", in.Task, in.Writer, strings.TrimPrefix(in.Kind, "fork_"))
 	case in.Task != "":
 		return fmt.Sprintf("task %s (%s)", in.Task, in.Kind)
 	case in.Writer != "":
@@ -157,6 +164,7 @@ type Divergence struct {
 	Base       string `json:"base"`        // the last commit both share; "" when none
 	LocalOnly  int    `json:"local_only"`  // commits after Base on this host
 	RemoteOnly int    `json:"remote_only"` // commits after Base on the remote
+	remote     string // the remote's name, for Meaning
 }
 
 func (d Divergence) String() string {
@@ -172,7 +180,11 @@ func (d Divergence) String() string {
 func (d Divergence) Meaning() string {
 	switch d.Kind {
 	case "journal", "ledger":
-		return "two hosts wrote to task " + d.Task + ": each host keeps its own rows; nothing was overwritten (docs/remotes.md, Divergence)"
+		remote := d.remote
+		if remote == "" {
+			remote = "REMOTE"
+		}
+		return "two hosts wrote to task " + d.Task + ": each host keeps its own rows; nothing was overwritten. To take the remote's rows as the truth and record this host's again on top of them: 'bernstein task adopt " + d.Task + " " + remote + "' (docs/remotes.md, Divergence)"
 	case "spine", "audit", "key":
 		return "only writer " + d.Writer + " writes this chain, so either its identity (BERNSTEIN_HOME) is in use on two hosts or a chain was rewritten: find out which before anything else"
 	case "keys":

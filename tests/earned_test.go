@@ -409,10 +409,11 @@ func TestCheckpointRowsCarryTheirTrees(t *testing.T) {
 	}
 }
 
-// TestFoldNeedsNoCommits: a host that fetched only refs/bernstein/* (none of
-// the project's commits, trees or blobs) folds the same vector, byte for
-// byte, as the host that did the work: the rows carry the trees the fold
-// compares.
+// TestFoldNeedsNoCommits: a host that fetched the task's chains, spines,
+// audit mirrors and keys but none of the project's commits, trees or blobs
+// (not the anchors refs that carry them, docs/format.md, Anchors) folds the
+// same vector, byte for byte, as the host that did the work: the rows carry
+// the trees the fold compares.
 func TestFoldNeedsNoCommits(t *testing.T) {
 	a := newFixture(t)
 	a.withCommits()
@@ -446,7 +447,12 @@ func TestFoldNeedsNoCommits(t *testing.T) {
 	if out, err := execGit(root, "init", "-q", c.dir); err != nil {
 		t.Fatalf("init: %v %s", err, out)
 	}
-	c.git("fetch", "-q", a.dir, "refs/bernstein/*:refs/bernstein/*")
+	var specs []string
+	for _, p := range []string{"journal", "ledger", "spine", "audit", "writers"} {
+		specs = append(specs, "refs/bernstein/"+p+"/*:refs/bernstein/"+p+"/*")
+	}
+	specs = append(specs, "refs/bernstein/repository:refs/bernstein/repository")
+	c.git(append([]string{"fetch", "-q", a.dir}, specs...)...)
 	if _, err := c.gitErr("cat-file", "-e", c3); err == nil {
 		t.Fatalf("host c has the project's commit %s", c3)
 	}

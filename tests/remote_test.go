@@ -357,12 +357,33 @@ func TestRemoteSameTaskDivergence(t *testing.T) {
 				if remote[journal] != winner.refs()[journal] {
 					t.Fatalf("the remote's T-1 journal is %s, not the winner's %s", remote[journal], winner.refs()[journal])
 				}
-				sameRefs(t, "the remote's refs after the rejected push", refsOf(t, srv.dir("tasks.git"), refs.Prefix), remote)
+				// The diverged task blocks only itself: the task's refs stay
+				// the winner's, the loser's rows of it went to its fork, and
+				// nothing else of the remote moved but the loser's own chains.
+				fork := "refs/bernstein/forks/" + loser.name + "/journal/T-1/1"
+				for ref, id := range refsOf(t, srv.dir("tasks.git"), refs.Prefix) {
+					switch {
+					case ref == fork:
+						if id != before[journal] {
+							t.Fatalf("the remote's %s is %s, not the loser's journal %s", fork, id, before[journal])
+						}
+					case ref == refs.Spine(loser.name) || ref == refs.Audit(loser.name) || strings.HasPrefix(ref, refs.WritersPrefix+loser.name):
+					case id != remote[ref]:
+						t.Fatalf("the loser's push moved %s on the remote", ref)
+					}
+				}
+				if refsOf(t, srv.dir("tasks.git"), refs.Prefix)[fork] == "" {
+					t.Fatalf("the loser's push did not publish its fork %s", fork)
+				}
 				sameRefs(t, "the loser's refs after its rejected push", loser.refs(), before)
 
 				r = loser.want(5, "fetch")
 				checkDivergence(t, "fetch", r, "task T-1 (journal)", before[journal], remote[journal])
-				sameRefs(t, "the loser's refs after fetch", loser.refs(), before)
+				for _, ref := range []string{journal, refs.Ledger("T-1")} {
+					if got := loser.refs()[ref]; got != before[ref] {
+						t.Fatalf("the loser's fetch moved %s", ref)
+					}
+				}
 				winner.ok("fetch")
 
 				// Nothing lost: each host still shows every version it wrote,

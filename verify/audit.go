@@ -45,6 +45,9 @@ type TaskResult struct {
 	JournalRows     int64          `json:"journal_rows"`
 	LedgerRows      int64          `json:"ledger_rows"`
 	Artifacts       []VersionState `json:"artifacts"`
+	// Diverged are rows of other writers' diverged chains that their
+	// spines and audit mirrors name (forks.go): not failures.
+	Diverged []DivergedRow `json:"diverged,omitempty"`
 }
 
 // Counts summarises a walk.
@@ -62,7 +65,12 @@ type Counts struct {
 	SignaturesUnpinned int `json:"signatures_unpinned"`
 	HMACsChecked       int `json:"hmacs_checked"`
 	HMACsNotChecked    int `json:"hmacs_not_checked"`
-	Failures           int `json:"failures"`
+	// CommitsChecked counts the project commits work rows name that were
+	// checked (present, the project's, with the recorded trees);
+	// CommitsNotChecked those this repository does not hold.
+	CommitsChecked    int `json:"commits_checked"`
+	CommitsNotChecked int `json:"commits_not_checked"`
+	Failures          int `json:"failures"`
 	// CommitsRead is the number of chain commits an incremental verify
 	// (--since) read: what it costs, which follows what was added.
 	CommitsRead int `json:"commits_read,omitempty"`
@@ -83,6 +91,47 @@ type Report struct {
 	// CheckpointNote says why none was, when one was asked for.
 	Checkpoint     string `json:"checkpoint,omitempty"`
 	CheckpointNote string `json:"checkpoint_note,omitempty"`
+	// NotChecked says what this walk could not check on this host, and
+	// why; never a failure, and never empty of reasons when it is not
+	// empty.
+	NotChecked []NotChecked `json:"not_checked"`
+	// Resolutions are the divergences writers resolved (task adopt), and
+	// Pending those not resolved yet: neither is a failure.
+	Resolutions []Resolution `json:"resolutions"`
+	Pending     []Pending    `json:"pending"`
+}
+
+// NotChecked is one kind of check a walk could not make on this host.
+type NotChecked struct {
+	Check   string   `json:"check"` // audit_hmac, work_commit
+	Count   int      `json:"count"`
+	Writers []string `json:"writers,omitempty"`
+	Reason  string   `json:"reason"`
+}
+
+// String is the item as one line of a summary.
+func (n NotChecked) String() string { return fmt.Sprintf("%d %s", n.Count, n.Reason) }
+
+// HMACsNotChecked is the NotChecked item of n HMACs of writers (when known)
+// whose HMAC key is not on this host.
+func HMACsNotChecked(n int, writers []string) NotChecked { return hmacsNotChecked(n, writers) }
+
+// hmacsNotChecked is the NotChecked item of the HMACs of writers whose HMAC
+// key is not on this host.
+func hmacsNotChecked(n int, writers []string) NotChecked {
+	whose := "other writers"
+	if len(writers) > 0 {
+		whose = "writer " + strings.Join(writers, ", ")
+	}
+	return NotChecked{Check: "audit_hmac", Count: n, Writers: writers,
+		Reason: fmt.Sprintf("audit entry HMACs of %s: an HMAC key never leaves its writer's host, so only that host checks them (their signatures were checked here)", whose)}
+}
+
+// commitsNotChecked is the NotChecked item of the project commits work
+// rows name that this repository does not hold.
+func commitsNotChecked(n int) NotChecked {
+	return NotChecked{Check: "work_commit", Count: n,
+		Reason: "commits named by checkpoint and diff rows: not in this repository (rows recorded before anchors, or refs/bernstein/anchors/* not fetched: 'bernstein fetch')"}
 }
 
 // Tampered reports whether any check failed.
@@ -100,6 +149,8 @@ type auditIndex struct {
 	codes  map[string]uint16
 	strs   interner
 	byTask map[string][]auditRecord // entries that name a post, a transition or a work row
+	// unchecked are the writers whose HMACs were not checked (no key here).
+	unchecked []string
 }
 
 type auditKey struct {
@@ -281,9 +332,19 @@ func Repository(env *Env, o Options) (*Report, error) {
 		rep.Counts.Unverifiable += c.Unverifiable
 		rep.Counts.SignaturesChecked += c.SignaturesChecked
 		rep.Counts.SignaturesUnpinned += c.SignaturesUnpinned
+		rep.Counts.CommitsChecked += c.CommitsChecked
+		rep.Counts.CommitsNotChecked += c.CommitsNotChecked
 	}
 	rep.Counts.Tasks = len(tasks)
 	rep.Counts.Failures = len(rep.Failures)
+	rep.Resolutions, rep.Pending = divergences(env, ix, rep.Tasks)
+	rep.NotChecked = []NotChecked{}
+	if len(audits.unchecked) > 0 {
+		rep.NotChecked = append(rep.NotChecked, hmacsNotChecked(rep.Counts.HMACsNotChecked, audits.unchecked))
+	}
+	if n := rep.Counts.CommitsNotChecked; n > 0 {
+		rep.NotChecked = append(rep.NotChecked, commitsNotChecked(n))
+	}
 	rep.Verified = len(rep.Failures) == 0 && rep.Counts.Unverifiable == 0 && rep.Counts.SignaturesUnpinned == 0
 	if !rep.Verified && len(rep.Failures) == 0 {
 		rep.Note = fmt.Sprintf("unverifiable: %d artifact versions and %d signatures are by writers whose keys are not pinned here (see 'bernstein keys list', then 'bernstein keys pin')",
@@ -297,8 +358,10 @@ func Repository(env *Env, o Options) (*Report, error) {
 // work row they record is still in the task's ledger or journal. A ledger,
 // journal or spine rolled back with plain git leaves the mirror ahead of it.
 // Only the walked tasks are checked (all of them, or the --task one).
-func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHeld map[[32]byte]bool) []Failure {
+func (v *Verifier) checkMirrored(entries []auditRecord, journalHeld, ledgerHeld map[[32]byte]bool) ([]Failure, []DivergedRow) {
+	ix := v.Spine
 	var fs []Failure
+	var diverged []DivergedRow
 	for _, e := range entries {
 		// Row and spine entry hashes are all canonical: a resource in
 		// another form names none of them.
@@ -316,6 +379,18 @@ func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHel
 		}
 		if held {
 			continue
+		}
+		// A row of the writer's own chain that diverged from the task's
+		// is in its fork: pending or resolved, not lost.
+		if e.resource.canon && (ledgerEvents[e.event] || workEvents[e.event]) {
+			kind := kindJournal
+			if ledgerEvents[e.event] {
+				kind = kindLedger
+			}
+			if d, ok := v.explainRow(e.task, e.writer, kind, e.resource.Hash()); ok {
+				diverged = append(diverged, *d)
+				continue
+			}
 		}
 		where := fmt.Sprintf("audit entry %s/%d records %s", e.writer, e.seq, e.event)
 		f := Failure{TaskID: e.task, Writer: e.writer, Seq: i64(e.seq), Check: "audit_mirror"}
@@ -338,7 +413,7 @@ func checkMirrored(ix *SpineIndex, entries []auditRecord, journalHeld, ledgerHel
 		fs = append(fs, f)
 	}
 	sortFailures(fs)
-	return fs
+	return fs, diverged
 }
 
 // auditDetails reads the details of the audit entry commit id carries
@@ -560,6 +635,7 @@ func walkAudits(env *Env, ix *SpineIndex, o Options, pool *sigPool, rep *Report)
 	// lists the audit failures by writer and seq, the same on every run.
 	sortFailures(rep.Failures[first:])
 	rep.HMACChecked = checked
+	ai.unchecked = unchecked
 	if !checked {
 		rep.HMACNote = fmt.Sprintf("HMAC not checked for writer %s: the writer's HMAC key is not on this host", strings.Join(unchecked, ", "))
 	}
@@ -606,6 +682,9 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 			}
 		}
 	}
+	wfs, checked, missing := v.workCommits(task, tr.RowList)
+	fs = append(fs, wfs...)
+	c.CommitsChecked, c.CommitsNotChecked = checked, missing
 	c.JournalRows = int(tr.Rows)
 	journalHeld := make(map[[32]byte]bool, len(tr.RowHashes))
 	for _, h := range tr.RowHashes {
@@ -619,7 +698,9 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 	c.SignaturesUnpinned += unpinned
 	// The other way round: what the audit mirrors say of this task must be
 	// in its chains.
-	fs = append(fs, checkMirrored(v.Spine, audits.byTask[task], journalHeld, ledgerHeld)...)
+	mfs, diverged := v.checkMirrored(audits.byTask[task], journalHeld, ledgerHeld)
+	fs = append(fs, mfs...)
+	res.Diverged = append(append([]DivergedRow{}, tr.Diverged...), diverged...)
 	res.LedgerRows, c.LedgerRows = rows, int(rows)
 	return res, fs, c, nil
 }
@@ -741,4 +822,144 @@ func rowOutput(row record.Row) *record.Output {
 		return w.Output
 	}
 	return w.Patch
+}
+
+// workCommits checks, on any host, the project commits a journal's
+// checkpoint and diff rows name: each must be in the repository (they
+// travel with the journal through the writer's anchors ref), be a commit of
+// the project (not one of bernstein's own record commits), and have the
+// trees the row records (its tree, its first parent's tree). A commit this
+// repository does not hold is counted as not checked here, never as a
+// failure: a row written before anchors existed, or a repository that did
+// not fetch refs/bernstein/anchors/*.
+func (v *Verifier) workCommits(task string, rows []record.Row) (fs []Failure, checked, missing int) {
+	for _, row := range rows {
+		type named struct{ commit, tree, parentTree string }
+		var ns []named
+		switch row.Kind {
+		case record.KindCheckpoint:
+			var d record.Checkpoint
+			if row.DecodeData(&d) != nil {
+				continue // the row's own checks report it
+			}
+			ns = append(ns, named{d.Commit, d.Tree, d.ParentTree})
+		case record.KindDiffCaptured:
+			var d record.DiffCaptured
+			if row.DecodeData(&d) != nil {
+				continue
+			}
+			ns = append(ns, named{d.Base, d.BaseTree, ""}, named{d.Head, d.HeadTree, ""})
+		default:
+			continue
+		}
+		for _, n := range ns {
+			id, err := gitstore.ParseOid(n.commit)
+			if err != nil {
+				continue // not a commit id: the fold refuses the row
+			}
+			if !v.Env.Objects.Has(id) {
+				missing++
+				continue
+			}
+			checked++
+			if reason := workCommitFault(v.Env.Objects, id, n.tree, n.parentTree); reason != "" {
+				fs = append(fs, Failure{TaskID: task, JournalIndex: i64(row.Index), Check: "work_commit",
+					Reason: fmt.Sprintf("%s row at journal index %d: commit %s %s", row.Kind, row.Index, n.commit, reason)})
+			}
+		}
+	}
+	return fs, checked, missing
+}
+
+// workCommitFault says what does not hold of commit id as a work row names
+// it with tree and parentTree ("" when unrecorded): "" when all holds.
+func workCommitFault(objs *gitstore.Repo, id gitstore.Oid, tree, parentTree string) string {
+	data, err := objs.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return "is not a readable commit: " + err.Error()
+	}
+	c, err := gitstore.ParseCommitLinks(data)
+	if err != nil {
+		return "does not parse: " + err.Error()
+	}
+	if why, err := chain.RecordShape(objs, c); err != nil || why != "" {
+		if err != nil {
+			return "cannot be read: " + err.Error()
+		}
+		return "is one of bernstein's own record commits, not the project's (" + why + ")"
+	}
+	if tree != "" && c.Tree.String() != tree {
+		return fmt.Sprintf("has tree %s, the row records %s", c.Tree, tree)
+	}
+	if parentTree == "" {
+		return ""
+	}
+	want := gitstore.EmptyTree
+	if len(c.Parents) > 0 {
+		pd, err := objs.ReadType(c.Parents[0], gitstore.TypeCommit)
+		if err != nil {
+			return fmt.Sprintf("has a first parent %s this repository cannot read: %v", c.Parents[0], err)
+		}
+		p, err := gitstore.ParseCommitLinks(pd)
+		if err != nil {
+			return fmt.Sprintf("has a first parent %s that does not parse: %v", c.Parents[0], err)
+		}
+		want = p.Tree
+	}
+	if want.String() != parentTree {
+		return fmt.Sprintf("has a first parent with tree %s, the row records %s", want, parentTree)
+	}
+	return ""
+}
+
+// divergences sums up, for a report, the supersede entries the spines hold
+// and the diverged rows the tasks' checks explained by forks that no
+// supersede entry resolves yet.
+func divergences(env *Env, ix *SpineIndex, tasks []TaskResult) ([]Resolution, []Pending) {
+	forkRefs := map[[2]string][]string{} // (task, writer) -> fork refs
+	if _, names, err := env.Refs.List(refs.ForksPrefix); err == nil {
+		for _, n := range names {
+			if w, _, t, _, err := refs.ParseFork(n); err == nil {
+				forkRefs[[2]string{t, w}] = append(forkRefs[[2]string{t, w}], n)
+			}
+		}
+	}
+	res := []Resolution{}
+	var taskIDs []string
+	for t := range ix.Supersedes {
+		taskIDs = append(taskIDs, t)
+	}
+	sort.Strings(taskIDs)
+	for _, t := range taskIDs {
+		for _, r := range ix.Supersedes[t] {
+			if r.ChainErr != "" {
+				continue
+			}
+			if st, _ := ix.signature(r); st == sigBad {
+				continue
+			}
+			e := r.Supersede
+			res = append(res, Resolution{Task: t, Writer: r.Writer, Seq: r.Seq, Remote: e.Remote, Rerecorded: e.Rerecorded,
+				Dropped: len(e.Journal.Dropped) + len(e.Ledger.Dropped), Forks: append([]string{}, forkRefs[[2]string{t, r.Writer}]...)})
+		}
+	}
+	pending := []Pending{}
+	for _, tr := range tasks {
+		n := map[string]int{}
+		var writers []string
+		for _, d := range tr.Diverged {
+			if d.Resolved {
+				continue
+			}
+			if n[d.Writer] == 0 {
+				writers = append(writers, d.Writer)
+			}
+			n[d.Writer]++
+		}
+		sort.Strings(writers)
+		for _, w := range writers {
+			pending = append(pending, Pending{Task: tr.TaskID, Writer: w, Rows: n[w], Forks: append([]string{}, forkRefs[[2]string{tr.TaskID, w}]...)})
+		}
+	}
+	return res, pending
 }

@@ -50,7 +50,7 @@ func (p Problem) String() string {
 	}
 	if p.Index != nil {
 		pos := "index"
-		if p.Chain == "spine" || p.Chain == "audit" {
+		if p.Chain == "spine" || p.Chain == "audit" || p.Chain == "anchors" {
 			pos = "seq"
 		}
 		at = append(at, fmt.Sprintf("%s %s %d", p.Chain, pos, *p.Index))
@@ -133,6 +133,13 @@ type Guard struct {
 	// Since names the audit checkpoint whose heads Refs are (audit verify
 	// --since), for the reasons' wording.
 	Since string
+	// Fetch names the remote a fetch is about to move local refs to
+	// (Refs are the local refs): a commit that checks only against the key
+	// its writer publishes is looked into as a verified one is (it is
+	// fetched, unverifiable, so that a later pin proves it), and the audit
+	// mirrors' records of rows already here count, as do rows already here
+	// that a record names.
+	Fetch string
 }
 
 // change names what the check looks at, as the subject of a reason: a
@@ -140,6 +147,9 @@ type Guard struct {
 func (g *Guard) change() string {
 	if g.Since != "" {
 		return "since audit checkpoint " + g.Since + ", the repository"
+	}
+	if g.Fetch != "" {
+		return "fetching from " + g.Fetch
 	}
 	return "the push"
 }
@@ -149,6 +159,9 @@ func (g *Guard) changeNoun() string {
 	if g.Since != "" {
 		return "what was added since audit checkpoint " + g.Since
 	}
+	if g.Fetch != "" {
+		return "this fetch"
+	}
 	return "this push"
 }
 
@@ -156,6 +169,9 @@ func (g *Guard) changeNoun() string {
 func (g *Guard) base() string {
 	if g.Since != "" {
 		return "its head at audit checkpoint " + g.Since
+	}
+	if g.Fetch != "" {
+		return "this host's head"
 	}
 	return "the remote's head"
 }
@@ -165,6 +181,9 @@ func (g *Guard) baseOwner() string {
 	if g.Since != "" {
 		return "audit checkpoint " + g.Since + "'s"
 	}
+	if g.Fetch != "" {
+		return "this host's"
+	}
 	return "the remote's"
 }
 
@@ -173,6 +192,9 @@ func (g *Guard) baseRepo() string {
 	if g.Since != "" {
 		return "the repository at audit checkpoint " + g.Since
 	}
+	if g.Fetch != "" {
+		return "this repository"
+	}
 	return "the remote"
 }
 
@@ -180,6 +202,9 @@ func (g *Guard) baseRepo() string {
 func (g *Guard) rewind() string {
 	if g.Since != "" {
 		return "it was rolled back or rewritten"
+	}
+	if g.Fetch != "" {
+		return "a fetch only moves a ref forward"
 	}
 	return "a forced push is refused"
 }
@@ -196,6 +221,9 @@ func (g *Guard) here() string {
 func (g *Guard) pinAdvice(w string) string {
 	if g.Since != "" {
 		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list') and pin it here ('bernstein keys pin %s'): its rows are unverifiable until then", w)
+	}
+	if g.Fetch != "" {
+		return fmt.Sprintf("its rows are fetched unverifiable: check its fingerprint with its owner ('bernstein keys list') and pin it here ('bernstein keys pin %s')", w)
 	}
 	if g.Local {
 		return fmt.Sprintf("check its fingerprint with its owner ('bernstein keys list'), pin it here ('bernstein keys pin %s'), then push again", w)
@@ -223,6 +251,7 @@ const (
 	kindAudit   = "audit"
 	kindWriter  = "writers"
 	kindKeys    = "keys"
+	kindAnchors = "anchors"
 	// kindRepository is refs/bernstein/repository: the identity every chain
 	// is rooted in, and the storage format.
 	kindRepository = "repository"
@@ -240,6 +269,7 @@ type link struct {
 	row     record.Row // journal and ledger
 	entry   record.SpineEntry
 	audit   record.AuditEntry
+	anchor  record.Anchor
 	repo    record.RepositoryRecord
 	writer  string      // the writer the committer names
 	key     string      // fingerprint of the key that signed it ("" unsigned)
@@ -255,6 +285,13 @@ type segment struct {
 	keyHex string // writers: the key a format-2 writers ref is named for
 	links  []*link
 	ok     bool // the segment extends the old head and is structurally sound
+	// fork is the writer of a fork of the task's chain (kind journal or
+	// ledger), forkBase the rows it shares with the task's chain, and
+	// diverges whether that chain holds other rows after them.
+	fork     string
+	forkBase int64
+	diverges bool
+	mainNext gitstore.Oid // the task chain's commit at index forkBase (zero: none)
 }
 
 type checker struct {
@@ -270,7 +307,12 @@ type checker struct {
 	creators map[string]string // task -> the writer that signed its ledger's first row
 	journals map[string]*segment
 	ledgers  map[string]*segment
+	forks    map[string][]*segment // fork segments, by writer and task ("w/T")
 	spineBy  map[record.Hash]*link
+	// On a fetch, what the audit mirrors and task chains already here
+	// record (read once, only when a record is not among those added).
+	baseAudit map[string]map[mirrored]bool
+	baseRows  map[string]map[string]bool
 }
 
 // Check checks every update of a refs/bernstein/* ref; others pass. It reads
@@ -279,7 +321,7 @@ type checker struct {
 // they name; never the history as a whole.
 func (g *Guard) Check(updates []Update) *Result {
 	c := &checker{g: g, res: &Result{}, updates: map[string]Update{}, trusted: map[string][]ssh.PublicKey{}, firstUse: map[string]bool{},
-		pushed: map[string][]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, spineBy: map[record.Hash]*link{},
+		pushed: map[string][]ssh.PublicKey{}, journals: map[string]*segment{}, ledgers: map[string]*segment{}, forks: map[string][]*segment{}, spineBy: map[record.Hash]*link{},
 		creators: map[string]string{}}
 	for _, w := range g.Trust.Writers() {
 		c.trusted[w] = append([]ssh.PublicKey(nil), g.Trust.Trusted(w)...)
@@ -301,6 +343,7 @@ func (g *Guard) Check(updates []Update) *Result {
 	for _, s := range c.segs {
 		c.walk(s)
 	}
+	c.checkForks()
 	c.takeFirstUse()
 	c.buildEnv()
 	for _, s := range c.segs {
@@ -326,6 +369,8 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkLedger(s)
 		case kindSpine:
 			c.checkSpine(s)
+		case kindAnchors:
+			c.checkAnchors(s)
 		}
 		if s.kind == kindJournal || s.kind == kindLedger {
 			c.checkOwner(s)
@@ -347,7 +392,7 @@ func (c *checker) count() {
 	c.res.Added = map[string]int{}
 	c.res.TaskRows = map[string][2]int64{}
 	for _, s := range c.segs {
-		if s.kind == kindJournal || s.kind == kindLedger {
+		if (s.kind == kindJournal || s.kind == kindLedger) && s.fork == "" {
 			n := c.res.TaskRows[s.task]
 			if s.kind == kindJournal {
 				n[0] += int64(len(s.links))
@@ -424,7 +469,7 @@ func (c *checker) checkMirror() {
 				m = mirrored{l.proof.Writer, record.EventArtifactPosted, string(a.SpineEntryHash)}
 			}
 			held[m] = s.task
-			if !recorded[m] {
+			if !recorded[m] && !c.baseRecorded(m) {
 				c.at(s, l, "audit_mirror", fmt.Sprintf("%s row at %s index %d: the audit mirror of writer %s does not record it", l.row.Kind, s.kind, l.pos, orNone(m.writer)))
 			}
 		}
@@ -441,11 +486,140 @@ func (c *checker) checkMirror() {
 			if task, ok := held[mirrored{s.writer, a.Event, a.Resource}]; ok && task == a.TaskID {
 				continue
 			}
+			if c.baseHolds(s.writer, a) {
+				continue
+			}
 			p := Problem{Ref: s.u.Ref, Task: a.TaskID, Writer: s.writer, Chain: kindAudit, Index: i64(l.pos), Check: "audit_mirror",
 				Reason: fmt.Sprintf("audit entry %s/%d records %s %s of task %s, which the task's chains do not hold", s.writer, l.pos, a.Event, a.Resource, a.TaskID)}
 			c.problem(p)
 		}
 	}
+}
+
+// baseRecorded reports, on a fetch, whether the audit mirror already here
+// records m: a row added whose entry this host fetched before. Only a
+// repository a torn fetch of an earlier version left so needs it, so the
+// mirror is read whole, once.
+func (c *checker) baseRecorded(m mirrored) bool {
+	if c.g.Fetch == "" || refs.ValidateWriter(m.writer) != nil {
+		return false
+	}
+	if c.baseAudit == nil {
+		c.baseAudit = map[string]map[mirrored]bool{}
+	}
+	set, ok := c.baseAudit[m.writer]
+	if !ok {
+		set = map[mirrored]bool{}
+		head, err := c.base(refs.Audit(m.writer))
+		for id := head; err == nil && !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			a, err := record.ParseAuditEntry(cc.Record)
+			if err != nil {
+				break
+			}
+			set[mirrored{m.writer, a.Event, a.Resource}] = true
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+		c.baseAudit[m.writer] = set
+	}
+	return set[m]
+}
+
+// baseHolds reports, on a fetch, whether the chains already here hold
+// what audit entry a of writer records: a post's spine entry of its task,
+// a transition's ledger row, a work row's journal row.
+func (c *checker) baseHolds(writer string, a record.AuditEntry) bool {
+	if c.g.Fetch == "" {
+		return false
+	}
+	if a.Event == record.EventArtifactPosted {
+		e, _ := c.spineEntry(writer, record.Hash(a.Resource), true)
+		return e != nil && e.Artifact != nil && e.Artifact.TaskID == a.TaskID
+	}
+	kind := kindJournal
+	if ledgerEvents[a.Event] {
+		kind = kindLedger
+	}
+	if refs.ValidateTaskID(a.TaskID) != nil {
+		return false
+	}
+	ref := refs.Journal(a.TaskID)
+	if kind == kindLedger {
+		ref = refs.Ledger(a.TaskID)
+	}
+	if c.forkHolds(writer, kind, a.TaskID, record.Hash(a.Resource)) {
+		return true
+	}
+	if c.baseRows == nil {
+		c.baseRows = map[string]map[string]bool{}
+	}
+	set, ok := c.baseRows[ref]
+	if !ok {
+		set = map[string]bool{}
+		head, err := c.base(ref)
+		for id := head; err == nil && !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			set[string(record.Sum(cc.Record))] = true
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+		c.baseRows[ref] = set
+	}
+	return set[a.Resource]
+}
+
+// forkHolds reports whether writer's forks of task's chain of kind, as
+// they will be after the update, hold the row hashing to h.
+func (c *checker) forkHolds(writer, kind, task string, h record.Hash) bool {
+	if refs.ValidateWriter(writer) != nil || !c.forkPairDiverges(writer, task) {
+		return false
+	}
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.kind != kind || !s.ok {
+			continue
+		}
+		for _, l := range s.links {
+			if record.Hash(l.self) == h {
+				return true
+			}
+		}
+	}
+	vals, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task))
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		_, _, _, base, _ := refs.ParseFork(n)
+		for id := vals[n]; !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			l, err := parse(kind, cc)
+			if err != nil || l.pos < base {
+				break
+			}
+			if record.Hash(l.self) == h {
+				return true
+			}
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+	}
+	return false
 }
 
 // versions lists the artifact versions added, by task, with their states:
@@ -466,7 +640,7 @@ func (c *checker) versions() {
 		}
 	}
 	for _, s := range c.segs {
-		if s.kind != kindJournal {
+		if s.kind != kindJournal || s.fork != "" {
 			continue
 		}
 		for _, l := range s.links {
@@ -521,14 +695,17 @@ func (c *checker) classify(u Update) *segment {
 	case kind == kindJournal || kind == kindLedger:
 		s.kind = kind
 		s.task, err = refs.UnescapeTask(name)
-	case kind == kindSpine || kind == kindAudit:
+	case kind == "forks":
+		s.fork, s.kind, s.task, s.forkBase, err = refs.ParseFork(u.Ref)
+		s.writer = s.fork
+	case kind == kindSpine || kind == kindAudit || kind == kindAnchors:
 		s.kind = kind
 		s.writer, err = name, refs.ValidateWriter(name)
 	case kind == kindWriter:
 		s.kind = kind
 		s.writer, s.keyHex, err = refs.ParseWriterRef(u.Ref)
 	default:
-		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, keys or repository)"})
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, forks/, keys or repository)"})
 		return nil
 	}
 	if err != nil {
@@ -612,7 +789,25 @@ func (c *checker) walk(s *segment) {
 		c.walkKeys(s)
 		return
 	}
+	if s.kind == kindAnchors {
+		c.walkAnchors(s)
+		return
+	}
 	chainName := s.kind
+	from := u.Old
+	if s.fork != "" && u.Old.IsZero() {
+		// A new fork is read from where it meets the task's chain: what
+		// it costs follows the rows that differ.
+		var ok bool
+		if from, ok = c.forkStart(s); !ok {
+			return
+		}
+		if from == u.New {
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base",
+				Reason: fmt.Sprintf("the fork holds no row after the %d it shares with task %s's %s: it records no divergence", s.forkBase, s.task, s.kind)})
+			return
+		}
+	}
 	nonFF := func(why string) {
 		if s.kind == kindRepository {
 			if rival, base := c.repositoryID(u.New), c.repositoryID(u.Old); rival != "" && base != "" && rival != base {
@@ -626,15 +821,15 @@ func (c *checker) walk(s *segment) {
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
 	oldPos, oldSelf := int64(-1), ""
-	if !u.Old.IsZero() {
-		cc, err := c.read(u.Old)
+	if !from.IsZero() {
+		cc, err := c.read(from)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(from), err)})
 			return
 		}
 		l, err := parse(s.kind, cc)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: chainName + "_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(from), err)})
 			return
 		}
 		oldPos, oldSelf = l.pos, l.self
@@ -642,7 +837,7 @@ func (c *checker) walk(s *segment) {
 	var newest []*link
 	id := u.New
 	want := int64(-1) // the position the next commit must have; -1 before the head is read
-	for u.Old.IsZero() || id != u.Old {
+	for from.IsZero() || id != from {
 		cc, err := c.read(id)
 		if err != nil {
 			c.broken(s, want, id, err.Error())
@@ -674,7 +869,7 @@ func (c *checker) walk(s *segment) {
 		}
 		newest = append(newest, l)
 		if len(cc.Commit.Parents) == 0 {
-			if !u.Old.IsZero() {
+			if !from.IsZero() {
 				nonFF("which does not contain " + c.g.base())
 				return
 			}
@@ -691,7 +886,7 @@ func (c *checker) walk(s *segment) {
 		id = cc.Commit.Parents[0]
 		want--
 	}
-	if !u.Old.IsZero() && want != oldPos {
+	if !from.IsZero() && want != oldPos {
 		// The push's first commit sits right on the remote's head but
 		// skips positions.
 		c.at(s, newest[len(newest)-1], chainName+"_chain", fmt.Sprintf("commit %s says %s %d, but %s has %s %d", short(newest[len(newest)-1].id), posName(s.kind), want+1, c.g.base(), posName(s.kind), oldPos))
@@ -735,20 +930,297 @@ func (c *checker) walk(s *segment) {
 		prev = l.self
 	}
 	s.ok = true
-	switch s.kind {
-	case kindJournal:
+	switch {
+	case s.fork != "":
+		c.forks[s.fork+"/"+s.task] = append(c.forks[s.fork+"/"+s.task], s)
+		if u.Old.IsZero() {
+			s.diverges = c.forkDiverges(s)
+		}
+	case s.kind == kindJournal:
 		c.journals[s.task] = s
-	case kindLedger:
+	case s.kind == kindLedger:
 		c.ledgers[s.task] = s
-	case kindSpine:
+	case s.kind == kindSpine:
 		for _, l := range s.links {
 			c.spineBy[l.entry.Hash] = l
 		}
 	}
 }
 
+// mainHead is the head of task's chain of kind once the update lands.
+func (c *checker) mainHead(kind, task string) (gitstore.Oid, error) {
+	ref := refs.Journal(task)
+	if kind == kindLedger {
+		ref = refs.Ledger(task)
+	}
+	if u, ok := c.updates[ref]; ok {
+		return u.New, nil
+	}
+	return c.g.Refs.ReadOptional(ref)
+}
+
+// forkStart is where a new fork meets its task's chain: the chain's commit
+// at index forkBase-1 (zero when the fork shares no row). It remembers the
+// chain's commit after it, which a fork that diverges does not hold.
+func (c *checker) forkStart(s *segment) (gitstore.Oid, bool) {
+	fail := func(reason string) (gitstore.Oid, bool) {
+		c.problem(Problem{Ref: s.u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base", Reason: reason})
+		return gitstore.ZeroOid, false
+	}
+	head, err := c.mainHead(s.kind, s.task)
+	if err != nil {
+		return fail(err.Error())
+	}
+	pos := int64(-1)
+	if !head.IsZero() {
+		cc, err := c.read(head)
+		if err != nil {
+			return fail(err.Error())
+		}
+		l, err := parse(s.kind, cc)
+		if err != nil {
+			return fail(err.Error())
+		}
+		pos = l.pos
+	}
+	if pos < s.forkBase-1 {
+		return fail(fmt.Sprintf("the fork says it shares %d rows with task %s's %s, which holds %d", s.forkBase, s.task, s.kind, pos+1))
+	}
+	id := head
+	for ; pos >= s.forkBase; pos-- {
+		s.mainNext = id
+		cc, err := c.read(id)
+		if err != nil {
+			return fail(err.Error())
+		}
+		if len(cc.Commit.Parents) == 0 {
+			return fail(fmt.Sprintf("task %s's %s ends before index %d", s.task, s.kind, pos))
+		}
+		id = cc.Commit.Parents[0]
+	}
+	if s.forkBase == 0 {
+		return gitstore.ZeroOid, true
+	}
+	return id, true
+}
+
+// forkDiverges reports whether a new fork segment holds other rows than
+// its task's chain after the rows they share.
+func (c *checker) forkDiverges(s *segment) bool {
+	return !s.mainNext.IsZero() && len(s.links) > 0 && s.links[0].id != s.mainNext
+}
+
+// checkForks checks that each new fork records a divergence: it holds rows
+// after the ones it shares, the first of them not the task's, and the
+// writer's forks of the task diverge from it in one of its chains (a fork
+// only ahead of the task's chain would hide rows the task lost).
+func (c *checker) checkForks() {
+	for _, ss := range c.forks {
+		for _, s := range ss {
+			if !s.ok || !s.u.Old.IsZero() {
+				continue
+			}
+			fail := func(reason string) {
+				c.problem(Problem{Ref: s.u.Ref, Task: s.task, Writer: s.fork, Check: "fork_base", Reason: reason})
+			}
+			switch {
+			case len(s.links) == 0:
+				fail(fmt.Sprintf("the fork holds no row after the %d it shares with task %s's %s", s.forkBase, s.task, s.kind))
+			case s.links[0].id == s.mainNext:
+				fail(fmt.Sprintf("the fork shares more than %d rows with task %s's %s: its name says where they part", s.forkBase, s.task, s.kind))
+			case !c.forkPairDiverges(s.fork, s.task):
+				fail(fmt.Sprintf("writer %s's forks of task %s hold no row in place of one of the task's: a fork records a divergence", s.fork, s.task))
+			}
+		}
+	}
+}
+
+// forkPairDiverges reports whether writer's forks of task diverge from it:
+// a new one in the update does, or one is there already (checked when it
+// was created).
+func (c *checker) forkPairDiverges(writer, task string) bool {
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.diverges {
+			return true
+		}
+	}
+	for _, kind := range []string{kindJournal, kindLedger} {
+		if _, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task)); err == nil && len(names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// forkRow finds the row at index of writer's fork of task's chain of kind,
+// as it will be after the update: among the fork rows the update adds,
+// else in the forks already there (as far back from their heads as the row
+// is). Only a fork that records a divergence counts.
+func (c *checker) forkRow(writer, kind, task string, index int64) *link {
+	if refs.ValidateWriter(writer) != nil || !c.forkPairDiverges(writer, task) {
+		return nil
+	}
+	for _, s := range c.forks[writer+"/"+task] {
+		if s.kind == kind && s.ok && len(s.links) > 0 && index >= s.links[0].pos {
+			if i := index - s.links[0].pos; i < int64(len(s.links)) {
+				return s.links[i]
+			}
+		}
+	}
+	vals, names, err := c.g.Refs.List(refs.ForkPrefix(writer, kind, task))
+	if err != nil {
+		return nil
+	}
+	for _, n := range names {
+		head := vals[n]
+		if u, ok := c.updates[n]; ok {
+			head = u.Old
+		}
+		for id := head; !id.IsZero(); {
+			cc, err := c.read(id)
+			if err != nil {
+				break
+			}
+			l, err := parse(kind, cc)
+			if err != nil || l.row.TaskID != task || l.pos < index {
+				break
+			}
+			if l.pos == index {
+				l.writer, _ = CommitWriter(cc.Commit.Committer)
+				return l
+			}
+			if len(cc.Commit.Parents) == 0 {
+				break
+			}
+			id = cc.Commit.Parents[0]
+		}
+	}
+	return nil
+}
+
+// walkAnchors collects the commits an anchors ref update adds, newest to
+// oldest, as walk does for a record chain: each anchor's seq says how many
+// commits the update adds, and its first parent is the previous anchor
+// (seq 0 has none: all its parents are the commits it keeps).
+func (c *checker) walkAnchors(s *segment) {
+	u := s.u
+	nonFF := func(why string) {
+		c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
+			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
+	}
+	read := func(id gitstore.Oid) (*link, error) {
+		c.res.Stats.Commits++
+		cc, err := chain.ReadAnchor(c.g.Objects, id)
+		if err != nil {
+			return nil, err
+		}
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return nil, err
+		}
+		l := &link{id: id, commit: cc.Commit, payload: cc.Payload, rec: cc.Record, anchor: a, pos: a.Seq}
+		l.writer, _ = CommitWriter(cc.Commit.Committer)
+		if len(cc.Commit.Signature) > 0 {
+			if k, _, err := keys.CommitSigner(cc.Commit.Signature); err == nil {
+				l.key = ssh.FingerprintSHA256(k)
+			}
+		}
+		return l, nil
+	}
+	oldPos := int64(-1)
+	if !u.Old.IsZero() {
+		l, err := read(u.Old)
+		if err != nil {
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "anchors_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			return
+		}
+		oldPos = l.pos
+	}
+	var newest []*link
+	want := int64(-1)
+	for id := u.New; u.Old.IsZero() || id != u.Old; {
+		l, err := read(id)
+		if err != nil {
+			c.broken(s, want, id, err.Error())
+			return
+		}
+		if want < 0 {
+			if l.pos <= oldPos {
+				nonFF(fmt.Sprintf("whose seq is %d, not after %s %d", l.pos, c.g.baseOwner(), oldPos))
+				return
+			}
+			want = l.pos
+		}
+		if l.pos != want {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("commit %s says seq %d where seq %d belongs", short(id), l.pos, want))
+			return
+		}
+		if want == oldPos {
+			nonFF("which does not contain " + c.g.base())
+			return
+		}
+		if l.anchor.Writer != s.writer {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("anchor names writer %q", l.anchor.Writer))
+			return
+		}
+		newest = append(newest, l)
+		if want == 0 {
+			if !u.Old.IsZero() {
+				nonFF("which does not contain " + c.g.base())
+				return
+			}
+			break
+		}
+		if len(l.commit.Parents) == 0 {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("the anchor at seq %d has no previous anchor", want))
+			return
+		}
+		id = l.commit.Parents[0]
+		want--
+	}
+	if !u.Old.IsZero() && want != oldPos {
+		c.at(s, newest[len(newest)-1], "anchors_chain", fmt.Sprintf("commit %s says seq %d, but %s has seq %d", short(newest[len(newest)-1].id), want+1, c.g.base(), oldPos))
+		return
+	}
+	for i, j := 0, len(newest)-1; i < j; i, j = i+1, j-1 {
+		newest[i], newest[j] = newest[j], newest[i]
+	}
+	s.links = newest
+	s.ok = true
+}
+
+// checkAnchors checks what each new anchor keeps: commits of the project
+// (never one of bernstein's own record commits), under an empty tree.
+func (c *checker) checkAnchors(s *segment) {
+	for _, l := range s.links {
+		if l.commit.Tree != gitstore.EmptyTree {
+			c.at(s, l, "anchors_chain", fmt.Sprintf("commit %s: an anchor's tree is the empty tree", short(l.id)))
+		}
+		kept := l.commit.Parents
+		if l.pos > 0 && len(kept) > 0 {
+			kept = kept[1:]
+		}
+		for _, id := range kept {
+			c.res.Stats.Commits++
+			data, err := c.g.Objects.ReadType(id, gitstore.TypeCommit)
+			if err == nil {
+				var cm gitstore.Commit
+				if cm, err = gitstore.ParseCommitLinks(data); err == nil {
+					var why string
+					if why, err = chain.RecordShape(c.g.Objects, cm); err == nil && why != "" {
+						err = fmt.Errorf("it is one of bernstein's own record commits (%s)", why)
+					}
+				}
+			}
+			if err != nil {
+				c.at(s, l, "anchors_chain", fmt.Sprintf("anchor %s keeps commit %s: %v", short(l.id), short(id), err))
+			}
+		}
+	}
+}
+
 func posName(kind string) string {
-	if kind == kindSpine || kind == kindAudit {
+	if kind == kindSpine || kind == kindAudit || kind == kindAnchors {
 		return "seq"
 	}
 	return "index"
@@ -1071,7 +1543,7 @@ func (c *checker) isTrusted(writer string, k ssh.PublicKey) bool {
 // (spine, audit) or the committer names (journal, ledger) signed every
 // commit the push adds.
 func (c *checker) checkSignatures(s *segment) {
-	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature"}[s.kind]
+	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature", kindAnchors: "anchor_signature"}[s.kind]
 	// A writer with no pinned key is one problem per ref, not one per commit.
 	unpinned := map[string][]*link{}
 	var order []string
@@ -1088,7 +1560,7 @@ func (c *checker) checkSignatures(s *segment) {
 	}()
 	for _, l := range s.links {
 		l.proof = ProveCommit(c.env, l.commit, l.payload)
-		if (s.kind == kindSpine || s.kind == kindAudit) && l.writer != s.writer {
+		if (s.kind == kindSpine || s.kind == kindAudit || s.kind == kindAnchors) && l.writer != s.writer {
 			c.at(s, l, check, fmt.Sprintf("the commit names %s as its committer, not the ref's writer %s", orNone(l.writer), s.writer))
 			l.proof.State = Tampered
 			continue
@@ -1217,8 +1689,8 @@ func (c *checker) checkRepository() {
 // repository (even one the same writer serves) is refused.
 func (c *checker) checkRoots() {
 	for _, s := range c.segs {
-		if !s.ok || !s.u.Old.IsZero() || len(s.links) == 0 {
-			continue
+		if !s.ok || !s.u.Old.IsZero() || len(s.links) == 0 || s.fork != "" && s.forkBase > 0 {
+			continue // a fork that shares rows starts on the task's chain, not at its root
 		}
 		var kind, name string
 		switch s.kind {
@@ -1233,8 +1705,10 @@ func (c *checker) checkRoots() {
 		if why := c.binding.CheckRoot(kind, name, l.id, l.prev); why != "" {
 			c.at(s, l, CheckRepositoryBinding, why)
 			s.ok = false
-			delete(c.journals, s.task)
-			delete(c.ledgers, s.task)
+			if s.fork == "" {
+				delete(c.journals, s.task)
+				delete(c.ledgers, s.task)
+			}
 		}
 	}
 }
@@ -1315,6 +1789,13 @@ func (c *checker) checkKeysRef(s *segment) {
 // forgery cannot make it read far.
 func verified(l *link) bool { return l.proof.State == Verified }
 
+// far reports whether the guard looks into the refs already there for what
+// l binds: for a verified commit, and on a fetch for one that checks
+// against its writer's published key too (it is fetched unverifiable).
+func (c *checker) far(l *link) bool {
+	return verified(l) || c.g.Fetch != "" && l.proof.State == Unverifiable
+}
+
 // checkJournal checks what each new journal row stores and binds.
 func (c *checker) checkJournal(s *segment) {
 	type latest struct {
@@ -1348,7 +1829,7 @@ func (c *checker) checkJournal(s *segment) {
 		}
 		keysSeen[a.Key] = latest{a.Version, a.SpineEntryHash}
 		// The spine entry must seal exactly this row.
-		e, ew := c.spineEntry(l.proof.Writer, a.SpineEntryHash, verified(l))
+		e, ew := c.spineEntry(l.proof.Writer, a.SpineEntryHash, c.far(l))
 		if e == nil || e.Artifact == nil {
 			c.at(s, l, "spine_binding", fmt.Sprintf("%s: no spine entry %s of writer %s", where, a.SpineEntryHash, orNone(l.proof.Writer)))
 			continue
@@ -1367,7 +1848,7 @@ func (c *checker) checkLedger(s *segment) {
 		if !ledger.Terminal(ledger.PhaseOf(l.row.Kind)) {
 			continue
 		}
-		if !c.sealFor(l.proof.Writer, s.task, l.row.Index, l.row.Kind, verified(l)) {
+		if !c.sealFor(l.proof.Writer, s.task, l.row.Index, l.row.Kind, c.far(l)) {
 			c.at(s, l, "journal_seal", fmt.Sprintf("the ledger records %s at index %d, but no spine entry of writer %s seals the journal there", l.row.Kind, l.row.Index, orNone(l.proof.Writer)))
 		}
 	}
@@ -1379,22 +1860,34 @@ func (c *checker) checkLedger(s *segment) {
 // terminal transition, with its detached signature.
 func (c *checker) checkSpine(s *segment) {
 	for _, l := range s.links {
-		far := verified(l)
+		far := c.far(l)
 		switch {
 		case l.entry.Artifact != nil:
 			a := l.entry.Artifact
 			what := fmt.Sprintf("spine entry %s/%d seals %s v%d of task %s at journal index %d", s.writer, a.Seq, a.Key, a.Version, a.TaskID, a.JournalIndex)
 			rl, pushed := c.findRow(kindJournal, a.TaskID, a.JournalIndex, far)
+			names := func(rl *link) bool {
+				var d record.ArtifactPosted
+				return rl != nil && rl.row.Kind == record.KindArtifactPosted && rl.row.DecodeData(&d) == nil && d.SpineEntryHash == l.entry.Hash
+			}
+			if !names(rl) && far {
+				// The writer's chain diverged from the task's: the row is in
+				// its fork.
+				if fl := c.forkRow(s.writer, kindJournal, a.TaskID, a.JournalIndex); names(fl) {
+					rl, pushed = fl, false
+				}
+			}
 			if rl == nil {
 				c.at(s, l, "spine_binding", what+", which the journal does not hold")
 				continue
 			}
 			row, rowWriter := rl.row, rl.writer
 			var d record.ArtifactPosted
-			if row.Kind != record.KindArtifactPosted || row.DecodeData(&d) != nil || d.SpineEntryHash != l.entry.Hash {
+			if !names(rl) {
 				c.at(s, l, "spine_binding", what+", but the row there does not name this entry")
 				continue
 			}
+			row.DecodeData(&d)
 			if !pushed {
 				// The row arrived earlier; the push's entry must bind it.
 				ver := &Version{Key: d.Key, Version: d.Version, ContentHash: d.ContentHash, PrevVersionHash: d.PrevVersionHash, JournalIndex: row.Index}
@@ -1405,19 +1898,27 @@ func (c *checker) checkSpine(s *segment) {
 		case l.entry.Seal != nil:
 			seal := l.entry.Seal
 			what := fmt.Sprintf("seal %s/%d of task %s", s.writer, seal.Seq, seal.TaskID)
-			if l.proof.State == Verified {
+			if far {
 				if err := CheckSealSignature(c.env, l.commit, l.entry.Bytes); err != nil {
 					c.at(s, l, "spine_signature", fmt.Sprintf("%s: %v", what, err))
 				}
 			}
+			// A seal of a writer's chains that diverged from the task's
+			// seals its forks.
+			row := func(kind string, index int64, ok func(*link) bool) bool {
+				if rl, _ := c.findRow(kind, seal.TaskID, index, far); rl != nil && ok(rl) {
+					return true
+				}
+				return far && ok(c.forkRow(s.writer, kind, seal.TaskID, index))
+			}
 			if seal.Rows > 0 {
-				if rl, _ := c.findRow(kindJournal, seal.TaskID, seal.Rows-1, far); rl == nil || record.Hash(rl.self) != seal.Head {
+				if !row(kindJournal, seal.Rows-1, func(rl *link) bool { return rl != nil && record.Hash(rl.self) == seal.Head }) {
 					c.at(s, l, "journal_seal", fmt.Sprintf("%s: the journal's row %d is not the sealed head (%d rows)", what, seal.Rows-1, seal.Rows))
 				}
 			} else if seal.Head != "" {
 				c.at(s, l, "journal_seal", fmt.Sprintf("%s: seals no rows but names a head", what))
 			}
-			if rl, _ := c.findRow(kindLedger, seal.TaskID, seal.LedgerIndex, far); rl == nil || rl.row.Kind != seal.Transition {
+			if !row(kindLedger, seal.LedgerIndex, func(rl *link) bool { return rl != nil && rl.row.Kind == seal.Transition }) {
 				c.at(s, l, "journal_seal", fmt.Sprintf("%s names %s at ledger index %d, which the ledger does not hold", what, seal.Transition, seal.LedgerIndex))
 			}
 		}

@@ -53,17 +53,18 @@ const (
 // binds (ArtifactSeal), and the commit is re-read when its signature is
 // checked lazily.
 type SpineRecord struct {
-	Writer   string
-	Seq      int64
-	Commit   gitstore.Oid
-	hash     [32]byte
-	parsed   bool // the entry parsed: hash is its identity
-	posted   bool // an artifact.posted audit entry names it
-	checked  bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
-	sigState sigState
-	Artifact *ArtifactSeal
-	Seal     *record.SpineSealEntry // seals are few: kept whole
-	ChainErr string                 // set when the entry does not sit where its chain says
+	Writer    string
+	Seq       int64
+	Commit    gitstore.Oid
+	hash      [32]byte
+	parsed    bool // the entry parsed: hash is its identity
+	posted    bool // an artifact.posted audit entry names it
+	checked   bool // sigState and sigReason are set (under SpineIndex.mu when lazily)
+	sigState  sigState
+	Artifact  *ArtifactSeal
+	Seal      *record.SpineSealEntry      // seals are few: kept whole
+	Supersede *record.SpineSupersedeEntry // so are supersede entries
+	ChainErr  string                      // set when the entry does not sit where its chain says
 
 	sigReason string
 	sealErr   *error // seals: the detached signature check (nil: not a seal, or not checked)
@@ -96,16 +97,18 @@ func (r *SpineRecord) Hash() record.Hash {
 
 // SpineIndex indexes every entry of every local lineage spine by hash.
 type SpineIndex struct {
-	env      *Env
-	strs     interner
-	mu       sync.Mutex // lazy signature checks
-	byHash   []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
-	Writers  []string
-	Records  map[string][]*SpineRecord // by writer, in chain order
-	Seals    map[string][]*SpineRecord // by task
-	ByTask   map[string][]*SpineRecord // artifact entries, by task
-	Problems []Failure                 // chain-level problems found while indexing
-	Entries  int
+	env     *Env
+	strs    interner
+	mu      sync.Mutex // lazy signature checks
+	byHash  []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
+	Writers []string
+	Records map[string][]*SpineRecord // by writer, in chain order
+	Seals   map[string][]*SpineRecord // by task
+	ByTask  map[string][]*SpineRecord // artifact entries, by task
+	// Supersedes are the supersede entries (task adopt), by task.
+	Supersedes map[string][]*SpineRecord
+	Problems   []Failure // chain-level problems found while indexing
+	Entries    int
 }
 
 // BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
@@ -121,7 +124,8 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{},
+		Supersedes: map[string][]*SpineRecord{}}
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
@@ -200,7 +204,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			newer = nil
 			return true
 		}
-		rec.Seq, rec.Seal = e.Header.Seq, e.Seal
+		rec.Seq, rec.Seal, rec.Supersede = e.Header.Seq, e.Seal, e.Supersede
 		rec.hash, rec.parsed = hashBytes(string(e.Hash))
 		if a := e.Artifact; a != nil {
 			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key),
@@ -266,6 +270,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 		if rec.Artifact != nil {
 			ix.ByTask[rec.Artifact.TaskID] = append(ix.ByTask[rec.Artifact.TaskID], rec)
+		}
+		if rec.Supersede != nil {
+			ix.Supersedes[rec.Supersede.TaskID] = append(ix.Supersedes[rec.Supersede.TaskID], rec)
 		}
 	}
 	ix.Records[writer] = recs

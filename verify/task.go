@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
@@ -80,6 +81,10 @@ type TaskReport struct {
 	// a pinned one), so that an unverifiable version is one a writer it
 	// does not trust wrote, not merely one it cannot check.
 	Anchored bool `json:"-"`
+	// Diverged are the versions other writers' spines seal that the journal
+	// does not hold because their chains diverged from it: each is in its
+	// writer's fork (refs/bernstein/forks/), pending or resolved (forks.go).
+	Diverged []DivergedRow `json:"diverged,omitempty"`
 }
 
 // Verified reports whether every version is verified and the chain holds.
@@ -185,6 +190,9 @@ type Verifier struct {
 	Env   *Env
 	Spine *SpineIndex
 	trees map[gitstore.Oid][]gitstore.TreeEntry
+
+	forkMu    sync.Mutex
+	forkCache map[string]taskForks // the forks of each task read so far
 }
 
 // NewVerifier indexes the spines of env.
@@ -463,6 +471,10 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 		if have[r.Hash()] {
 			continue
 		}
+		if d, ok := v.explainEntry(rep.Task, r); ok {
+			rep.Diverged = append(rep.Diverged, *d)
+			continue
+		}
 		w := r.Writer
 		reason := fmt.Sprintf("spine entry %s/%d seals %s v%d at journal index %d, which the journal does not hold", w, r.Seq, a.Key, a.Version, a.JournalIndex)
 		rep.Failures = append(rep.Failures, Failure{TaskID: rep.Task, Key: a.Key, Version: i64(a.Version), JournalIndex: i64(a.JournalIndex), Writer: w, Seq: i64(r.Seq), Check: "spine_binding", Reason: reason})
@@ -484,7 +496,14 @@ func (v *Verifier) JournalIdentity(task string, hashes []record.Hash) (string, s
 
 // identity decides journal_identity from the task's seals.
 func (v *Verifier) identity(rep *TaskReport) (string, string) {
-	seals := v.Spine.Seals[rep.Task]
+	// A seal whose transition is in its writer's fork of the ledger (the
+	// writer's chain diverged from the task's) seals that fork, not the task.
+	var seals []*SpineRecord
+	for _, s := range v.Spine.Seals[rep.Task] {
+		if !v.explainSeal(rep.Task, s) {
+			seals = append(seals, s)
+		}
+	}
 	// The ledger and the seals must agree: a terminal transition and its
 	// seal are written in one transaction, so a terminal transition without
 	// a seal (a spine rolled back) or a seal whose transition the ledger

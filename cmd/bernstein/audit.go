@@ -125,7 +125,7 @@ func auditVerifyRun(o *auditVerifyOptions) error {
 			return err
 		}
 	} else {
-		renderAudit(o.IO.Out, rep)
+		renderAudit(o.IO.Out, rep, o.Strict)
 	}
 	if rep.CheckpointNote != "" {
 		fmt.Fprintln(o.IO.Err, "note: "+rep.CheckpointNote)
@@ -140,8 +140,9 @@ func auditVerifyRun(o *auditVerifyOptions) error {
 }
 
 // renderAudit prints a walk's report: its failures, one a line, what it
-// counted and its verdict.
-func renderAudit(w io.Writer, rep *verify.Report) {
+// counted, the divergences resolved and pending, what it could not check
+// here (all of it with strict) and its verdict.
+func renderAudit(w io.Writer, rep *verify.Report, strict bool) {
 	for _, f := range rep.Failures {
 		fmt.Fprintln(w, failureLine(f))
 	}
@@ -159,6 +160,24 @@ func renderAudit(w io.Writer, rep *verify.Report) {
 	}
 	if rep.Note != "" {
 		fmt.Fprintln(w, rep.Note)
+	}
+	for _, r := range rep.Resolutions {
+		fmt.Fprintln(w, r.String())
+	}
+	for _, p := range rep.Pending {
+		fmt.Fprintln(w, p.String())
+	}
+	for _, n := range rep.NotChecked {
+		if strict || n.Check != "audit_hmac" { // HMACNote says that one already
+			fmt.Fprintf(w, "not checked here: %s\n", n)
+		}
+	}
+	if strict {
+		if len(rep.NotChecked) == 0 {
+			fmt.Fprintln(w, "strict: every check was made here, HMACs included")
+		} else {
+			fmt.Fprintf(w, "strict: %d kind(s) of check could not be made here (above); everything else was checked against pinned keys\n", len(rep.NotChecked))
+		}
 	}
 	switch {
 	case rep.Tampered():

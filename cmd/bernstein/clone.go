@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -29,7 +30,10 @@ identity is created; run 'bernstein init' in the clone to write.
 It sets up git's diff of artifact versions in the clone, as 'bernstein init'
 does (docs/format.md, "Diffing with git").
 
-Exit status: 0 cloned; 1 error (git clone failed, DIR is not empty).`
+Exit status: 0 cloned; 1 error (git clone failed, DIR is not empty); 2
+cloned, but the remote holds commits that do not verify here: they were
+held back (named, and kept in refs/bernstein-remotes/origin/), as 'bernstein
+fetch' holds them back.`
 
 func newCloneCmd(f *factory, runF func(*cloneOptions) error) *cobra.Command {
 	o := &cloneOptions{IO: f.IO, Options: f.Options}
@@ -57,7 +61,8 @@ func cloneRun(o *cloneOptions) error {
 	opts := o.Options()
 	opts.Repo = ""
 	res, err := bernstein.Clone(o.URL, o.Dir, opts)
-	if err != nil {
+	var held *bernstein.HeldBackError
+	if err != nil && (res == nil || !errors.As(err, &held)) {
 		return err
 	}
 	driver, err := bernstein.SetupDiffDriver(res.GitDir)
@@ -77,6 +82,9 @@ func cloneRun(o *cloneOptions) error {
 	}
 	printFetch(o.IO, res.Fetch)
 	printCloneWriters(o.IO, res)
+	if held != nil {
+		return exitCode(2, held)
+	}
 	return nil
 }
 

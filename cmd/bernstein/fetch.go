@@ -23,15 +23,28 @@ is never lost, readers never see half of it): a ref this host lacks is
 created, one the remote extends is fast-forwarded, one this host has newer is
 left as it is (push it).
 
-If any ref diverged, nothing local moves, and each is named with both heads:
-a task journal or ledger when two hosts wrote to one task, a writer's spine,
-audit mirror or key ref when one writer identity wrote on two hosts (or a
-chain was rewritten). The remote's heads stay in the remote-tracking refs for
-inspection ('git log refs/bernstein-remotes/REMOTE/journal/TASK'). See
-docs/remotes.md, Divergence.
+A ref moves only to commits that verify here, checked as the remote guard
+checks a push (docs/remotes.md, Hooks) against this host's trust: signed by a
+trusted key, or by the key its writer publishes (fetched unverifiable, for a
+later pin to prove), chaining, and bound to the rows, spine entries, seals
+and audit entries that move with it. What does not verify stays in the
+remote-tracking refs, with whatever depends on it, and is named ("held
+back"); nothing is built on it. This host's own chains (its spine, audit
+mirror, key ref, anchors and forks) are never moved by a fetch. A remote read
+while a push moved its refs (git reads them one by one) is fetched again.
 
-Exit status: 0 fetched (also when nothing was new); 1 error; 5 a ref
-diverged: nothing local moved.`
+A ref that both sides moved (diverged) does not move; everything that does
+not depend on it does. Each is named with both heads: a task journal or
+ledger when two hosts wrote to one task (resolve it with 'bernstein task
+adopt TASK REMOTE'), a writer's spine, audit mirror or key ref when one
+writer identity wrote on two hosts (or a chain was rewritten). The remote's
+heads stay in the remote-tracking refs for inspection ('git log
+refs/bernstein-remotes/REMOTE/journal/TASK'). See docs/remotes.md,
+Divergence.
+
+Exit status: 0 fetched (also when nothing was new); 1 error; 2 the remote
+holds commits that do not verify here (held back and named; the rest
+moved); 5 a ref diverged (named; the rest moved).`
 
 func newFetchCmd(f *factory, runF func(*fetchOptions) error) *cobra.Command {
 	o := &fetchOptions{IO: f.IO, Store: f.Store}
@@ -62,21 +75,42 @@ func fetchRun(o *fetchOptions) error {
 			}
 		}
 		var div *bernstein.DivergedError
-		if errors.As(err, &div) {
+		var held *bernstein.HeldBackError
+		if res != nil && !o.JSON && (err == nil || errors.As(err, &div) || errors.As(err, &held)) {
+			printFetch(o.IO, res)
+			printHeldBack(o.IO, res.HeldBack)
+		}
+		switch {
+		case errors.As(err, &div):
 			if !o.JSON {
 				printDiverged(o.IO, div.Diverged)
 			}
-			fmt.Fprintf(o.IO.Err, "nothing local moved; the remote's heads are under %s\n", bernstein.TrackingPrefix(o.Remote))
+			fmt.Fprintf(o.IO.Err, "the diverged refs did not move; the remote's heads are under %s\n", bernstein.TrackingPrefix(o.Remote))
 			return exitCode(exitDiverged, fmt.Errorf("fetch from %s: %d ref%s diverged (%s)", o.Remote, len(div.Diverged), plural(len(div.Diverged)), div.Diverged[0].What()))
+		case errors.As(err, &held):
+			return exitCode(exitHeldBack, errors.New(held.Error()))
 		}
-		if err != nil {
-			return err
-		}
-		if !o.JSON {
-			printFetch(o.IO, res)
-		}
-		return nil
+		return err
 	})
+}
+
+// exitHeldBack is fetch's exit status when the remote holds commits that do
+// not verify here: they were held back, the rest moved.
+const exitHeldBack = 2
+
+// printHeldBack names, on stderr, each ref a fetch held back and why (its
+// first problems).
+func printHeldBack(io *IO, hs []bernstein.HeldBack) {
+	for _, h := range hs {
+		fmt.Fprintln(io.Err, h.String())
+		for i, p := range h.Problems {
+			if i == 3 {
+				fmt.Fprintf(io.Err, "  ... and %d more\n", len(h.Problems)-i)
+				break
+			}
+			fmt.Fprintf(io.Err, "  %s\n", p)
+		}
+	}
 }
 
 // keyNotes tells, on stderr, what a fetch brought of writer keys: loudly a

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,9 +45,24 @@ heads as last fetched; if it refuses, nothing is sent. Without the hook
 nothing is checked here, as with git push: the remote guard and 'audit
 verify' on clones are the authority.
 
+A task that diverged blocks only itself: every other ref is pushed (in the
+same atomic push), and the rows this host wrote to the task go to its forks,
+refs/bernstein/forks/<writer>/<journal|ledger>/<task>/<rows shared>, which
+every host reads as a divergence pending until 'bernstein task adopt TASK
+REMOTE' resolves it here (docs/remotes.md, Divergence).
+
+The first push of a writer to a remote whose guard trusts no key of it
+(docs/remotes.md, Hooks) is refused whole; push then publishes the writer's
+key ref there alone (which the guard accepts: a key is a claim, not trust)
+and prints the command the remote's operator runs to pin it, with its
+fingerprint. Once it is pinned, push again.
+
 Exit status: 0 pushed (or nothing to push); 1 error, the pre-push hook
-stopped the push, or the remote refused (a hook); 5 a ref diverged, or the remote kept moving a ref this host moved
-too (nothing pushed when atomic): run 'bernstein fetch'.`
+stopped the push, or the remote refused (a hook); 5 a ref diverged (a task:
+every other ref was pushed), or the remote kept moving a ref this host moved
+too (nothing pushed when atomic): run 'bernstein fetch'; 6 the remote
+trusts no key of this writer yet: its key ref was published there and the
+pin command is printed; nothing else was pushed.`
 
 func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
 	o := &pushOptions{IO: f.IO, Store: f.Store}
@@ -85,14 +101,42 @@ func pushRun(o *pushOptions) error {
 	})
 }
 
+// exitUntrusted is push's exit status when the remote's guard trusts no key
+// of a writer whose rows the push carries: its key ref was published, and
+// the operator pins it.
+const exitUntrusted = 6
+
+// untrusted explains a push refused for want of a pinned key: the key
+// published, and the command the remote's operator runs.
+func untrusted(io *IO, remote string, e *bernstein.UntrustedError) error {
+	for _, w := range e.Writers {
+		switch {
+		case w.Published:
+			fmt.Fprintf(io.Err, "%s trusts no key of writer %s yet: published its key (%s) there, under refs/bernstein/writers/\n", remote, w.Writer, w.Fingerprint)
+		default:
+			fmt.Fprintf(io.Err, "%s trusts no key of writer %s yet: its key (%s) is published there\n", remote, w.Writer, w.Fingerprint)
+		}
+	}
+	fmt.Fprintf(io.Err, "The operator of %s runs, inside the remote repository, once each fingerprint is checked with its writer's owner:\n", remote)
+	for _, w := range e.Writers {
+		fmt.Fprintf(io.Err, "  %s\n", w.Command)
+	}
+	fmt.Fprintf(io.Err, "then push again. Nothing else was pushed (docs/remotes.md, Hooks).\n")
+	return exitCode(exitUntrusted, errors.New(e.Error()))
+}
+
 // failed explains on stderr why a push failed, and gives its exit: 5 when
-// refs diverged or the remote moved them meanwhile, else 1.
+// refs diverged or the remote moved them meanwhile, 6 when the remote
+// trusts no key of the writer yet, else 1.
 func (o *pushOptions) failed(res *bernstein.PushResult, err error) error {
 	var div *bernstein.DivergedError
 	var rej *bernstein.RejectedError
 	var ref *bernstein.RemoteRefusedError
 	var pre *bernstein.PrePushError
+	var ut *bernstein.UntrustedError
 	switch {
+	case errors.As(err, &ut):
+		return untrusted(o.IO, o.Remote, ut)
 	case errors.As(err, &pre):
 		// The hook's words once (git would have shown them as it ran),
 		// then one line that does not repeat them.
@@ -103,8 +147,11 @@ func (o *pushOptions) failed(res *bernstein.PushResult, err error) error {
 	case errors.As(err, &div):
 		if !o.JSON {
 			printDiverged(o.IO, div.Diverged)
+			if len(res.Pushed) > 0 {
+				printPushed(o.IO, o.Remote, res)
+			}
 		}
-		fmt.Fprintf(o.IO.Err, "%s. 'bernstein fetch %s' reports the same; see docs/remotes.md, Divergence\n", pushedAnyway(res, "had been", " (the remote does not support atomic pushes)"), o.Remote)
+		fmt.Fprintf(o.IO.Err, "%s. 'bernstein fetch %s' reports the same; see docs/remotes.md, Divergence\n", divergedPushed(res, div.Diverged), o.Remote)
 		return exitCode(exitDiverged, fmt.Errorf("push to %s: %d ref%s diverged (%s)", o.Remote, len(div.Diverged), plural(len(div.Diverged)), div.Diverged[0].What()))
 	case errors.As(err, &rej):
 		if !o.JSON {
@@ -131,6 +178,27 @@ func (o *pushOptions) failed(res *bernstein.PushResult, err error) error {
 
 // pushedAnyway says what a failed push sent all the same: nothing when it
 // was atomic, else the refs pushed one by one before it failed.
+// divergedPushed says what a push that found diverged refs sent: nothing
+// when a chain only one writer writes diverged, else every other ref (a
+// diverged task's rows to this host's forks of it).
+func divergedPushed(res *bernstein.PushResult, ds []bernstein.Divergence) string {
+	var tasks []string
+	for _, d := range ds {
+		if d.Task == "" {
+			return pushedAnyway(res, "had been", " (the remote does not support atomic pushes)")
+		}
+		if len(tasks) == 0 || tasks[len(tasks)-1] != d.Task {
+			tasks = append(tasks, d.Task)
+		}
+	}
+	what := "nothing else needed pushing"
+	if n := len(res.Pushed); n > 0 {
+		what = fmt.Sprintf("the %d other ref%s that did not diverge were pushed", n, plural(n))
+	}
+	return fmt.Sprintf("only task %s is held back: %s, and this host's rows of it went to its forks (refs/bernstein/forks/). Resolve it with 'bernstein task adopt %s %s'",
+		strings.Join(tasks, ", "), what, tasks[0], res.Remote)
+}
+
 func pushedAnyway(res *bernstein.PushResult, were, why string) string {
 	if len(res.Pushed) == 0 {
 		return "nothing was pushed"

@@ -25,7 +25,7 @@ completed, failed, abandoned, reopened). Illegal transitions are refused.
 Every transition is mirrored into the writer's audit chain; a terminal one
 (complete, fail, abandon) also seals the task's journal in the spine.`,
 	}
-	cmd.AddCommand(newTaskCreateCmd(f, nil), newTaskClaimCmd(f, nil), newTaskListCmd(f, nil), newTaskShowCmd(f, nil), newTaskProgressCmd(f, nil), newTaskAttestCmd(f, nil))
+	cmd.AddCommand(newTaskCreateCmd(f, nil), newTaskClaimCmd(f, nil), newTaskListCmd(f, nil), newTaskShowCmd(f, nil), newTaskProgressCmd(f, nil), newTaskAttestCmd(f, nil), newTaskAdoptCmd(f, nil))
 	for _, kind := range []string{
 		record.KindTaskReleased, record.KindTaskStarted, record.KindTaskSuspended, record.KindTaskResumed,
 		record.KindTaskCompleted, record.KindTaskFailed, record.KindTaskAbandoned, record.KindTaskReopened,

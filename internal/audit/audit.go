@@ -113,7 +113,8 @@ func (a *Auditor) Since(view *refs.Snapshot, name string) (*verify.Report, error
 
 // sinceReport is the audit verify report of an incremental check.
 func sinceReport(name string, res *verify.Result) *verify.Report {
-	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}}
+	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}, NotChecked: []verify.NotChecked{},
+		Resolutions: []verify.Resolution{}, Pending: []verify.Pending{}}
 	unpinned := 0
 	for _, p := range res.Problems {
 		if p.Unverifiable {
@@ -154,7 +155,9 @@ func sinceReport(name string, res *verify.Result) *verify.Report {
 	c.CommitsRead = res.Stats.Commits
 	c.Failures = len(rep.Failures)
 	rep.HMACChecked = res.HMACsNotChecked == 0
+	rep.NotChecked = []verify.NotChecked{}
 	if !rep.HMACChecked {
+		rep.NotChecked = append(rep.NotChecked, verify.HMACsNotChecked(res.HMACsNotChecked, nil))
 		rep.HMACNote = fmt.Sprintf("%d HMACs not checked: their writers' HMAC keys are not on this host", res.HMACsNotChecked)
 	}
 	rep.Verified = len(rep.Failures) == 0 && c.Unverifiable == 0 && c.SignaturesUnpinned == 0 && unpinned == 0

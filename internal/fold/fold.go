@@ -239,6 +239,18 @@ func (f *Folder) JournalAt(env *proof.Env, task string, head gitstore.Oid) (*Jou
 	return st, nil
 }
 
+// FoldJournal folds task's journal up to head without checking it against
+// the heads this host's writer left: for a chain the writer is about to
+// take in place of its own (task adopt), whose heads it supersedes.
+func (f *Folder) FoldJournal(env *proof.Env, task string, head gitstore.Oid) (*Journal, error) {
+	return f.foldJournal(env, task, head)
+}
+
+// FoldLedger is FoldJournal for task's ledger.
+func (f *Folder) FoldLedger(env *proof.Env, task string, head gitstore.Oid) (*Ledger, error) {
+	return f.foldLedger(env, task, head)
+}
+
 // LedgerAt is JournalAt for task's ledger.
 func (f *Folder) LedgerAt(env *proof.Env, task string, head gitstore.Oid) (*Ledger, error) {
 	fold, err := f.foldLedger(env, task, head)

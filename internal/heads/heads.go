@@ -396,6 +396,11 @@ func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*veri
 	if id, err := k.c.Identity(); err == nil {
 		writer = id.Writer
 	}
+	if kind == "journal" || kind == "ledger" {
+		if ok, err := k.superseded(kind, ref, writer, head, pos, m); err != nil || ok {
+			return nil, err
+		}
+	}
 	f := &verify.RowFault{Chain: kind, Writer: writer, State: verify.Tampered}
 	at := "index"
 	if kind == "spine" || kind == "audit" {

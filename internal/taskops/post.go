@@ -74,6 +74,13 @@ func PostArtifact(t *txn.Tx, p Post) (*Posted, error) {
 		}
 		return nil, txn.Keep(&RefusedError{Task: p.Task, Agent: p.Agent, Reason: reason, Detail: detail})
 	}
+	return appendPost(t, p)
+}
+
+// appendPost stores an artifact version whose post was allowed: the next
+// version of its key, sealed by a spine entry, with its journal row and
+// audit mirror entry.
+func appendPost(t *txn.Tx, p Post) (*Posted, error) {
 	jc, err := t.JournalChain(p.Task)
 	if err != nil {
 		return nil, err

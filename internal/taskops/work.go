@@ -124,7 +124,25 @@ func Checkpoint(t *txn.Tx, task, actor string, data record.Checkpoint) (*Work, e
 	if err != nil {
 		return nil, err
 	}
-	return withNote(t, task, record.KindCheckpoint, actor, data, nil, note)
+	w, err := withNote(t, task, record.KindCheckpoint, actor, data, nil, note)
+	if err != nil {
+		return w, err
+	}
+	return w, anchor(t, task, w.RowHash, data.Commit)
+}
+
+// anchor keeps the project commits a work row names reachable from the
+// writer's anchors ref (txn.Tx.Anchor).
+func anchor(t *txn.Tx, task string, row record.Hash, commits ...string) error {
+	var ids []gitstore.Oid
+	for _, c := range commits {
+		id, err := gitstore.ParseOid(c)
+		if err != nil {
+			return fmt.Errorf("anchor %s: %w", c, err)
+		}
+		ids = append(ids, id)
+	}
+	return t.Anchor(task, row, ids...)
 }
 
 // Diff records the patch p between two commits of the project, and the
@@ -144,7 +162,11 @@ func Diff(t *txn.Tx, task, actor string, p *project.Patch) (*Work, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withNote(t, task, record.KindDiffCaptured, actor, data, map[string][]byte{out.Path: stored}, note)
+	w, err := withNote(t, task, record.KindDiffCaptured, actor, data, map[string][]byte{out.Path: stored}, note)
+	if err != nil {
+		return w, err
+	}
+	return w, anchor(t, task, w.RowHash, data.Base, data.Head)
 }
 
 // OutputRow records a work row whose output (a command's) is stored in the

@@ -132,7 +132,7 @@ func (sig refsSignal) quietBefore(t time.Time) bool {
 }
 
 // indexScope is the refs the index reads: the ledgers and what proves them.
-var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix}
+var indexScope = []string{refs.LedgerPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix, refs.ForksPrefix}
 
 // refreshLocked brings the index up to the ledger heads as they are now,
 // folding only the ledgers that moved; rebuild folds every one. ix.mu is
@@ -253,7 +253,7 @@ func (ix *Index) confirmClaim(task string, h record.Hash) (agent string, head gi
 	ix.mu.Lock()
 	ix.confirms++
 	ix.mu.Unlock()
-	view, err := ix.c.Refs.Snapshot(refs.Ledger(task), refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix)
+	view, err := ix.c.Refs.Snapshot(refs.Ledger(task), refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix, refs.ForksPrefix)
 	if err != nil {
 		return "", gitstore.ZeroOid, err
 	}

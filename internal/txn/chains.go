@@ -84,6 +84,97 @@ func (t *Tx) checkHead(c *Chain) error {
 	return fmt.Errorf("%w: %s cannot be trusted from index %d (%s): nothing is written on top of it; run 'bernstein audit verify'", fold.ErrUnproven, c.ref, f.Index, f.Reason)
 }
 
+// Objects is the repository's object store, for operations that read what
+// the chains name.
+func (t *Tx) Objects() *gitstore.Repo { return t.w.c.Objects }
+
+// RefValue is ref's value as the transaction sees it: moved by an earlier
+// operation of the batch, else as the ref stands.
+func (t *Tx) RefValue(ref string) (gitstore.Oid, error) {
+	if c, ok := t.chains[ref]; ok {
+		return c.head, nil
+	}
+	return t.w.c.Refs.ReadOptional(ref)
+}
+
+// Head is c's head commit in the transaction.
+func (c *Chain) Head() gitstore.Oid { return c.head }
+
+// AdoptChain makes head (a commit of the remote's chain of task's kind,
+// journal or ledger, fetched) the transaction's chain of that ref, in place
+// of the one this host has: what follows extends it, and the ref moves
+// there with the batch. Its rows are folded and proven, but not checked
+// against the heads this host's writer left on the ref, which the adoption
+// supersedes (its supersede entry says which; internal/heads). It must come
+// before any other use of the ref in the batch.
+func (t *Tx) AdoptChain(task, kind string, head gitstore.Oid) (*Chain, error) {
+	ref := refs.Journal(task)
+	if kind == "ledger" {
+		ref = refs.Ledger(task)
+	}
+	if _, ok := t.chains[ref]; ok {
+		return nil, fmt.Errorf("%s was used before it was adopted in this transaction", ref)
+	}
+	cur, err := t.w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{ref: ref, old: cur, head: head, dirty: cur != head, tree: gitstore.EmptyTree}
+	if kind == "ledger" {
+		c.Ledger, c.LedgerProof = nil, fold.Proof{}
+		if !head.IsZero() {
+			f, err := t.w.folds.FoldLedger(t.env, task, head)
+			if err != nil {
+				return nil, err
+			}
+			c.LedgerProof = f.Proof
+			if f.Exists() {
+				c.Ledger = f.State
+				c.next, c.last = f.State.Rows, string(f.State.Head)
+			}
+		}
+	} else {
+		c.Journal = fold.NewJournal(task)
+		if !head.IsZero() {
+			st, err := t.w.folds.FoldJournal(t.env, task, head)
+			if err != nil {
+				return nil, err
+			}
+			c.Journal = st
+			c.next, c.last = st.Rows, string(st.Head)
+		}
+	}
+	t.chains[ref] = c
+	return c, nil
+}
+
+// ChainProof folds task's chain of kind (journal or ledger) at head, as
+// this host proves it, without the heads check: what task adopt drops must
+// have verified here before it is recorded again.
+func (t *Tx) ChainProof(task, kind string, head gitstore.Oid) (fold.Proof, error) {
+	if head.IsZero() {
+		return fold.Proof{}, nil
+	}
+	if kind == "ledger" {
+		f, err := t.w.folds.FoldLedger(t.env, task, head)
+		if err != nil {
+			return fold.Proof{}, err
+		}
+		return f.Proof, nil
+	}
+	st, err := t.w.folds.FoldJournal(t.env, task, head)
+	if err != nil {
+		return fold.Proof{}, err
+	}
+	return st.Proof, nil
+}
+
+// SetRef moves a ref that holds no chain of the transaction's own (a fork)
+// from old to head with the batch.
+func (t *Tx) SetRef(ref string, old, head gitstore.Oid) {
+	t.chains[ref] = &Chain{ref: ref, old: old, head: head, dirty: old != head}
+}
+
 // own makes c's states private to the running operation before it mutates
 // them, so a failed operation can be rolled back.
 func (t *Tx) own(c *Chain) {
@@ -168,6 +259,53 @@ func (t *Tx) entryChain(ref string, audit bool) (*Chain, error) {
 		c.tree = cc.Commit.Tree
 		return nil
 	})
+}
+
+// Anchor keeps the project commits a journal row of task names (a
+// checkpoint's commit, a diff's base and head) reachable from the writer's
+// anchors ref, in the same transaction as the row, so that they travel with
+// the journal on push, fetch and clone: one commit whose first parent is
+// the previous anchor and whose other parents are those commits.
+func (t *Tx) Anchor(task string, row record.Hash, commits ...gitstore.Oid) error {
+	c, err := t.chain(refs.Anchors(t.id.Writer), func(c *Chain) error {
+		cc, err := chain.ReadAnchor(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.ref, err)
+		}
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return fmt.Errorf("%s head: %w", c.ref, err)
+		}
+		c.next = a.Seq + 1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var parents []gitstore.Oid
+	if !c.head.IsZero() {
+		parents = append(parents, c.head)
+	}
+	seen := map[gitstore.Oid]bool{}
+	for _, id := range commits {
+		if !id.IsZero() && !seen[id] {
+			seen[id] = true
+			parents = append(parents, id)
+		}
+	}
+	a := record.Anchor{V: record.Version, Writer: t.id.Writer, Seq: c.next, TaskID: task, Row: row}
+	cm := gitstore.Commit{Tree: gitstore.EmptyTree, Parents: parents, Author: t.ident(t.id.Writer), Committer: t.ident(t.id.Writer),
+		Message: record.Message(fmt.Sprintf("anchor %s #%d", task, a.Seq), record.MustCanonical(a))}
+	sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+	if err != nil {
+		return err
+	}
+	cm.Signature = sig
+	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	t.objects = append(t.objects, o)
+	c.head, c.tree, c.dirty = o.ID, gitstore.EmptyTree, true
+	c.next++
+	return nil
 }
 
 // ident formats a commit identity for name (an agent, actor or writer).
