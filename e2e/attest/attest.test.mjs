@@ -59,7 +59,11 @@ function workspace(t, writer, kind) {
   writeFileSync(join(ws.repo, 'work.txt'), 'first\n');
   ws.git('add', 'work.txt');
   ws.git('commit', '-q', '-m', 'first');
-  ws.pub = ws.git('show', `refs/bernstein/writers/${writer}:${writer}.pub`);
+  // The key as git shows it: the one key ref of the writer (one ref per
+  // writer and key, docs/format.md).
+  const keyRefs = ws.git('for-each-ref', '--format=%(refname)', `refs/bernstein/writers/${writer}.*`).trim().split('\n');
+  assert.equal(keyRefs.length, 1, `key refs of ${writer}: ${keyRefs}`);
+  ws.pub = ws.git('show', `${keyRefs[0]}:${writer}.pub`);
   return ws;
 }
 

@@ -1,7 +1,7 @@
 // Verifies a bernstein attestation bundle with sigstore-js (the npm sigstore
 // package's verifier, @sigstore/verify): a Sigstore bundle v0.3 whose key is
 // a public-key hint, with no transparency log entry and no timestamp. The
-// key is the writer's, as `git show refs/bernstein/writers/<w>:<w>.pub`
+// key is the writer's, as `git show refs/bernstein/writers/<w>.<key>:<w>.pub`
 // prints it (ssh-ed25519 or ecdsa-sha2-nistp256). The statement's subject
 // must name the digest of the payload file.
 //
