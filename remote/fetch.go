@@ -497,13 +497,20 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 		if err == nil {
 			return nil
 		}
-		// A concurrent 'git gc --prune=now' deletes the temporary pack a
-		// running fetch writes (git documents that prune as unsafe beside
-		// writers): nothing was fetched, and the fetch is made again.
 		msg := git.Message(errb)
-		if n < maxFetches && strings.Contains(msg, "unable to rename temporary") {
+		if n < maxFetches && packPrunedInFlight(msg) {
 			continue
 		}
 		return fmt.Errorf("git fetch %s: %s", remote, msg)
 	}
+}
+
+// packPrunedInFlight tells a fetch whose temporary pack a concurrent 'git gc
+// --prune=now' deleted (git documents that prune as unsafe beside writers):
+// nothing was fetched and no ref moved, so the fetch is made again. git
+// says so in two ways, depending on when the pack went: it cannot rename
+// it into place, or index-pack cannot open it.
+func packPrunedInFlight(msg string) bool {
+	return strings.Contains(msg, "unable to rename temporary") ||
+		strings.Contains(msg, "tmp_pack_") && strings.Contains(msg, "invalid index-pack output")
 }
