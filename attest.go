@@ -18,25 +18,7 @@ type Attestation = attestation.Attestation
 
 // attestRead verifies task and folds it from one snapshot.
 func (s *Store) attestRead(task string) (*attestation.Read, error) {
-	if err := validateTask(task); err != nil {
-		return nil, err
-	}
-	view, err := s.view(task)
-	if err != nil {
-		return nil, err
-	}
-	if err := requireTask(view, task); err != nil {
-		return nil, err
-	}
-	env, err := s.VerifyEnv(view)
-	if err != nil {
-		return nil, err
-	}
-	v, err := verify.NewVerifier(env)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := v.Task(task)
+	view, v, rep, err := s.verifyTask(task)
 	if err != nil {
 		return nil, err
 	}

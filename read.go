@@ -16,25 +16,33 @@ import (
 
 // Artifacts verifies every artifact version of task.
 func (s *Store) Artifacts(task string) (*verify.TaskReport, error) {
+	_, _, rep, err := s.verifyTask(task)
+	return rep, err
+}
+
+// verifyTask verifies task from one snapshot of its refs, which it returns
+// with the verifier for reads that go on from the same snapshot.
+func (s *Store) verifyTask(task string) (*refs.Snapshot, *verify.Verifier, *verify.TaskReport, error) {
 	if err := validateTask(task); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	view, err := s.view(task)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := requireTask(view, task); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	env, err := s.VerifyEnv(view)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	v, err := verify.NewVerifier(env)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return v.Task(task)
+	rep, err := v.Task(task)
+	return view, v, rep, err
 }
 
 // requireTask returns ErrUnknownTask unless task has a ledger or a journal.

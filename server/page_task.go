@@ -169,24 +169,42 @@ func newKeyPanel(task string, groups []group, q url.Values) keyPanel {
 // fragmentIntegrity is GET /tasks/{id}/fragments/integrity: the integrity
 // panel alone, which the task page swaps in when an event arrives.
 func (s *Server) fragmentIntegrity(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskParam(w, r, true)
+	f, ok := s.fragmentReads(w, r)
 	if !ok {
 		return
 	}
-	v, err := s.store.ReadView(id)
-	if err != nil {
-		s.storeProblem(w, true, id, err)
-		return
+	s.write(w, http.StatusOK, "task", "integrity", newIntegrityView(f.info, f.rep))
+}
+
+// fragmentRead is what a fragment of the task page is drawn from: one view
+// of the task, its detail and its verification.
+type fragmentRead struct {
+	id   string
+	v    *bernstein.ReadView
+	info *bernstein.TaskInfo
+	rep  *verify.TaskReport
+}
+
+// fragmentReads reads the task a fragment request names; false when it has
+// answered the request (a bad id, a store problem).
+func (s *Server) fragmentReads(w http.ResponseWriter, r *http.Request) (fragmentRead, bool) {
+	id, ok := s.taskParam(w, r, true)
+	if !ok {
+		return fragmentRead{}, false
 	}
-	info, err := s.api().taskInfo(v, id)
-	if err != nil {
+	f := fragmentRead{id: id}
+	var err error
+	if f.v, err = s.store.ReadView(id); err != nil {
 		s.storeProblem(w, true, id, err)
-		return
+		return f, false
 	}
-	rep, err := s.api().report(v, id)
-	if err != nil {
+	if f.info, err = s.api().taskInfo(f.v, id); err != nil {
 		s.storeProblem(w, true, id, err)
-		return
+		return f, false
 	}
-	s.write(w, http.StatusOK, "task", "integrity", newIntegrityView(info, rep))
+	if f.rep, err = s.api().report(f.v, id); err != nil {
+		s.storeProblem(w, true, id, err)
+		return f, false
+	}
+	return f, true
 }

@@ -286,28 +286,13 @@ func (s *Server) readTimeline(v *bernstein.ReadView, id string, info *bernstein.
 // fragmentTimeline is GET /tasks/{id}/fragments/timeline: the timeline
 // alone, which the task page swaps in when an event arrives.
 func (s *Server) fragmentTimeline(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskParam(w, r, true)
+	f, ok := s.fragmentReads(w, r)
 	if !ok {
 		return
 	}
-	v, err := s.store.ReadView(id)
+	tl, err := s.readTimeline(f.v, f.id, f.info, f.rep)
 	if err != nil {
-		s.storeProblem(w, true, id, err)
-		return
-	}
-	info, err := s.api().taskInfo(v, id)
-	if err != nil {
-		s.storeProblem(w, true, id, err)
-		return
-	}
-	rep, err := s.api().report(v, id)
-	if err != nil {
-		s.storeProblem(w, true, id, err)
-		return
-	}
-	tl, err := s.readTimeline(v, id, info, rep)
-	if err != nil {
-		s.storeProblem(w, true, id, err)
+		s.storeProblem(w, true, f.id, err)
 		return
 	}
 	s.write(w, http.StatusOK, "task", "timeline", tl)
