@@ -308,6 +308,10 @@ func (b *Bus) applyLocked(bt batch) {
 	b.whole = true
 }
 
+// errBusClosed is a scan after Close: the server is shutting down, which is
+// no fault to report.
+var errBusClosed = errors.New("the event bus is closed")
+
 // tryLeadLocked takes the lead if no other bus holds it: it reads the log
 // to its end (the batches the last leader wrote), cuts what a crash left of
 // an unfinished batch, and opens the log to append. b.scanMu is held.
@@ -316,7 +320,7 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		return true, nil
 	}
 	if b.lock == nil {
-		return false, errors.New("the event bus is closed")
+		return false, errBusClosed
 	}
 	if err := syscall.Flock(int(b.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -668,7 +672,9 @@ func (b *Bus) Run(ctx context.Context) error {
 		}
 	}
 	watchRefs()
-	if err := b.Scan(); err != nil {
+	if err := b.Scan(); errors.Is(err, errBusClosed) {
+		return nil
+	} else if err != nil {
 		b.logger.Warn("scan", "err", err)
 	}
 	watchRefs()
@@ -728,6 +734,9 @@ func (b *Bus) Run(ctx context.Context) error {
 			err = b.Scan()
 		} else {
 			err = b.scanChanged(names)
+		}
+		if errors.Is(err, errBusClosed) {
+			return nil // closed while Run still ran: the server is shutting down
 		}
 		if err != nil {
 			b.logger.Warn("scan", "err", err)

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
@@ -245,5 +249,44 @@ func TestReplayReadsFromMark(t *testing.T) {
 	}
 	if read := b.replayed.Load(); read*3 > fi.Size() {
 		t.Fatalf("a replay of the last 3 of %d events read %d of the log's %d bytes", len(ring), read, fi.Size())
+	}
+}
+
+// TestBusClosedRunEndsQuietly: a bus closed while its Run still runs (serve
+// shutting down) ends Run without reporting a scan fault; a log line there
+// would be an alarm with nothing behind it.
+func TestBusClosedRunEndsQuietly(t *testing.T) {
+	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	opts := bernstein.Options{Repo: dir, Home: home}
+	if _, err := bernstein.Init(opts, "w"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := bernstein.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var logged strings.Builder
+	b, err := NewBus(s, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Scan(); !errors.Is(err, errBusClosed) {
+		t.Fatalf("a scan after Close: %v, want the closed bus's error", err)
+	}
+	// The deadline only bounds a Run that would go on polling a closed bus.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Run(ctx); err != nil {
+		t.Fatalf("Run on a closed bus: %v", err)
+	}
+	if logged.Len() != 0 {
+		t.Fatalf("a closed bus logged:\n%s", logged.String())
 	}
 }
