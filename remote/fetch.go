@@ -223,7 +223,7 @@ func ownRef(ref, writer string) bool {
 		return false
 	}
 	switch ref {
-	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer):
+	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer), refs.Checkpoints(writer):
 		return true
 	}
 	if isKeyRef(ref, writer) {
@@ -422,6 +422,9 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.AnchorsPrefix):
 		a, err := record.ParseAnchor(cc.Record)
+		return a.Seq, err == nil
+	case strings.HasPrefix(ref, refs.CheckpointsPrefix):
+		a, err := record.ParseLogCheckpoint(cc.Record)
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.JournalPrefix), strings.HasPrefix(ref, refs.LedgerPrefix), strings.HasPrefix(ref, refs.ForksPrefix):
 		r, err := record.ParseRow(cc.Record)

@@ -110,7 +110,7 @@ func DescribeRef(ref string) RefInfo {
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
 		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
-		writer(refs.AnchorsPrefix, "anchors"):
+		writer(refs.AnchorsPrefix, "anchors"), writer(refs.CheckpointsPrefix, "checkpoints"):
 		if in.Kind == "key" {
 			// refs/bernstein/writers/<writer>.<key>: one ref per key.
 			if w, _, err := refs.ParseWriterRef(ref); err == nil {
