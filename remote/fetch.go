@@ -9,6 +9,7 @@ import (
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -32,6 +33,9 @@ type FetchResult struct {
 	// Fetches counts the git fetches made: more than one when the remote's
 	// refs were read while a push was moving them.
 	Fetches int `json:"fetches"`
+	// Logs is what the checks of the other writers' logs found (none
+	// without a configured witness; docs/trust.md, Witnesses).
+	Logs []wlog.LogStatus `json:"logs,omitempty"`
 }
 
 // HeldBack is a ref a fetch did not move all the way to the remote's head.
@@ -158,7 +162,17 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (
 		if len(held) > 0 && n < maxFetches && !sameHeads(last, p.tracking) {
 			return nil, p.tracking, true, nil
 		}
+		logs, err := s.checkLogs(p.tracking, true)
+		if errors.Is(err, wlog.ErrTampered) && n < maxFetches && !sameHeads(last, p.tracking) {
+			// Read mid-push, a checkpoint can name entries of a spine not
+			// read yet: read the remote again before calling it tampered.
+			return nil, p.tracking, true, nil
+		}
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%s: %w; nothing was fetched", remote, err)
+		}
 		res := s.fetchResult(remote, p, moves, held, n >= maxFetches && !sameHeads(last, p.tracking))
+		res.Logs = logs
 		err = s.w.ApplyLocked(moves)
 		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// A plain git process moved a ref (bernstein writers wait for the
@@ -166,6 +180,9 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (
 			continue
 		}
 		if err != nil {
+			return nil, nil, false, err
+		}
+		if err := s.rememberLogs(logs); err != nil {
 			return nil, nil, false, err
 		}
 		return res, nil, false, res.err()

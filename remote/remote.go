@@ -35,6 +35,7 @@ type Syncer struct {
 	w *txn.Writer
 	// argBudget replaces pushArgBudget when it is not 0 (tests).
 	argBudget int
+	witness   *WitnessPolicy // nil: no witness is asked or checked
 }
 
 // NewSyncer is the syncer of repository c, whose writer is w; argBudget,
