@@ -354,3 +354,20 @@ func TestWitnessConfigRefusesBadInput(t *testing.T) {
 		t.Fatalf("a config was written: %v", err)
 	}
 }
+
+// TestTreeRefusesABrokenSpine: a spine commit appended with plain git that
+// repeats the last entry (its seq is not the next) builds no tree.
+func TestTreeRefusesABrokenSpine(t *testing.T) {
+	r := logRepo(t, 2)
+	ref := refs.Spine("test-writer")
+	msg := git(t, r.Dir, "log", "-1", "--format=%B", ref)
+	cmd := exec.Command("git", "-C", r.Dir, "commit-tree", "-p", ref, "-m", msg, "4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := gitstore.ParseOid(strings.TrimSpace(string(out)))
+	if _, err := wlog.Build(r.Core.Objects, id); err == nil || !strings.Contains(err.Error(), "seq 1 where seq 2 belongs") {
+		t.Fatalf("a repeated entry: %v", err)
+	}
+}
