@@ -14,6 +14,7 @@ import (
 	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -229,4 +230,55 @@ func logWriters(m map[string]gitstore.Oid) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// LogCoverage checks every writer's log as view holds it (its spine and
+// checkpoints refs) against the configured witnesses and this host's
+// memory, without asking the witnesses; nil when no witness is configured.
+func (s *Syncer) LogCoverage(view refs.Source) (*verify.LogCoverage, error) {
+	cfg, need, err := s.witnessConfig()
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	heads := map[string]gitstore.Oid{}
+	for _, p := range []string{refs.SpinePrefix, refs.CheckpointsPrefix} {
+		vals, names, err := view.List(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			heads[n] = vals[n]
+		}
+	}
+	ck := &wlog.Checker{Objs: s.c.Objects, Cache: s.logCache(), Host: s.host(), Config: cfg, Client: s.witness.Client, Need: need}
+	cov := &verify.LogCoverage{Cosigned: map[string]int64{}, Why: map[string]string{}, Tampered: map[string]string{}}
+	for _, w := range logWriters(heads) {
+		pubs, err := s.trustedKeys(w)
+		if err != nil {
+			return nil, err
+		}
+		st, err := ck.Check(context.Background(), w, pubs, heads[refs.Spine(w)], heads[refs.Checkpoints(w)])
+		var te *wlog.TamperedError
+		switch {
+		case errors.As(err, &te):
+			cov.Tampered[w] = err.Error()
+		case err != nil:
+			return nil, err
+		case st.State == wlog.StateCosigned:
+			cov.Cosigned[w] = st.Size
+		default:
+			cov.Why[w] = logWhy(st)
+		}
+	}
+	return cov, nil
+}
+
+func logWhy(st *wlog.LogStatus) string {
+	switch st.State {
+	case wlog.StateNoCheckpoint:
+		return "the writer keeps no checkpoint"
+	case wlog.StateUnverifiable:
+		return "this host trusts no key of the writer"
+	}
+	return fmt.Sprintf("its checkpoint of %d entries has %d of the %d cosignatures needed (%s)", st.Size, len(st.Cosigned), st.Need, strings.Join(st.Cosigned, ", "))
 }
