@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/keys"
 )
@@ -134,3 +135,15 @@ func (s *Store) WitnessLog() (*LogLine, error) {
 	}
 	return &LogLine{Writer: id.Writer, Origin: origin, VerifierKey: vk}, nil
 }
+
+// GuardLogs checks, for the remote guard, the logs of the writers whose
+// spine or checkpoints a push moves (updates: ref to new head), as they
+// would stand, against this host's witnesses and memory; remember records
+// the cosigned checkpoints checked, once the push is accepted.
+func (s *Store) GuardLogs(objs *gitstore.Repo, updates map[string]gitstore.Oid) (remember func() error, err error) {
+	return s.sync.GuardLogs(objs, updates)
+}
+
+// SetPushQuorum sets how many witnesses the next pushes need (0: the
+// configured quorum).
+func (s *Store) SetPushQuorum(n int) { s.sync.SetQuorum(n) }

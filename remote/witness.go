@@ -282,3 +282,50 @@ func logWhy(st *wlog.LogStatus) string {
 	}
 	return fmt.Sprintf("its checkpoint of %d entries has %d of the %d cosignatures needed (%s)", st.Size, len(st.Cosigned), st.Need, strings.Join(st.Cosigned, ", "))
 }
+
+// GuardLogs checks, for a push a remote's guard is about to accept, the
+// logs of the writers whose spine or checkpoints it moves, as they would
+// stand (the remote's refs with updates applied, read from objs, the
+// push's objects with the repository's). It returns what to remember once
+// the push is accepted.
+func (s *Syncer) GuardLogs(objs *gitstore.Repo, updates map[string]gitstore.Oid) (func() error, error) {
+	cfg, need, err := s.witnessConfig()
+	if cfg == nil || err != nil {
+		return func() error { return nil }, err
+	}
+	heads := map[string]gitstore.Oid{}
+	for _, p := range []string{refs.SpinePrefix, refs.CheckpointsPrefix} {
+		vals, names, err := s.c.Refs.List(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			heads[n] = vals[n]
+		}
+	}
+	touched := map[string]gitstore.Oid{}
+	for ref, id := range updates {
+		heads[ref], touched[ref] = id, id
+	}
+	ck := &wlog.Checker{Objs: objs, Host: s.host(), Config: cfg, Client: s.witness.Client, Need: need}
+	var sts []wlog.LogStatus
+	for _, w := range logWriters(touched) {
+		pubs, err := s.trustedKeys(w)
+		if err != nil {
+			return nil, err
+		}
+		st, err := ck.Check(context.Background(), w, pubs, heads[refs.Spine(w)], heads[refs.Checkpoints(w)])
+		if err != nil {
+			return nil, err
+		}
+		sts = append(sts, *st)
+	}
+	return func() error { return s.rememberLogs(sts) }, nil
+}
+
+// SetQuorum sets the quorum push and fetch ask for (0: the configured one).
+func (s *Syncer) SetQuorum(n int) {
+	if s.witness != nil {
+		s.witness.Quorum = n
+	}
+}

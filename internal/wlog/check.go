@@ -204,6 +204,9 @@ func (c *Checker) probe(ctx context.Context, writer string, cp *Checkpoint, st *
 		if err == nil {
 			continue
 		}
+		if c.Client.Forked != nil && c.Client.Forked(err) {
+			return &TamperedError{Writer: writer, Kind: "forked", Size: cp.Size, Seen: cp.Size, Witness: w.Name, Why: err.Error()}
+		}
 		if have, ok := c.Client.Conflict(err); ok {
 			if int64(have) > cp.Size {
 				return &TamperedError{Writer: writer, Kind: "rolled back", Size: cp.Size, Seen: int64(have), Witness: w.Name,

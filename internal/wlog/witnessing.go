@@ -19,10 +19,12 @@ import (
 // proof from oldSize and returns the witness's cosignature line(s);
 // Conflict reads, from Add's error, the size the witness has for the log
 // when it answered 409; Verify checks one cosignature line of a
-// checkpoint's body against the witness's key.
+// checkpoint's body against the witness's key; Forked reads, from Add's
+// error, that the witness cosigned another tree of the same size.
 type Client struct {
 	Add      func(ctx context.Context, w WitnessConfig, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error)
 	Conflict func(err error) (size uint64, ok bool)
+	Forked   func(err error) bool
 	Verify   func(w WitnessConfig, body, sigLine []byte) error
 }
 
