@@ -128,8 +128,9 @@ type WitnessKey struct {
 }
 
 // ParseWitnessKey reads a verifier key in signed-note form,
-// "name+hash+base64(alg||key)", of a witness: a cosignature/v1 key (alg
-// 4) or an Ed25519 one (alg 1), 32 bytes.
+// "name+hash+base64(alg||key)", of a witness: a cosignature/v1 key
+// (algorithm 4, c2sp.org/tlog-cosignature) of 32 bytes whose hash is that
+// of its name and key.
 func ParseWitnessKey(vkey string) (*WitnessKey, error) {
 	name, rest, ok1 := strings.Cut(vkey, "+")
 	hx, b64, ok2 := strings.Cut(rest, "+")
@@ -144,8 +145,8 @@ func ParseWitnessKey(vkey string) (*WitnessKey, error) {
 		return nil, bad("its hash is not 8 hex digits")
 	}
 	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(raw) != 33 || (raw[0] != 1 && raw[0] != 4) {
-		return nil, bad("its key is not an Ed25519 or cosignature/v1 key of 32 bytes in base64")
+	if err != nil || len(raw) != 33 || raw[0] != 4 {
+		return nil, bad("its key is not a cosignature/v1 key (type 4, c2sp.org/tlog-cosignature) of 32 bytes in base64")
 	}
 	sum := sha256.Sum256(append([]byte(name+"\n"), raw...))
 	if binary.BigEndian.Uint32(sum[:4]) != uint32(h) {

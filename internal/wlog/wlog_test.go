@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -333,8 +334,9 @@ func TestPoisonedCacheIsNotTrusted(t *testing.T) {
 // TestWitnessConfigRefusesBadInput: a bad name, URL or key is refused and
 // nothing is written.
 func TestWitnessConfigRefusesBadInput(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	goodKey, _ := note.NewEd25519VerifierKey("w.example", priv.Public().(ed25519.PublicKey))
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	goodKey := cosigKey("w.example", pub)
+	noteKey, _ := note.NewEd25519VerifierKey("w.example", pub)
 	h := wlog.Host{Home: t.TempDir(), ID: "0123"}
 	for _, w := range []wlog.WitnessConfig{
 		{Name: "-x", URL: "http://127.0.0.1:1", Key: goodKey},
@@ -342,6 +344,7 @@ func TestWitnessConfigRefusesBadInput(t *testing.T) {
 		{Name: "x", URL: "http://u:p@h", Key: goodKey},
 		{Name: "x", URL: "http://h", Key: "w.example+00000000+AAAA"},
 		{Name: "x", URL: "http://h", Key: goodKey[:len(goodKey)-4] + "AAAA"},
+		{Name: "x", URL: "http://h", Key: noteKey}, // a log's key, not a witness's
 	} {
 		if err := w.Check(); err == nil {
 			t.Errorf("%+v: accepted", w)
@@ -370,4 +373,13 @@ func TestTreeRefusesABrokenSpine(t *testing.T) {
 	if _, err := wlog.Build(r.Core.Objects, id); err == nil || !strings.Contains(err.Error(), "seq 1 where seq 2 belongs") {
 		t.Fatalf("a repeated entry: %v", err)
 	}
+}
+
+// cosigKey is a cosignature/v1 verifier key as c2sp.org/signed-note
+// spells it: name, the first 4 bytes of sha256(name, newline, 0x04, key)
+// in hex, base64 of 0x04 and the key.
+func cosigKey(name string, pub ed25519.PublicKey) string {
+	raw := append([]byte{4}, pub...)
+	h := sha256.Sum256(append([]byte(name+"\n"), raw...))
+	return fmt.Sprintf("%s+%x+%s", name, h[:4], base64.StdEncoding.EncodeToString(raw))
 }
