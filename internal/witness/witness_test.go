@@ -9,7 +9,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +228,43 @@ func TestAddCheckpointVerifiesTheAnswer(t *testing.T) {
 	cosig, err := witness.AddCheckpoint(ctx(t), w, 0, nil, l.checkpoint(t))
 	if !errors.Is(err, witness.ErrBadCosignature) || cosig != nil {
 		t.Fatalf("answer signed by another key: %q, %v; want ErrBadCosignature", cosig, err)
+	}
+}
+
+// A witness's answer altered on the way (here by a proxy in front of a real
+// litewitness that flips one bit of the signature) is refused.
+func TestAddCheckpointRefusesATamperedAnswer(t *testing.T) {
+	l := newMemLog(t, origin)
+	lw, w := setup(t, l)
+	target, err := url.Parse(lw.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		r.Body.Close()
+		if r.StatusCode == http.StatusOK {
+			fields := strings.Fields(string(body))
+			raw, _ := base64.StdEncoding.DecodeString(fields[2])
+			raw[len(raw)-1] ^= 1
+			body = []byte("— " + fields[1] + " " + base64.StdEncoding.EncodeToString(raw) + "\n")
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Del("Content-Length")
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	w.URL = srv.URL
+	l.appendLeaves(t, "a", 2)
+	cosig, err := witness.AddCheckpoint(ctx(t), w, 0, nil, l.checkpoint(t))
+	if !errors.Is(err, witness.ErrBadCosignature) || cosig != nil {
+		t.Fatalf("tampered answer: %q, %v; want ErrBadCosignature", cosig, err)
 	}
 }
 
