@@ -98,6 +98,7 @@ func Open(o Options) (*Store, error) {
 		tokens: tokenindex.New(c, prover, folds),
 	}
 	s.sync = remote.NewSyncer(c, s.w, o.PushArgBudget)
+	s.sync.SetWitnesses(&remote.WitnessPolicy{Client: remote.WitnessClient()})
 	return s, nil
 }
 

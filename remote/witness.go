@@ -11,11 +11,13 @@ import (
 
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/txn"
+	"github.com/bernstein/bernstein/internal/witness"
 	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // WitnessPolicy is how push and fetch use witnesses: the protocol client
@@ -327,5 +329,33 @@ func (s *Syncer) GuardLogs(objs *gitstore.Repo, updates map[string]gitstore.Oid)
 func (s *Syncer) SetQuorum(n int) {
 	if s.witness != nil {
 		s.witness.Quorum = n
+	}
+}
+
+// WitnessClient is the C2SP tlog-witness client (internal/witness) as the
+// writer's log uses it.
+func WitnessClient() wlog.Client {
+	of := func(w wlog.WitnessConfig) witness.Witness {
+		return witness.Witness{Name: w.Name, URL: w.URL, Key: w.Key}
+	}
+	return wlog.Client{
+		Add: func(ctx context.Context, w wlog.WitnessConfig, oldSize uint64, proof []tlog.Hash, signed []byte) ([]byte, error) {
+			return witness.AddCheckpoint(ctx, of(w), oldSize, proof, signed)
+		},
+		Conflict: func(err error) (uint64, bool) {
+			var c *witness.ConflictError
+			if errors.As(err, &c) {
+				return c.Size, true
+			}
+			return 0, false
+		},
+		Forked: func(err error) bool {
+			var f *witness.ForkError
+			return errors.As(err, &f)
+		},
+		Verify: func(w wlog.WitnessConfig, body, line []byte) error {
+			_, err := witness.VerifyCosignature(of(w), body, line)
+			return err
+		},
 	}
 }

@@ -274,10 +274,10 @@ type link struct {
 	anchor  record.Anchor
 	// recWriter is the writer an anchor or checkpoint record names.
 	recWriter string
-	repo    record.RepositoryRecord
-	writer  string      // the writer the committer names
-	key     string      // fingerprint of the key that signed it ("" unsigned)
-	proof   chain.Proof // signature verdict
+	repo      record.RepositoryRecord
+	writer    string      // the writer the committer names
+	key       string      // fingerprint of the key that signed it ("" unsigned)
+	proof     chain.Proof // signature verdict
 }
 
 // segment is what a push adds to one chain, oldest first.

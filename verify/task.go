@@ -192,7 +192,7 @@ type Verifier struct {
 	// Logs, when this host configures witnesses, is what the checks of
 	// the writers' logs found: a journal's identity is verified only when
 	// a cosigned checkpoint covers its seal (nil: no witness configured).
-	Logs *LogCoverage
+	Logs  *LogCoverage
 	trees map[gitstore.Oid][]gitstore.TreeEntry
 
 	forkMu    sync.Mutex

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/bernstein/bernstein/internal/atomicfile"
+	"github.com/bernstein/bernstein/internal/witness"
 	"github.com/bernstein/bernstein/keys"
 )
 
@@ -116,7 +117,7 @@ func (w WitnessConfig) Check() error {
 	if _, err := ParseWitnessKey(w.Key); err != nil {
 		return fmt.Errorf("witness %s: %w", w.Name, err)
 	}
-	return nil
+	return witness.Witness{Name: w.Name, URL: w.URL, Key: w.Key}.Validate()
 }
 
 // WitnessKey is a witness's verifier key, read.

@@ -153,7 +153,7 @@ func logRepoMore(t *testing.T, r *storetest.Repo, n int) gitstore.Oid {
 }
 
 // TestCheckpointIsASignedNote: the checkpoint verifies with x/mod's own
-// note verifier built from 'witness log''s verifier key, and says the
+// note verifier built from 'witness log”s verifier key, and says the
 // origin, size and root.
 func TestCheckpointIsASignedNote(t *testing.T) {
 	r := logRepo(t, 2)
