@@ -115,7 +115,7 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix, refs.CheckpointsPrefix)
 }
 
 // AdoptIdentity is for the remote guard, about to accept the push that

@@ -162,7 +162,7 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (
 		if len(held) > 0 && n < maxFetches && !sameHeads(last, p.tracking) {
 			return nil, p.tracking, true, nil
 		}
-		logs, err := s.checkLogs(p.tracking, true)
+		logs, lh, err := s.checkLogs(p.tracking, true)
 		if errors.Is(err, wlog.ErrTampered) && n < maxFetches && !sameHeads(last, p.tracking) {
 			// Read mid-push, a checkpoint can name entries of a spine not
 			// read yet: read the remote again before calling it tampered.
@@ -182,7 +182,7 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if err := s.rememberLogs(logs); err != nil {
+		if err := s.rememberLogs(lh, logs); err != nil {
 			return nil, nil, false, err
 		}
 		return res, nil, false, res.err()

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/witness"
 	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 	"golang.org/x/crypto/ssh"
@@ -33,10 +35,24 @@ type WitnessPolicy struct {
 // asks no witness and fetch checks no log.
 func (s *Syncer) SetWitnesses(p *WitnessPolicy) { s.witness = p }
 
-// ErrNoIdentity: witnessing binds a log to the repository's identity.
-var errFormat1 = errors.New("a writer's log is bound to the repository's identity, which a storage-format-1 repository lacks: run 'bernstein upgrade'")
-
 func (s *Syncer) host() wlog.Host { return wlog.Host{Home: s.c.Home, ID: s.c.IdentityID()} }
+
+// hostOf is what this host keeps of the repository whose identity the
+// refs hold: a fresh clone has no identity of its own until its fetch
+// moves the remote's refs/bernstein/repository, whose id its witness
+// configuration is kept under.
+func (s *Syncer) hostOf(heads map[string]gitstore.Oid) wlog.Host {
+	h := s.host()
+	if h.ID != "" || heads[refs.Repository].IsZero() {
+		return h
+	}
+	if cc, err := chain.Read(s.c.Objects, heads[refs.Repository]); err == nil {
+		if rec, err := record.ParseRepositoryRecord(cc.Record); err == nil {
+			h.ID = rec.ID
+		}
+	}
+	return h
+}
 
 func (s *Syncer) logCache() wlog.Cache {
 	return wlog.Cache{Dir: filepath.Join(s.c.GitDir, "bernstein", "cache", "tlog")}
@@ -44,16 +60,15 @@ func (s *Syncer) logCache() wlog.Cache {
 
 // witnessConfig is the configuration in force, nil when no witness is
 // configured or the syncer has no policy.
-func (s *Syncer) witnessConfig() (*wlog.Config, int, error) {
-	if s.witness == nil {
+func (s *Syncer) witnessConfig() (*wlog.Config, int, error) { return s.witnessConfigOf(s.host()) }
+
+func (s *Syncer) witnessConfigOf(h wlog.Host) (*wlog.Config, int, error) {
+	if s.witness == nil || h.ID == "" {
 		return nil, 0, nil
 	}
-	cfg, err := s.host().Config()
+	cfg, err := h.Config()
 	if err != nil || len(cfg.Witnesses) == 0 {
 		return nil, 0, err
-	}
-	if s.c.IdentityID() == "" {
-		return nil, 0, errFormat1
 	}
 	need := cfg.Need(s.witness.Quorum)
 	if need > len(cfg.Witnesses) {
@@ -175,16 +190,17 @@ func (s *Syncer) trustedKeys(writer string) ([]ssh.PublicKey, error) {
 // its checkpoint, which its cosignatures and this host's memory (or, with
 // none, the witnesses) do not show rolled back or forked. A
 // *wlog.TamperedError refuses the whole fetch.
-func (s *Syncer) checkLogs(tracking map[string]gitstore.Oid, probe bool) ([]wlog.LogStatus, error) {
-	cfg, need, err := s.witnessConfig()
+func (s *Syncer) checkLogs(tracking map[string]gitstore.Oid, probe bool) ([]wlog.LogStatus, wlog.Host, error) {
+	h := s.hostOf(tracking)
+	cfg, need, err := s.witnessConfigOf(h)
 	if cfg == nil || err != nil {
-		return nil, err
+		return nil, h, err
 	}
 	me := ""
 	if id, err := s.c.Identity(); err == nil {
 		me = id.Writer
 	}
-	ck := &wlog.Checker{Objs: s.c.Objects, Cache: s.logCache(), Host: s.host(), Config: cfg, Client: s.witness.Client, Need: need, Probe: probe}
+	ck := &wlog.Checker{Objs: s.c.Objects, Cache: s.logCache(), Host: h, Config: cfg, Client: s.witness.Client, Need: need, Probe: probe}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	var out []wlog.LogStatus
@@ -194,23 +210,23 @@ func (s *Syncer) checkLogs(tracking map[string]gitstore.Oid, probe bool) ([]wlog
 		}
 		pubs, err := s.trustedKeys(w)
 		if err != nil {
-			return nil, err
+			return nil, h, err
 		}
 		st, err := ck.Check(ctx, w, pubs, tracking[refs.Spine(w)], tracking[refs.Checkpoints(w)])
 		if err != nil {
-			return nil, err
+			return nil, h, err
 		}
 		out = append(out, *st)
 	}
-	return out, nil
+	return out, h, nil
 }
 
 // rememberLogs records the cosigned checkpoints a fetch verified, once
 // what it checked is in place.
-func (s *Syncer) rememberLogs(sts []wlog.LogStatus) error {
+func (s *Syncer) rememberLogs(h wlog.Host, sts []wlog.LogStatus) error {
 	for _, st := range sts {
 		if st.Remember != nil {
-			if err := s.host().Remember(st.Writer, st.Remember); err != nil {
+			if err := h.Remember(st.Writer, st.Remember); err != nil {
 				return err
 			}
 		}
@@ -241,6 +257,13 @@ func (s *Syncer) LogCoverage(view refs.Source) (*verify.LogCoverage, error) {
 	cfg, need, err := s.witnessConfig()
 	if cfg == nil || err != nil {
 		return nil, err
+	}
+	if _, _, err := view.List(refs.CheckpointsPrefix); errors.Is(err, refs.ErrNotInSnapshot) {
+		// A view of fewer refs: the logs as they stand now, spines and
+		// checkpoints read together.
+		if view, err = s.c.Refs.Snapshot(refs.SpinePrefix, refs.CheckpointsPrefix); err != nil {
+			return nil, err
+		}
 	}
 	heads := map[string]gitstore.Oid{}
 	for _, p := range []string{refs.SpinePrefix, refs.CheckpointsPrefix} {
@@ -282,7 +305,11 @@ func logWhy(st *wlog.LogStatus) string {
 	case wlog.StateUnverifiable:
 		return "this host trusts no key of the writer"
 	}
-	return fmt.Sprintf("its checkpoint of %d entries has %d of the %d cosignatures needed (%s)", st.Size, len(st.Cosigned), st.Need, strings.Join(st.Cosigned, ", "))
+	by := ""
+	if len(st.Cosigned) > 0 {
+		by = " (" + strings.Join(st.Cosigned, ", ") + ")"
+	}
+	return fmt.Sprintf("its checkpoint of %d entries has %d of the %d cosignatures needed%s", st.Size, len(st.Cosigned), st.Need, by)
 }
 
 // GuardLogs checks, for a push a remote's guard is about to accept, the
@@ -322,7 +349,7 @@ func (s *Syncer) GuardLogs(objs *gitstore.Repo, updates map[string]gitstore.Oid)
 		}
 		sts = append(sts, *st)
 	}
-	return func() error { return s.rememberLogs(sts) }, nil
+	return func() error { return s.rememberLogs(s.host(), sts) }, nil
 }
 
 // SetQuorum sets the quorum push and fetch ask for (0: the configured one).

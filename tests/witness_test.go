@@ -1,0 +1,254 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/bernstein/bernstein/internal/witness"
+	"github.com/bernstein/bernstein/internal/witnesstest"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// witnessed is a remote with host-a's log registered at a running
+// litewitness and configured on host-a.
+type witnessed struct {
+	srv    *gitServer
+	root   string
+	url    string
+	bare   string
+	a      *host
+	w      *witnesstest.Witness
+	origin string
+	vkey   string
+}
+
+func newWitnessed(t *testing.T) *witnessed {
+	t.Helper()
+	isolateGit(t)
+	x := &witnessed{srv: newGitServer(t, "file"), root: t.TempDir()}
+	x.url, x.a = newOrigin(t, x.srv, x.root)
+	x.bare = x.srv.dir("tasks.git")
+	x.w = witnesstest.Start(t)
+	line := strings.Fields(x.a.ok("witness", "log"))
+	if len(line) != 2 {
+		t.Fatalf("witness log printed %q, want ORIGIN KEY", line)
+	}
+	x.origin, x.vkey = line[0], line[1]
+	x.w.AddLog(t, x.origin, x.vkey)
+	x.a.ok("witness", "add", "w1", x.w.URL(), x.w.VerifierKey())
+	return x
+}
+
+// task creates, claims and works task with n posts, then completes it
+// (which seals its journal).
+func (x *witnessed) task(task string, n int) {
+	x.a.work(task, "notes", n)
+	x.a.ok("task", "start", task)
+	x.a.ok("task", "complete", task)
+}
+
+// remoteCheckpoint is the signed checkpoint the remote holds for writer.
+func (x *witnessed) remoteCheckpoint(t *testing.T, writer string) []byte {
+	t.Helper()
+	return []byte(gitRun(t, x.bare, "show", refs.Checkpoints(writer)+":checkpoint"))
+}
+
+// reader is another host that trusts host-a's key (handed over out of
+// band) and configures the same witness for the repository.
+func (x *witnessed) reader(t *testing.T, name string, w *witnesstest.Witness) *host {
+	t.Helper()
+	h := newHost(t, x.root, name)
+	h.signers = writeSigners(t, filepath.Join(x.root, name+".signers"), x.a)
+	cfg := map[string]any{"quorum": 1, "witnesses": []map[string]string{{"name": "w1", "url": w.URL(), "key": w.VerifierKey()}}}
+	b, _ := json.Marshal(cfg)
+	p := filepath.Join(h.home, "witnesses", x.a.repositoryID(t)+".json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *host) repositoryID(t *testing.T) string {
+	t.Helper()
+	var l struct {
+		Config string `json:"config"`
+	}
+	decodeJSON(t, h.ok("witness", "list", "--output-json"), &l)
+	return strings.TrimSuffix(filepath.Base(l.Config), ".json")
+}
+
+// TestWitnessCosignsPush: a push has litewitness cosign host-a's
+// checkpoint; the stored note verifies with x/mod's note verifier (the
+// writer's key, as 'witness log' prints it) and with the witness's key;
+// the witness holds that size; a second push is cosigned again, which
+// litewitness does only with a consistency proof from the first.
+func TestWitnessCosignsPush(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 2)
+	x.a.ok("push")
+	cp := x.remoteCheckpoint(t, "host-a")
+	v, err := note.NewVerifier(x.vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := note.Open(cp, note.VerifierList(v))
+	if err != nil {
+		t.Fatalf("the stored checkpoint's writer signature: %v\n%s", err, cp)
+	}
+	w := witness.Witness{Name: "w1", URL: x.w.URL(), Key: x.w.VerifierKey()}
+	if _, err := witness.VerifyCosignature(w, cp, sigLines(cp)); err != nil {
+		t.Fatalf("the stored cosignature: %v\n%s", err, cp)
+	}
+	size := strings.Split(n.Text, "\n")[1]
+	spine := len(strings.Fields(gitRun(t, x.bare, "rev-list", refs.Spine("host-a"))))
+	if size != itoa(spine) {
+		t.Fatalf("checkpoint size %s, the remote's spine holds %d entries", size, spine)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, err := witness.Probe(ctx, w, cp)
+	if err != nil || pr.WitnessSize != pr.Size {
+		t.Fatalf("the witness holds %+v, %v; want the pushed size", pr, err)
+	}
+	x.task("T-2", 1)
+	x.a.ok("push")
+	cp2 := x.remoteCheckpoint(t, "host-a")
+	if _, err := witness.VerifyCosignature(w, cp2, sigLines(cp2)); err != nil || string(cp2) == string(cp) {
+		t.Fatalf("the second push's checkpoint: %v\n%s", err, cp2)
+	}
+}
+
+// sigLines are a signed note's signature lines.
+func sigLines(n []byte) []byte {
+	_, sigs, _ := strings.Cut(string(n), "\n\n")
+	return []byte(sigs)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestWitnessQuorumNotMet: with a second witness that does not answer and a
+// quorum of 2, the push fails naming that witness, and the remote's refs do
+// not move; with quorum 1 it goes through.
+func TestWitnessQuorumNotMet(t *testing.T) {
+	x := newWitnessed(t)
+	down := witnesstest.StartNamed(t, "witness.bernstein.test/w2")
+	x.a.ok("witness", "add", "w2", down.URL(), down.VerifierKey())
+	down.Stop()
+	x.task("T-1", 1)
+	before := refsOf(t, x.bare, refs.Prefix)
+	r := x.a.want(1, "push", "--witness-quorum", "2")
+	if !strings.Contains(r.err, "w2") || !strings.Contains(r.err, "the quorum is 2") || !strings.Contains(r.err, "nothing was pushed") {
+		t.Fatalf("push below the quorum said:\n%s", r.err)
+	}
+	sameRefs(t, "the remote's refs after a push below the quorum", refsOf(t, x.bare, refs.Prefix), before)
+	x.a.ok("push", "--witness-quorum", "1")
+	if _, ok := refsOf(t, x.bare, refs.Prefix)[refs.Checkpoints("host-a")]; !ok {
+		t.Fatal("a push at the quorum sent no checkpoint")
+	}
+}
+
+// rollBack moves every refs/bernstein/* ref of the bare remote back to
+// what it held in snap, with plain git (refs created since are deleted).
+func rollBack(t *testing.T, bare string, snap map[string]string) {
+	t.Helper()
+	var in strings.Builder
+	for ref := range refsOf(t, bare, refs.Prefix) {
+		if id, ok := snap[ref]; ok {
+			in.WriteString("update " + ref + " " + id + "\n")
+		} else {
+			in.WriteString("delete " + ref + "\n")
+		}
+	}
+	mustOutput(t, execGitStdin(bare, []byte(in.String()), "update-ref", "--stdin"))
+}
+
+// TestWitnessRollbackOnFreshClone: the remote is moved back with plain git
+// (journal, spine, audit mirror and checkpoint ref together) to before
+// host-a's last push; a fresh clone, which has no memory of the log, asks
+// the witness, learns that it cosigned a larger log, and refuses, naming
+// the writer, both sizes and the witness; nothing moves.
+func TestWitnessRollbackOnFreshClone(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 1)
+	x.a.ok("push")
+	snap := refsOf(t, x.bare, refs.Prefix)
+	x.task("T-2", 1)
+	x.a.ok("push")
+	rollBack(t, x.bare, snap)
+	c := x.reader(t, "host-c", x.w)
+	r := c.runIn(x.root, "clone", x.url, c.dir)
+	if r.code == 0 {
+		t.Fatalf("a clone of a rolled-back remote succeeded:\n%s%s", r.out, r.err)
+	}
+	for _, want := range []string{"writer host-a's log was rolled back", "holds 2 entries", "witness w1 has seen a cosigned checkpoint of 4"} {
+		if !strings.Contains(r.err, want) {
+			t.Fatalf("the clone's refusal lacks %q:\n%s", want, r.err)
+		}
+	}
+	if got := refsOf(t, c.dir, refs.Prefix); len(got) != 0 {
+		t.Fatalf("the refused clone moved refs: %v", got)
+	}
+}
+
+// TestWitnessRollbackAfterFetch: a host that fetched the log cosigned at
+// 4 entries, and then fetches the remote moved back to 2, refuses: its
+// memory names the sizes; nothing moves. A host shown the true log again
+// fetches fine.
+func TestWitnessRollbackAfterFetch(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 1)
+	x.a.ok("push")
+	snap := refsOf(t, x.bare, refs.Prefix)
+	x.task("T-2", 1)
+	x.a.ok("push")
+	b := x.reader(t, "host-b", x.w)
+	if r := b.runIn(x.root, "clone", x.url, b.dir); r.code != 0 {
+		t.Fatalf("clone: %d\n%s%s", r.code, r.out, r.err)
+	}
+	truth := refsOf(t, x.bare, refs.Prefix)
+	rollBack(t, x.bare, snap)
+	before := b.refs()
+	r := b.want(1, "fetch")
+	if !strings.Contains(r.err, "writer host-a's log was rolled back: it holds 2 entries, but this host has seen a cosigned checkpoint of 4") {
+		t.Fatalf("fetch of a rolled-back remote said:\n%s", r.err)
+	}
+	sameRefs(t, "host-b's refs after the refused fetch", b.refs(), before)
+	rollBack(t, x.bare, truth)
+	b.ok("fetch")
+}
+
+// TestWitnessUnconfiguredCosignature: a reader whose only witness is
+// another (live) one counts host-a's cosignature from w1 for nothing: the
+// log reads not cosigned, never tampered, and the task's journal identity
+// is unverifiable, saying why; with w1 configured it is verified.
+func TestWitnessUnconfiguredCosignature(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 1)
+	x.a.ok("push")
+	other := witnesstest.StartNamed(t, "witness.bernstein.test/w9")
+	c := x.reader(t, "host-c", other)
+	if r := c.runIn(x.root, "clone", x.url, c.dir); r.code != 0 {
+		t.Fatalf("clone: %d\n%s%s", r.code, r.out, r.err)
+	}
+	show := c.ok("task", "list", "--output-json")
+	if !strings.Contains(show, `"journal_identity": "unverifiable"`) || !strings.Contains(show, "has 0 of the 1 cosignatures needed") {
+		t.Fatalf("with another witness configured, task show says:\n%s", show)
+	}
+	d := x.reader(t, "host-d", x.w)
+	if r := d.runIn(x.root, "clone", x.url, d.dir); r.code != 0 {
+		t.Fatalf("clone: %d\n%s%s", r.code, r.out, r.err)
+	}
+	if show := d.ok("task", "list", "--output-json"); !strings.Contains(show, `"journal_identity": "verified"`) {
+		t.Fatalf("with w1 configured, task show says:\n%s", show)
+	}
+}
