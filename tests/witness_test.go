@@ -2,7 +2,12 @@ package tests
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,5 +255,48 @@ func TestWitnessUnconfiguredCosignature(t *testing.T) {
 	}
 	if show := d.ok("task", "list", "--output-json"); !strings.Contains(show, `"journal_identity": "verified"`) {
 		t.Fatalf("with w1 configured, task show says:\n%s", show)
+	}
+}
+
+// TestWitnessCommands: witness add, list, remove, quorum and log, with bad
+// input refused in one line and nothing written.
+func TestWitnessCommands(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	_, a := newOrigin(t, srv, t.TempDir())
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	raw := append([]byte{4}, pub...)
+	sum := sha256.Sum256(append([]byte("w.example\n"), raw...))
+	key := fmt.Sprintf("w.example+%x+%s", sum[:4], base64.StdEncoding.EncodeToString(raw))
+	cfg := filepath.Join(a.home, "witnesses", a.repositoryID(t)+".json")
+	for _, bad := range [][]string{
+		{"w1", "ftp://127.0.0.1:1", key},
+		{"w 1", "http://127.0.0.1:1", key},
+		{"w1", "http://127.0.0.1:1", key[:len(key)-6] + "AAAAAA"},
+		{"w1", "http://127.0.0.1:1", "w.example+00000000+" + base64.StdEncoding.EncodeToString(raw)},
+	} {
+		r := a.want(1, append([]string{"witness", "add"}, bad...)...)
+		if strings.Count(strings.TrimSpace(r.err), "\n") != 0 || !strings.HasPrefix(r.err, "bernstein: ") {
+			t.Fatalf("witness add %v: not one line: %q", bad, r.err)
+		}
+		if _, err := os.Stat(cfg); !os.IsNotExist(err) {
+			t.Fatalf("witness add %v wrote %s", bad, cfg)
+		}
+	}
+	a.ok("witness", "add", "w1", "http://127.0.0.1:1", key)
+	if out := a.ok("witness", "list"); !strings.Contains(out, "w1\thttp://127.0.0.1:1\t"+key) || !strings.Contains(out, "quorum 1 of 1") {
+		t.Fatalf("witness list: %q", out)
+	}
+	a.want(1, "witness", "add", "w1", "http://127.0.0.1:2", key)
+	a.want(1, "witness", "quorum", "2")
+	a.want(1, "witness", "remove", "w2")
+	a.ok("witness", "remove", "w1")
+	if out := a.ok("witness", "list"); !strings.Contains(out, "quorum 0 of 0") {
+		t.Fatalf("witness list after remove: %q", out)
+	}
+	f := strings.Fields(a.ok("witness", "log"))
+	v, err := note.NewVerifier(f[1])
+	if len(f) != 2 || err != nil || v.Name() != f[0] || !strings.HasPrefix(f[0], "bernstein.log/"+a.repositoryID(t)+"/host-a") {
+		t.Fatalf("witness log printed %v (%v)", f, err)
 	}
 }
