@@ -208,7 +208,7 @@ func TestWitnessRollbackOnFreshClone(t *testing.T) {
 // TestWitnessRollbackAfterFetch: a host that fetched the log cosigned at
 // 4 entries, and then fetches the remote moved back to 2, refuses: its
 // memory names the sizes; nothing moves. A host shown the true log again
-// fetches fine.
+// fetches fine; its own refs rolled back the same way fail audit verify.
 func TestWitnessRollbackAfterFetch(t *testing.T) {
 	x := newWitnessed(t)
 	x.task("T-1", 1)
@@ -230,6 +230,13 @@ func TestWitnessRollbackAfterFetch(t *testing.T) {
 	sameRefs(t, "host-b's refs after the refused fetch", b.refs(), before)
 	rollBack(t, x.bare, truth)
 	b.ok("fetch")
+	// The same rollback made to host-b's own refs with plain git: audit
+	// verify fails it.
+	rollBack(t, b.dir, snap)
+	r = b.want(1, "audit", "verify")
+	if !strings.Contains(r.out+r.err, "witness_log") || !strings.Contains(r.out+r.err, "writer host-a's log was rolled back") {
+		t.Fatalf("audit verify of a rolled-back log said:\n%s%s", r.out, r.err)
+	}
 }
 
 // TestWitnessUnconfiguredCosignature: a reader whose only witness is
