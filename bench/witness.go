@@ -206,7 +206,7 @@ func (b *bench) witnessMeasure(wit, plain *witnessSide, k int) error {
 	}{{"push", push}, {"fetch", fetch}} {
 		on, off := m.d["on"].median(), m.d["off"].median()
 		rt := ratio(float64(on), float64(off))
-		b.printf("  %-6s %d new posts: with a witness %s, without %s: %s\n", m.what, k, ms(on), ms(off), rt)
+		b.printf("  %-6s %d new posts: with a witness %s (%s), without %s (%s): %s\n", m.what, k, ms(on), m.d["on"].span(), ms(off), m.d["off"].span(), rt)
 		b.summary(fmt.Sprintf("%s of %d new posts, with a witness against without", m.what, k), ms(on), ms(off), rt, "", false)
 	}
 	b.printf("  machine load: %s\n", strings.TrimSpace(machineLoad()))
