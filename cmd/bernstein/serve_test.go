@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/bernstein/bernstein/internal/testbin"
 )
 
@@ -226,5 +228,29 @@ func TestServeWithoutTheServerProgram(t *testing.T) {
 	help, err := e.cmd(lone, "serve", "--help").Output()
 	if err != nil || !strings.Contains(string(help), "Exit status: 0 on SIGINT/SIGTERM") || !strings.Contains(string(help), "--read-token") {
 		t.Errorf("serve --help without bernstein-serve: %v %s", err, help)
+	}
+}
+
+// TestServerProgramTakesEveryGlobalFlag: the flags serve and mcp --http
+// pass on include bernstein's global ones, so bernstein-serve must accept
+// each (a global flag added to bernstein and not to it fails here).
+func TestServerProgramTakesEveryGlobalFlag(t *testing.T) {
+	serve, err := testbin.ServePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var globals []string
+	newRootCmd(&IO{Out: io.Discard, Err: io.Discard}).PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		globals = append(globals, "--"+f.Name+"="+f.Value.String())
+	})
+	if len(globals) < 2 {
+		t.Fatalf("read only %v", globals)
+	}
+	for _, cmd := range []string{"serve", "mcp"} {
+		// --help: the flags are parsed, nothing is served.
+		out, err := exec.Command(serve, append(append([]string{cmd}, globals...), "--help")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("bernstein-serve %s %v: %v %s", cmd, globals, err, out)
+		}
 	}
 }
