@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -306,4 +307,57 @@ func TestWitnessCommands(t *testing.T) {
 	if len(f) != 2 || err != nil || v.Name() != f[0] || !strings.HasPrefix(f[0], "bernstein.log/"+a.repositoryID(t)+"/host-a") {
 		t.Fatalf("witness log printed %v (%v)", f, err)
 	}
+}
+
+// TestWitnessTwoHistories: host-a's state is copied to a second machine
+// (same writer, same key) that writes other entries after the first push:
+// the witness will not cosign that history, so it reaches a second remote
+// with the older checkpoint only. One clone of each remote: the clone of
+// the forked remote learns from the witness that the log went further;
+// the clone of the true remote, which remembers the checkpoint it
+// verified, refuses the forked remote's history as a fork. Nothing moves.
+func TestWitnessTwoHistories(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 1)
+	x.a.ok("push")
+	forkBare := x.srv.dir("fork.git")
+	mustOutput(t, command("", "cp", "-a", x.bare, forkBare))
+	a2 := &host{t: t, name: "host-a", home: filepath.Join(x.root, "a2-home"), dir: filepath.Join(x.root, "a2")}
+	mustOutput(t, command("", "cp", "-a", x.a.home, a2.home))
+	mustOutput(t, command("", "cp", "-a", x.a.dir, a2.dir))
+	x.task("T-2", 1)
+	x.a.ok("push")
+	a2.work("T-9", "other", 1)
+	a2.ok("task", "start", "T-9")
+	a2.ok("task", "complete", "T-9")
+	a2.git("remote", "set-url", "origin", x.srv.url("fork.git"))
+	if r := a2.run("push"); r.code == 0 || !strings.Contains(r.err, "w1") {
+		t.Fatalf("the witness cosigned a forked history: %d\n%s", r.code, r.err)
+	}
+	a2.ok("witness", "remove", "w1")
+	a2.ok("push")
+
+	c := x.reader(t, "host-c", x.w)
+	r := c.runIn(x.root, "clone", x.srv.url("fork.git"), c.dir)
+	if r.code == 0 || !strings.Contains(r.err, "writer host-a's log was rolled back: it holds 2 entries, but witness w1 has seen a cosigned checkpoint of 4") {
+		t.Fatalf("the clone of the forked remote: %d\n%s%s", r.code, r.out, r.err)
+	}
+	b := x.reader(t, "host-b", x.w)
+	if r := b.runIn(x.root, "clone", x.url, b.dir); r.code != 0 {
+		t.Fatalf("clone of the true remote: %d\n%s%s", r.code, r.out, r.err)
+	}
+	b.git("remote", "add", "fork", x.srv.url("fork.git"))
+	b.ok("remote", "setup", "fork")
+	before := b.refs()
+	r = b.want(1, "fetch", "fork")
+	if !strings.Contains(r.err, "writer host-a's log forked: its first 4 entries are not those of the cosigned checkpoint of 4 entries this host has seen") {
+		t.Fatalf("fetch of the forked remote said:\n%s", r.err)
+	}
+	sameRefs(t, "host-b's refs after the refused fetch", b.refs(), before)
+}
+
+func command(dir string, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	return cmd
 }

@@ -165,6 +165,15 @@ func (c *Checker) checkpoint(writer, origin string, pub []ssh.PublicKey, tree *T
 // against checks the log against the newest cosigned checkpoint this host
 // has seen: no smaller, and its first seen.Size entries those seen.
 func (c *Checker) against(writer string, seen, cp *Checkpoint, tree *Tree) error {
+	if tree.Size >= seen.Size {
+		r, err := tree.Root(seen.Size)
+		if err != nil {
+			return err
+		}
+		if r != seen.Root {
+			return &TamperedError{Writer: writer, Kind: "forked", Size: tree.Size, Seen: seen.Size, Why: fmt.Sprintf("they hash to %s, the cosigned checkpoint says %s", r, seen.Root)}
+		}
+	}
 	have := tree.Size
 	if cp != nil && cp.Size < have {
 		have = cp.Size
@@ -172,13 +181,6 @@ func (c *Checker) against(writer string, seen, cp *Checkpoint, tree *Tree) error
 	if tree.Size < seen.Size || (cp != nil && cp.Size < seen.Size) {
 		return &TamperedError{Writer: writer, Kind: "rolled back", Size: have, Seen: seen.Size,
 			Why: fmt.Sprintf("the spine holds %d entries and the newest checkpoint %d", tree.Size, sizeOf(cp))}
-	}
-	r, err := tree.Root(seen.Size)
-	if err != nil {
-		return err
-	}
-	if r != seen.Root {
-		return &TamperedError{Writer: writer, Kind: "forked", Size: tree.Size, Seen: seen.Size, Why: fmt.Sprintf("they hash to %s, the cosigned checkpoint says %s", r, seen.Root)}
 	}
 	return nil
 }
