@@ -230,7 +230,9 @@ func TestWitnessRollbackAfterFetch(t *testing.T) {
 	}
 	sameRefs(t, "host-b's refs after the refused fetch", b.refs(), before)
 	rollBack(t, x.bare, truth)
-	b.ok("fetch")
+	if out := b.ok("fetch"); !strings.Contains(out, "log of writer host-a: 4 of 4 entries cosigned by w1") {
+		t.Fatalf("fetch of the true log said:\n%s", out)
+	}
 	// The same rollback made to host-b's own refs with plain git: audit
 	// verify fails it.
 	rollBack(t, b.dir, snap)
