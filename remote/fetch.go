@@ -566,3 +566,14 @@ func snapshotRefs(snap *refs.Snapshot, scope []string) (map[string]gitstore.Oid,
 	names := slices.Sorted(maps.Keys(out))
 	return out, names, nil
 }
+
+// trackingRaced tells a fetch that lost a race for a remote-tracking ref to
+// another bernstein process of this host fetching the same remote (two
+// pushes at once each fetch its heads): git found the ref moved or locked
+// under it, and moved no ref of its own. The remote-tracking refs are hints
+// that any fetch may rewrite, so the fetch is made again on what the other
+// one wrote. A race on any other ref is reported.
+func trackingRaced(msg string) bool {
+	return strings.Contains(msg, "cannot lock ref '"+TrackingRoot) &&
+		(strings.Contains(msg, "but expected") || strings.Contains(msg, "File exists"))
+}

@@ -371,7 +371,7 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 			return nil
 		}
 		msg := git.Message(errb)
-		if n < maxFetches && packPrunedInFlight(msg) {
+		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
 			continue
 		}
 		if ref, ok := missingRef(msg); ok {
