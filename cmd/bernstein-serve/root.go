@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/internal/servecmd"
-	"github.com/bernstein/bernstein/keys"
 )
 
 // The commands have the shape of bernstein's (docs/architecture.md, The
@@ -52,14 +49,7 @@ func (f *factory) Store() (*bernstein.Store, error) {
 type openFunc func() (*bernstein.Store, error)
 
 // withStore opens the store, runs use on it and closes it.
-func withStore(open openFunc, use func(*bernstein.Store) error) error {
-	s, err := open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return use(s)
-}
+var withStore = servecmd.WithStore
 
 const rootLong = `bernstein-serve is bernstein's HTTP server: the task pages, the task API,
 the event stream and the MCP tools over streamable HTTP. 'bernstein serve'
@@ -97,28 +87,17 @@ func run(args []string, sio *IO) int {
 	root := newRootCmd(sio)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(sio.Err, "bernstein: "+oneLine(userMessage(err)))
+		fmt.Fprintln(sio.Err, "bernstein: "+servecmd.OneLine(userMessage(err)))
 		return 1
 	}
 	return 0
 }
 
 // userMessage is bernstein's wording of the errors opening a repository
-// can meet (cmd/bernstein's userMessage; a test compares the two).
+// can meet.
 func userMessage(err error) string {
-	switch {
-	case errors.Is(err, keys.ErrNoIdentity):
-		return "no writer identity in BERNSTEIN_HOME: run 'bernstein init' first"
-	case errors.Is(err, bernstein.ErrNotRepository):
-		return err.Error() + " (use --repo DIR or run 'bernstein init' in an empty folder)"
+	if msg, ok := servecmd.OpenMessage(err); ok {
+		return msg
 	}
 	return err.Error()
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }

@@ -12,13 +12,18 @@
 package servecmd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/keys"
 )
 
 // Program is the name of the server program.
@@ -146,4 +151,36 @@ func Exec(args []string) error {
 	}
 	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
 	return fmt.Errorf("run %s: %w", path, err)
+}
+
+// OpenMessage is the wording, in both programs, of the errors opening a
+// repository can meet; ok is false for any other error.
+func OpenMessage(err error) (msg string, ok bool) {
+	switch {
+	case errors.Is(err, keys.ErrNoIdentity):
+		return "no writer identity in BERNSTEIN_HOME: run 'bernstein init' first", true
+	case errors.Is(err, bernstein.ErrNotRepository):
+		return err.Error() + " (use --repo DIR or run 'bernstein init' in an empty folder)", true
+	}
+	return "", false
+}
+
+// OneLine is the first line of s, trimmed: an error as both programs print it.
+func OneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// WithStore opens the store, runs use on it and closes it: the one place a
+// command of either program opens the repository.
+func WithStore(open func() (*bernstein.Store, error), use func(*bernstein.Store) error) error {
+	s, err := open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return use(s)
 }
