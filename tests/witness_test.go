@@ -363,3 +363,41 @@ func command(dir string, name string, args ...string) *exec.Cmd {
 	cmd.Dir = dir
 	return cmd
 }
+
+// TestWitnessGuardRemembers: a guard whose operator configures the witness
+// remembers the cosigned checkpoints it accepted. The remote is moved back
+// on the server with plain git, and a copy of host-a's older state pushes
+// another history on top: the guard refuses it as a fork of the log it
+// accepted, and nothing moves.
+func TestWitnessGuardRemembers(t *testing.T) {
+	x := newWitnessed(t)
+	op := &host{t: t, home: x.bare + ".operator"}
+	cfg := map[string]any{"quorum": 1, "witnesses": []map[string]string{{"name": "w1", "url": x.w.URL(), "key": x.w.VerifierKey()}}}
+	b, _ := json.Marshal(cfg)
+	p := filepath.Join(op.home, "witnesses", x.a.repositoryID(t)+".json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x.task("T-1", 1)
+	x.a.ok("push")
+	snap := refsOf(t, x.bare, refs.Prefix)
+	a2 := &host{t: t, name: "host-a", home: filepath.Join(x.root, "a2-home"), dir: filepath.Join(x.root, "a2")}
+	mustOutput(t, command("", "cp", "-a", x.a.home, a2.home))
+	mustOutput(t, command("", "cp", "-a", x.a.dir, a2.dir))
+	x.task("T-2", 1)
+	x.a.ok("push")
+	rollBack(t, x.bare, snap)
+	a2.work("T-9", "other", 1)
+	a2.ok("task", "start", "T-9")
+	a2.ok("task", "complete", "T-9")
+	a2.ok("witness", "remove", "w1")
+	before := refsOf(t, x.bare, refs.Prefix)
+	r := a2.run("push")
+	if r.code == 0 || !strings.Contains(r.err, "writer host-a's log forked") {
+		t.Fatalf("the guard took another history of a log it accepted: %d\n%s", r.code, r.err)
+	}
+	sameRefs(t, "the remote's refs after the refused push", refsOf(t, x.bare, refs.Prefix), before)
+}
