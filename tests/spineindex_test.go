@@ -210,15 +210,27 @@ func TestSpineIndexForgedWithKey(t *testing.T) {
 	tok2 := f.claimed(s, "SF-2", "agent")
 	f.post(s, "SF-1", "k", "agent", tok, report("one"))
 	f.post(s, "SF-2", "k", "agent", tok2, report("other"))
+	s.Close()
+	f.states("SF-1")
+	mac, before := f.readSpineIndex() // kept at the head before v2
+	s = f.open()
 	res := f.post(s, "SF-1", "k", "agent", tok, report("two"))
 	s.Close()
 	const want = "k v1 verified,k v2 verified"
+	spine := refs.Spine("test-writer")
+	v2 := f.rawOid(spine)
+	// An index that names the current head but lacks v2's entry.
+	f.writeSpineIndex(mac, replaceHead(t, before, f.rawOid(spine+"~1"), v2), true)
+	if got := strings.Join(f.states("SF-1"), ","); got != want {
+		t.Errorf("an index that lacks v2's entry: %s", got)
+	}
+	if err := os.Remove(f.spineIndexPath()); err != nil {
+		t.Fatal(err)
+	}
 	if got := strings.Join(f.states("SF-1"), ","); got != want {
 		t.Fatalf("before forging: %s", got)
 	}
 	mac, content := f.readSpineIndex()
-	spine := refs.Spine("test-writer")
-	v2 := f.rawOid(spine)
 	// The same record as v2's entry in a commit without its signature.
 	raw := f.git("cat-file", "commit", spine)
 	var unsigned strings.Builder
@@ -258,10 +270,22 @@ func TestSpineIndexForgedWithKey(t *testing.T) {
 			t.Errorf("%s: %s", c.name, got)
 		}
 	}
-	// And a truly tampered version stays tampered with the forged index.
-	f.writeSpineIndex(mac, replaceOnce(t, content, h, flipped), true)
+	// And a truly tampered version stays tampered with a forged index: the
+	// spine rolled back behind v2's entry, and an index at the rolled-back
+	// head that still lists v2's entry, in the commit of SF-2's (signed by
+	// the writer, but another entry).
+	older := f.rawOid(spine + "~1")
 	f.git("update-ref", spine, spine+"~1")
-	if got := strings.Join(f.states("SF-1"), ","); got != "k v1 verified,k v2 tampered" {
-		t.Errorf("rolled back with a forged index: %s", got)
+	for _, c := range []struct {
+		name    string
+		content []byte
+	}{
+		{"entry's hash changed", replaceHead(t, replaceOnce(t, content, h, flipped), v2, older)},
+		{"entry in another task's entry's commit", bytes.ReplaceAll(content, v2, older)},
+	} {
+		f.writeSpineIndex(mac, c.content, true)
+		if got := strings.Join(f.states("SF-1"), ","); got != "k v1 verified,k v2 tampered" {
+			t.Errorf("rolled back, index forged (%s): %s", c.name, got)
+		}
 	}
 }
