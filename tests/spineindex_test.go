@@ -113,7 +113,6 @@ func (f *fixture) states(task string) []string {
 	return out
 }
 
-
 // TestSpineIndexKeptAndExtended: a read keeps the index; a read after more
 // posts walks only the new entries onto it and reads every version, as many
 // as git shows in the journal.
