@@ -2,8 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -177,6 +179,9 @@ func (b *Bus) replaySealed(id, upto int64, task string) (entries []logEntry, fou
 			continue
 		}
 		f, err := os.Open(filepath.Join(b.dir, sg.name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since it was listed: its ids are gone
+		}
 		if err != nil {
 			return nil, false, false, err
 		}
