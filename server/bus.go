@@ -275,7 +275,13 @@ func (b *Bus) readLogLocked() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	if b.logR == nil {
+		// A follower goes on reading this file: the leader may seal it
+		// (rename it) before the follower reads again.
+		b.logR = f
+	} else {
+		defer f.Close()
+	}
 	if _, err := f.Seek(b.offset, io.SeekStart); err != nil {
 		return err
 	}
@@ -373,6 +379,10 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		b.logR = nil
 	} else {
 		err = b.readLogLocked()
+		if b.logR != nil {
+			b.logR.Close()
+			b.logR = nil
+		}
 	}
 	if err != nil {
 		syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)

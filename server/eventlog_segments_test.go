@@ -211,3 +211,36 @@ func TestEventLogTornAndUnsealed(t *testing.T) {
 		t.Fatalf("a start read %d bytes; the log holds %d", read, fi.Size())
 	}
 }
+
+// TestEventLogFollowerAcrossSeals: a follower reading the log while the
+// leader seals it after every batch publishes every event the leader did,
+// under the same ids, in order.
+func TestEventLogFollowerAcrossSeals(t *testing.T) {
+	s, open, tok := segmentedBus(t, 8)
+	leader := open()
+	if err := leader.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	follower := open()
+	if follower.Leader() {
+		t.Fatal("the second bus leads")
+	}
+	for i := 0; i < 4; i++ {
+		postAndScan(t, s, leader, tok, 1)
+		if err := follower.Scan(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader.mu.Lock()
+	want := eventIDs(leader.ring)
+	leader.mu.Unlock()
+	follower.mu.Lock()
+	got := eventIDs(follower.ring)
+	follower.mu.Unlock()
+	if segs, _ := leader.segments(); len(segs) < 4 {
+		t.Fatalf("%d segments sealed", len(segs))
+	}
+	if got != want || want == "" {
+		t.Fatalf("the follower published %s, the leader %s", got, want)
+	}
+}
