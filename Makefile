@@ -9,16 +9,19 @@ all: build
 deps:
 	@scripts/deps.sh
 
-# A static binary (no cgo: the pure-Go resolver is all it needs) starts
-# faster than a dynamically linked one (docs/performance.md, Start-up).
+# Static binaries (no cgo: the pure-Go resolver is all they need) start
+# faster than dynamically linked ones (docs/performance.md, Start-up):
+# bin/bernstein and bin/bernstein-serve, the HTTP server that 'bernstein
+# serve' runs (found beside bernstein).
 build: deps
-	CGO_ENABLED=0 $(GO) build -o bin/bernstein ./cmd/bernstein
+	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/...
 
 run: build
 	@scripts/demo.sh
 
-# The tests that run the CLI use bin/bernstein, built once here
-# (internal/testbin; without BERNSTEIN_TEST_BIN they build it once a run).
+# The tests that run the CLI use bin/bernstein and bin/bernstein-serve,
+# built once here (internal/testbin; without BERNSTEIN_TEST_BIN they build
+# both once a run).
 test: build
 	$(GO) vet ./...
 	BERNSTEIN_TEST_BIN=$(CURDIR)/bin/bernstein $(GO) test -count=1 -timeout 30m ./...

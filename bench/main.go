@@ -56,7 +56,7 @@ var (
 	flagList       = flag.Bool("list", false, "list the sections and exit")
 	flagRounds     = flag.Int("rounds", 3, "rounds per section; each round measures every mode once on fresh repositories, in rotated order")
 	flagKeep       = flag.Bool("keep", false, "keep the temporary folder (repositories, home) for inspection")
-	flagBin        = flag.String("bin", "", "bernstein CLI binary (default bin/bernstein under the module root, built if missing)")
+	flagBin        = flag.String("bin", "", "bernstein CLI binary, with bernstein-serve beside it (default bin/bernstein under the module root, built with bin/bernstein-serve if missing)")
 	flagCPUProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flagMemProfile = flag.String("memprofile", "", "write a heap profile at the end of the run to this file")
 )
@@ -251,22 +251,24 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// cliBinary returns the CLI to benchmark, building bin/bernstein if missing.
+// cliBinary returns the CLI to benchmark, building bin/bernstein and
+// bin/bernstein-serve (which 'bernstein serve' runs) if either is missing.
 func cliBinary(root, flagged string) (string, error) {
 	if flagged != "" {
 		return filepath.Abs(flagged)
 	}
 	bin := filepath.Join(root, "bin", "bernstein")
-	if _, err := os.Stat(bin); err == nil {
+	_, err := os.Stat(bin)
+	if _, err2 := os.Stat(bin + "-serve"); err == nil && err2 == nil {
 		return bin, nil
 	}
-	fmt.Fprintf(os.Stderr, "bench: %s missing: CGO_ENABLED=0 go build -o bin/bernstein ./cmd/bernstein\n", bin)
-	cmd := exec.Command("go", "build", "-o", "bin/bernstein", "./cmd/bernstein")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
+	fmt.Fprintf(os.Stderr, "bench: %s or %s-serve missing: CGO_ENABLED=0 go build -o bin/ ./cmd/...\n", bin, bin)
+	cmd := exec.Command("go", "build", "-o", "bin/", "./cmd/...")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds them
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build bin/bernstein: %w", err)
+		return "", fmt.Errorf("build bin/bernstein and bin/bernstein-serve: %w", err)
 	}
 	return bin, nil
 }

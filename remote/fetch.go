@@ -498,7 +498,7 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 			return nil
 		}
 		msg := git.Message(errb)
-		if n < maxFetches && packPrunedInFlight(msg) {
+		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
 			continue
 		}
 		return fmt.Errorf("git fetch %s: %s", remote, msg)
@@ -513,4 +513,15 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 func packPrunedInFlight(msg string) bool {
 	return strings.Contains(msg, "unable to rename temporary") ||
 		strings.Contains(msg, "tmp_pack_") && strings.Contains(msg, "invalid index-pack output")
+}
+
+// trackingRaced tells a fetch that lost a race for a remote-tracking ref to
+// another bernstein process of this host fetching the same remote (two
+// pushes at once each fetch its heads): git found the ref moved or locked
+// under it, and moved no ref of its own. The remote-tracking refs are hints
+// that any fetch may rewrite, so the fetch is made again on what the other
+// one wrote. A race on any other ref is reported.
+func trackingRaced(msg string) bool {
+	return strings.Contains(msg, "cannot lock ref '"+TrackingRoot) &&
+		(strings.Contains(msg, "but expected") || strings.Contains(msg, "File exists"))
 }

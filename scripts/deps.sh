@@ -5,7 +5,12 @@ set -euo pipefail
 
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
-command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# openssh-client also gives ssh-agent and ssh-add: the witness tests run
+# litewitness (built from go.mod's tool directives) with its key in ssh-agent.
+if ! command -v ssh-keygen >/dev/null 2>&1 || ! command -v ssh-agent >/dev/null 2>&1 ||
+  ! command -v ssh-add >/dev/null 2>&1; then
+  need+=(openssh-client)
+fi
 command -v make >/dev/null 2>&1 || need+=(make)
 # The durability tests watch fsync and rename order with strace.
 command -v strace >/dev/null 2>&1 || need+=(strace)

@@ -42,7 +42,9 @@ if [ -z "$chromium" ] || [ ! -x "$chromium" ]; then
   exit 1
 fi
 
-CGO_ENABLED=0 ${GO:-go} build -o bin/bernstein ./cmd/bernstein
+# bin/bernstein and bin/bernstein-serve beside it (what `bernstein serve`
+# and `bernstein mcp --http` run).
+CGO_ENABLED=0 ${GO:-go} build -o bin/ ./cmd/...
 
 # install installs a suite's pinned packages when node_modules is missing or
 # older than the lock. No browser is ever downloaded.

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/internal/servecmd"
 )
 
 // Every command has the shape of the GitHub CLI's: an options struct, a
@@ -69,14 +70,7 @@ type openFunc func() (*bernstein.Store, error)
 
 // withStore opens the store, runs use on it and closes it: the one place a
 // command opens the repository.
-func withStore(open openFunc, use func(*bernstein.Store) error) error {
-	s, err := open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return use(s)
-}
+var withStore = servecmd.WithStore
 
 // envDefault is a flag's value, else its environment variable's.
 func envDefault(flag, env string) string {

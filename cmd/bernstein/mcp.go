@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -13,19 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/internal/servecmd"
 	"github.com/bernstein/bernstein/mcpserver"
-	"github.com/bernstein/bernstein/server"
 )
 
 // 'mcp': bernstein's MCP tools over stdio, or streamable HTTP ('mcp config'
 // is in mcp_config.go, 'serve' in serve.go).
-
-const mcpTools = `Tools:
-  bernstein_post_artifact  task_id, key, artifact_type (report | table | link) and
-                           per type body | columns + rows | url + link_kind: post a
-                           version to a task whose live claim the caller holds
-  bernstein_task_handle    task_id: taskId, status, journalHead, spineHead,
-                           progress, progressHash and receiptHash of a task`
 
 type mcpOptions struct {
 	IO    *IO
@@ -35,6 +27,9 @@ type mcpOptions struct {
 	Tokens      []string // stdio: its claim tokens
 	HTTP        string   // serve streamable HTTP on this address instead
 	AllowRemote bool
+	// Args is the server program's command line over HTTP: 'mcp' and
+	// the flags given (servecmd.PassOn).
+	Args []string
 	// IdentitySet: --agent or --claim-token was given (over HTTP, the
 	// caller is each request's bearer token).
 	IdentitySet bool
@@ -53,13 +48,15 @@ With --http ADDR it serves streamable HTTP at http://ADDR/mcp instead; every
 request carries 'Authorization: Bearer <claim token>', which stands for one
 agent on one task and stops working the moment the claim is released or the
 task ends (401). ADDR must be on loopback unless --allow-remote; port 0 picks
-a free port. The URL is printed on stderr once the server listens.
+a free port. The URL is printed on stderr once the server listens. Over HTTP
+the server is the program bernstein-serve, as for 'bernstein serve', which
+this command then becomes.
 
-` + mcpTools + `
+` + servecmd.MCPTools + `
 
 Exit status: 0 when the client closes the connection or on SIGINT/SIGTERM;
-1 on bad flags, a repository that cannot be opened, or an address that
-cannot be listened on.`
+1 on bad flags, a repository that cannot be opened, an address that cannot
+be listened on, or (--http) no bernstein-serve.`
 
 func newMCPCmd(f *factory, runF func(context.Context, *mcpOptions) error) *cobra.Command {
 	o := &mcpOptions{IO: f.IO, Store: f.Store}
@@ -70,12 +67,13 @@ func newMCPCmd(f *factory, runF func(context.Context, *mcpOptions) error) *cobra
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.IdentitySet = cmd.Flags().Changed("agent") || cmd.Flags().Changed("claim-token")
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if runF != nil {
-				return runF(ctx, o)
+			if o.HTTP != "" {
+				o.Args = servecmd.PassOn("mcp", cmd.Flags())
 			}
-			return mcpRun(ctx, o)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return mcpRun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -93,7 +91,7 @@ func mcpRun(ctx context.Context, o *mcpOptions) error {
 		if o.IdentitySet {
 			return exitCode(1, errors.New("--agent and --claim-token apply to the stdio server: over HTTP the caller is the bearer claim token of each request"))
 		}
-		return withStore(o.Store, func(s *bernstein.Store) error { return serveMCPHTTP(ctx, s, o) })
+		return exitCode(1, execServer(o.Args))
 	}
 	if o.AllowRemote {
 		return exitCode(1, errors.New("--allow-remote applies to --http"))
@@ -111,6 +109,10 @@ func mcpRun(ctx context.Context, o *mcpOptions) error {
 	} else if len(tokens) > 0 {
 		return exitCode(1, errors.New("a claim token needs its agent: pass --agent or set BERNSTEIN_AGENT"))
 	}
+	// Over HTTP this process becomes the server (above) and must not catch
+	// a signal first; over stdio it ends on one.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	return withStore(o.Store, func(s *bernstein.Store) error {
 		srv := mcpserver.New(s, mcpserver.Options{Identity: mcpserver.AgentIdentity(agent, tokens...), Version: version})
 		if err := srv.Run(ctx, mcpserver.StdioTransport(o.IO.In, o.IO.Out)); !sessionEnded(err) {
@@ -118,16 +120,6 @@ func mcpRun(ctx context.Context, o *mcpOptions) error {
 		}
 		return nil
 	})
-}
-
-// serveMCPHTTP listens on o.HTTP and serves the MCP endpoint until ctx ends.
-func serveMCPHTTP(ctx context.Context, s *bernstein.Store, o *mcpOptions) error {
-	l, err := server.Listen(o.HTTP, o.AllowRemote)
-	if err != nil {
-		return exitCode(1, err)
-	}
-	fmt.Fprintf(o.IO.Err, "bernstein: serving MCP at %s%s (Authorization: Bearer <claim token>)\n", server.URL(l), server.MCPPath)
-	return server.Serve(ctx, l, server.Handler(s, server.Options{Version: version}))
 }
 
 // sessionEnded tells a session the client closed (or a signal ended) from a

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/internal/servecmd"
 	"github.com/bernstein/bernstein/ledger"
 )
 
@@ -109,7 +107,7 @@ func run(args []string, io *IO) int {
 		err = ee.err
 	}
 	if err != nil {
-		fmt.Fprintln(io.Err, "bernstein: "+oneLine(userMessage(err)))
+		fmt.Fprintln(io.Err, "bernstein: "+servecmd.OneLine(userMessage(err)))
 	}
 	return code
 }
@@ -123,20 +121,11 @@ func userMessage(err error) string {
 		return "invalid " + in.Field + ": " + in.Msg
 	case errors.As(err, &ill):
 		return ill.Error()
-	case errors.Is(err, keys.ErrNoIdentity):
-		return "no writer identity in BERNSTEIN_HOME: run 'bernstein init' first"
-	case errors.Is(err, bernstein.ErrNotRepository):
-		return err.Error() + " (use --repo DIR or run 'bernstein init' in an empty folder)"
+	}
+	if msg, ok := servecmd.OpenMessage(err); ok {
+		return msg
 	}
 	return err.Error()
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // printJSON writes v as indented JSON: the only thing on stdout.

@@ -8,11 +8,22 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/bernstein/bernstein/internal/servecmd"
+	"github.com/bernstein/bernstein/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
+	// The test process must not become bernstein-serve: serve and mcp
+	// --http run as a program (a script's bernstein, or the built binary).
+	execServer = func([]string) error {
+		return errors.New("serve ran in the test process: run it through a binary")
+	}
 	testscript.Main(m, map[string]func(){
-		"bernstein": func() { os.Exit(run(os.Args[1:], newIO())) },
+		"bernstein": func() {
+			execServer = servecmd.Exec
+			os.Exit(run(os.Args[1:], newIO()))
+		},
 	})
 }
 
@@ -22,9 +33,23 @@ func TestScripts(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("git is required")
 	}
+	serveBin, err := testbin.ServePath()
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
+			// A script's bernstein is this test binary: it finds
+			// bernstein-serve on PATH, in a directory holding only it.
+			serveDir := env.WorkDir + "/.serve-bin"
+			if err := os.Mkdir(serveDir, 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(serveBin, serveDir+"/"+testbin.ServeProgram); err != nil {
+				return err
+			}
+			env.Setenv("PATH", serveDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("BERNSTEIN_HOME", env.WorkDir+"/.home")
 			env.Setenv("BERNSTEIN_FORCE_TTY", "0")
 			env.Setenv("HOME", env.WorkDir)

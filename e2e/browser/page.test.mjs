@@ -69,7 +69,9 @@ const csv = (rows) => rows.map((r) => r.map(csvCell).join(',')).join('\n') + '\n
 const version = (key, n) => `article.version[data-key=${JSON.stringify(key)}][data-version="${n}"]`;
 const group = (key) => `section.artifact-group[data-key=${JSON.stringify(key)}]`;
 
-describe('the live task page in chromium', { timeout: 120_000 }, () => {
+// The limit only stops a hung browser; it asserts no speed (on a loaded
+// 2-core machine the whole suite has taken over 120 s).
+describe('the live task page in chromium', { timeout: 600_000 }, () => {
   let ws;
   let server;
   let browser;

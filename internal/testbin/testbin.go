@@ -1,7 +1,8 @@
-// Package testbin gives tests the bernstein binary, built once for a whole
-// test run however many packages ask for it. `make test` builds bin/bernstein
-// first and names it in BERNSTEIN_TEST_BIN; without it, the first package to
-// ask builds the binary into a cache shared by every package (under a lock,
+// Package testbin gives tests the bernstein binary and its HTTP server
+// program bernstein-serve beside it, built once for a whole test run however
+// many packages ask for them. `make test` builds both into bin/ first and
+// names bin/bernstein in BERNSTEIN_TEST_BIN; without it, the first package
+// to ask builds both into a cache shared by every package (under a lock,
 // keyed by the module's source), and the others wait for it and use it.
 package testbin
 
@@ -34,9 +35,22 @@ var (
 
 // Path returns the bernstein binary: $BERNSTEIN_TEST_BIN, else the one built
 // from this module's source (at most once per source, across processes).
+// bernstein-serve is beside it (ServePath), where 'bernstein serve' finds it.
 func Path() (string, error) {
 	once.Do(func() { path, err = find() })
 	return path, err
+}
+
+// ServeProgram is the name of the server program beside bernstein.
+const ServeProgram = "bernstein-serve"
+
+// ServePath returns bernstein-serve, beside the binary Path returns.
+func ServePath() (string, error) {
+	bin, err := Path()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(bin), ServeProgram), nil
 }
 
 func find() (string, error) {
@@ -47,6 +61,10 @@ func find() (string, error) {
 		}
 		if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			return "", fmt.Errorf("%s=%s is not an executable file", Env, p)
+		}
+		serve := filepath.Join(filepath.Dir(abs), ServeProgram)
+		if fi, err := os.Stat(serve); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s=%s has no executable %s beside it: build both ('make build', or CGO_ENABLED=0 go build -o %s/ ./cmd/...)", Env, p, ServeProgram, filepath.Dir(p))
 		}
 		return abs, nil
 	}
@@ -62,7 +80,8 @@ func find() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, key, "bernstein")
+	dir := filepath.Join(cache, key)
+	bin := filepath.Join(dir, "bernstein")
 	unlock, err := lock(filepath.Join(cache, key+".lock"), true)
 	if err != nil {
 		return "", err
@@ -70,22 +89,25 @@ func find() (string, error) {
 	defer unlock()
 	if _, err := os.Stat(bin); err == nil {
 		now := time.Now()
-		os.Chtimes(filepath.Dir(bin), now, now) // in use: not pruned
+		os.Chtimes(dir, now, now) // in use: not pruned
 		return bin, nil
 	}
 	prune(cache, key)
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp) // what a killed build left
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
 	}
-	tmp := bin + ".tmp"
-	build := exec.Command("go", "build", "-o", tmp, "./cmd/bernstein")
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/bernstein", "./cmd/bernstein-serve")
 	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds it
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as the Makefile builds them
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build bernstein: %v\n%s", err, out)
+		return "", fmt.Errorf("build bernstein and bernstein-serve: %v\n%s", err, out)
 	}
-	// The rename is what makes the binary visible: never half-written.
-	if err := os.Rename(tmp, bin); err != nil {
+	// The rename is what makes the binaries visible: never half-written,
+	// never one without the other.
+	os.RemoveAll(dir) // a directory without bernstein: nothing in use
+	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
 	return bin, nil
