@@ -163,7 +163,12 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 	}
 	// Sorted by hash, the first entry of each hash (in writer and chain
 	// order) kept.
-	sort.SliceStable(ix.byHash, func(i, j int) bool { return bytes.Compare(ix.byHash[i].h[:], ix.byHash[j].h[:]) < 0 })
+	slices.SortFunc(ix.byHash, func(a, b hashSlot) int {
+		if c := bytes.Compare(a.h[:], b.h[:]); c != 0 {
+			return c
+		}
+		return int(a.ord) - int(b.ord)
+	})
 	kept := ix.byHash[:0]
 	for i, e := range ix.byHash {
 		if i == 0 || e.h != kept[len(kept)-1].h {
@@ -176,8 +181,9 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 
 // hashSlot is one entry of the index by hash.
 type hashSlot struct {
-	h [32]byte
-	r *SpineRecord
+	h   [32]byte
+	r   *SpineRecord
+	ord int // the entry's place in writer and chain order (first of equal hashes wins)
 }
 
 // find returns the entry whose hash has bytes h, or nil.
@@ -342,7 +348,7 @@ func (ix *SpineIndex) addWriter(writer string, wi *writerIndex) {
 		if !rec.parsed {
 			continue
 		}
-		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec})
+		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec, len(ix.byHash)})
 		if rec.Seal != nil {
 			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
 		}
