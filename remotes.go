@@ -61,6 +61,7 @@ type (
 	DivergedError      = remote.DivergedError
 	RemoteSetupResult  = remote.RemoteSetupResult
 	FetchResult        = remote.FetchResult
+	FetchOptions       = remote.FetchOptions
 	PushResult         = remote.PushResult
 	Rejection          = remote.Rejection
 	RejectedError      = remote.RejectedError
@@ -97,6 +98,14 @@ func (s *Store) FastForward(updates []refs.Update) error { return s.sync.FastFor
 // what depends on it, stays (*DivergedError); what does not verify is held
 // back (*HeldBackError).
 func (s *Store) Fetch(name string) (*FetchResult, error) { return s.sync.Fetch(name) }
+
+// FetchWith is Fetch, reading the remote as o says: o.Full reads every
+// refs/bernstein/* ref of the remote, where a fetch after the first reads
+// the per-writer refs and the tasks their new entries name
+// (docs/remotes.md, fetch).
+func (s *Store) FetchWith(name string, o FetchOptions) (*FetchResult, error) {
+	return s.sync.FetchWith(name, o)
+}
 
 // Adopt resolves a divergence of task with remote: the remote's chains of
 // the task become the truth, this host's own rows the remote lacks are
@@ -173,7 +182,9 @@ func Clone(url, dir string, o Options) (*CloneResult, error) {
 	// A fetch that held back what does not verify still made the clone,
 	// of everything else: it is reported with the clone's result.
 	var held error
-	if res.Fetch, err = s.Fetch("origin"); errors.Is(err, ErrHeldBack) {
+	// The first fetch from a remote reads every ref (it has no remote-
+	// tracking spine yet); git clone wrote them, so the fetch is asked to.
+	if res.Fetch, err = s.FetchWith("origin", FetchOptions{Full: true}); errors.Is(err, ErrHeldBack) {
 		held = err
 	} else if err != nil {
 		return res, err

@@ -91,6 +91,9 @@ func (b *bench) mkrepoDir(prefix string) (string, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "wire" {
+		os.Exit(wireMain(os.Args[2:]))
+	}
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./bench [flags]\n\nsections:\n")
 		for _, s := range sections {

@@ -101,19 +101,36 @@ func runScale(b *bench) error {
 	b.printf("  %d goroutines on one Store; a probe task created and claimed for each run's posts. Reads: %d runs of\n", *flagScaleWorkers, *flagScaleRuns)
 	b.printf("  each constant measure, %d of each listing (1 beyond 10,000 tasks), CLI reads as fresh processes (CPU\n", *flagScaleLists)
 	b.printf("  time, wall beside it); the server in this process. Ref stores in turn: %s.\n\n", strings.Join(states, ", "))
+	parts := map[string]bool{}
+	for _, p := range strings.Split(*flagScaleParts, ",") {
+		if p != "reads" && p != "remote" {
+			return fmt.Errorf("-scale-parts: %q is not reads or remote", p)
+		}
+		parts[p] = true
+	}
 	tab := &scaleTable{by: map[string]*scaleMeasure{}}
+	figs := &remoteFigures{bytes: map[string]map[int][]int64{}}
 	for _, n := range ns {
 		r, err := b.scaleRepoAt(home, n)
 		if err != nil {
 			return fmt.Errorf("%d tasks: %w", n, err)
 		}
 		for _, st := range states {
+			if !parts["reads"] {
+				break
+			}
 			if err := b.scaleMeasure(tab, r, home, n, st); err != nil {
 				return fmt.Errorf("%d tasks, %s: %w", n, st, err)
 			}
 		}
+		if parts["remote"] {
+			if err := b.scaleRemote(tab, figs, r, home, n); err != nil {
+				return fmt.Errorf("%d tasks, remote: %w", n, err)
+			}
+		}
 	}
 	b.scaleReport(tab, ns)
+	b.scaleRemoteReport(tab, figs, ns)
 	return nil
 }
 

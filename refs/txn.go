@@ -531,6 +531,7 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 		for _, u := range us {
 			t.removeDeadLock(u)
 		}
+		t.removeDeadPackedLock(us)
 		return false, nil
 	}
 	var locks []*refLock
@@ -585,6 +586,10 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 	// drops the intent, or a power loss could undo a rename with nothing
 	// left to redo it.
 	if err := syncRefDirsUp(t.GitDir, us); err != nil {
+		return true, err
+	}
+	// ... and the git directory, where a CreatePacked renamed packed-refs.
+	if err := gitstore.SyncDir(t.GitDir); err != nil {
 		return true, err
 	}
 	// Conflicts last: a caller that sees only ErrConflict knows everything

@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 // ("<gitdir> <ref> <old> <new> ..."), for the strace test.
 func runChild(spec string) int {
 	f := strings.Fields(spec)
+	packed := f[0] == "packed"
+	if packed {
+		f = f[1:]
+	}
 	tx := &Transactor{GitDir: f[0]}
 	var us []Update
 	for i := 1; i+2 < len(f); i += 3 {
@@ -36,7 +40,11 @@ func runChild(spec string) int {
 		nw, _ := gitstore.ParseOid(f[i+2])
 		us = append(us, Update{Ref: f[i], Old: old, New: nw})
 	}
-	if out, err := tx.Apply(us); out != Committed || err != nil {
+	apply := tx.Apply
+	if packed {
+		apply = tx.CreatePacked
+	}
+	if out, err := apply(us); out != Committed || err != nil {
 		fmt.Fprintln(os.Stderr, out, err)
 		return 1
 	}

@@ -414,7 +414,7 @@ func writtenBy(cc chain.Commit, writer string) bool {
 // of remote would move, checked as a fetch checks them but against the
 // task's refs at the remote's heads.
 func (s *Syncer) fetchWith(t *txn.Tx, remote, task string, sides []*adoptSide) error {
-	p, err := s.planFetch(remote)
+	p, err := s.planFetch(remote, nil)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,12 @@ func CloneRepo(url, dir string) (string, error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return "", fmt.Errorf("clone: %s exists and is not empty", dir)
 	}
-	if _, errb, err := (git.Cmd{Policy: git.User, Args: []string{"clone", "--quiet", "--origin", "origin", "--", url, dir}}).Run(); err != nil {
+	// The clone takes the remote's refs/bernstein/* into their
+	// remote-tracking copies with everything else (the refspec RemoteSetup
+	// configures), so git writes them as it writes a clone's refs: into
+	// packed-refs, in one file, not one loose ref each.
+	args := []string{"clone", "--quiet", "--origin", "origin", "--config", "remote.origin.fetch=" + FetchRefspec("origin"), "--", url, dir}
+	if _, errb, err := (git.Cmd{Policy: git.User, Args: args}).Run(); err != nil {
 		return "", fmt.Errorf("git clone %s: %s", url, git.Message(errb))
 	}
 	return filepath.Abs(dir)

@@ -3,12 +3,13 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
-	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -32,6 +33,11 @@ type FetchResult struct {
 	// Fetches counts the git fetches made: more than one when the remote's
 	// refs were read while a push was moving them.
 	Fetches int `json:"fetches"`
+	// Path is "narrow" when the fetch read the per-writer refs and the
+	// tasks their new entries name (TasksNamed), "full" when it read every
+	// refs/bernstein/* ref of the remote.
+	Path       string `json:"path"`
+	TasksNamed int    `json:"tasks_named"`
 }
 
 // HeldBack is a ref a fetch did not move all the way to the remote's head.
@@ -115,21 +121,49 @@ const maxFetches = 5
 // The error is a *DivergedError when refs diverged, else a *HeldBackError
 // when the remote holds what does not verify; the result says what moved.
 func (s *Syncer) Fetch(remote string) (*FetchResult, error) {
+	return s.FetchWith(remote, FetchOptions{})
+}
+
+// FetchOptions choose how a fetch reads the remote.
+type FetchOptions struct {
+	// Full fetches and compares every refs/bernstein/* ref of the remote
+	// (the full path), as the first fetch from a remote does, instead of
+	// the refs the remote's new spine and audit entries name (see
+	// narrow.go).
+	Full bool
+}
+
+// FetchWith is Fetch, reading the remote as o says.
+func (s *Syncer) FetchWith(remote string, o FetchOptions) (*FetchResult, error) {
 	if err := Check(s.c.GitDir, remote); err != nil {
 		return nil, err
 	}
+	full := o.Full || !s.fetchedBefore(remote)
 	var last map[string]gitstore.Oid // the remote's heads the last attempt found problems in
 	for n := 1; ; n++ {
-		if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, true); err != nil {
-			return nil, err
+		var sc *fetchScope
+		if !full {
+			var err error
+			if sc, err = s.fetchNarrow(remote); err != nil {
+				return nil, err
+			}
+			full = sc == nil // past the narrow path's bounds
 		}
-		res, tracking, retry, err := s.fetchOnce(remote, n, last)
+		if full {
+			if err := s.fetchTracking(remote, []string{"+" + refs.Prefix + "*:" + TrackingPrefix(remote) + "*"}, true); err != nil {
+				return nil, err
+			}
+		}
+		res, tracking, retry, err := s.fetchOnce(remote, n, last, sc)
 		if retry {
 			last = tracking
 			continue
 		}
 		if res != nil {
-			res.Fetches = n
+			res.Fetches, res.Path = n, "full"
+			if sc != nil {
+				res.Path, res.TasksNamed = "narrow", sc.tasks
+			}
 		}
 		return res, err
 	}
@@ -140,14 +174,14 @@ func (s *Syncer) Fetch(remote string) (*FetchResult, error) {
 // remote differs from the last one that did (or is the first), it moves
 // nothing and asks for another fetch (retry): the remote may have been
 // read mid-push.
-func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid) (*FetchResult, map[string]gitstore.Oid, bool, error) {
+func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid, sc *fetchScope) (*FetchResult, map[string]gitstore.Oid, bool, error) {
 	unlock, err := s.w.Lock()
 	if err != nil {
 		return nil, nil, false, err
 	}
 	defer unlock()
 	for attempt := 0; ; attempt++ {
-		p, err := s.planFetch(remote)
+		p, err := s.planFetch(remote, sc)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -232,13 +266,23 @@ func ownRef(ref, writer string) bool {
 	return strings.HasPrefix(ref, refs.ForksPrefix+writer+"/")
 }
 
-// planFetch compares the local refs with the remote-tracking ones.
-func (s *Syncer) planFetch(remote string) (*fetchPlan, error) {
-	local, err := s.c.Refs.Snapshot(refs.Prefix)
+// planFetch compares the local refs with the remote-tracking ones: all of
+// them, or (sc not nil) those of a narrow fetch's scope.
+func (s *Syncer) planFetch(remote string, sc *fetchScope) (*fetchPlan, error) {
+	scope := []string{refs.Prefix}
+	tscope := []string{TrackingPrefix(remote)}
+	if sc != nil {
+		scope, tscope = sc.refs, sc.tracking(remote)
+	}
+	local, err := s.c.Refs.Snapshot(scope...)
 	if err != nil {
 		return nil, err
 	}
-	tvals, names, err := s.c.Refs.List(TrackingPrefix(remote))
+	tsnap, err := s.c.Refs.Snapshot(tscope...)
+	if err != nil {
+		return nil, err
+	}
+	tvals, names, err := snapshotRefs(tsnap, tscope)
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +291,11 @@ func (s *Syncer) planFetch(remote string) (*fetchPlan, error) {
 		me = id.Writer
 	}
 	p := &fetchPlan{local: local, tracking: map[string]gitstore.Oid{}, commits: map[string]int{}}
+	if sc != nil {
+		// The checks may read refs outside the scope (a spine entry's
+		// task): under the writer lock the files read as the snapshot.
+		p.view = lazyView{snap: local, r: s.c.Refs}
+	}
 	for _, tname := range names {
 		ref := refs.Prefix + strings.TrimPrefix(tname, TrackingPrefix(remote))
 		theirs := tvals[tname]
@@ -478,31 +527,9 @@ func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, h
 	return res
 }
 
-// fetchTracking runs git fetch of refspecs (into remote-tracking refs only:
-// --refmap= keeps the configured refspecs from moving anything else).
+// fetchTracking runs git fetch of refspecs into remote-tracking refs.
 func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) error {
-	// The objects are kept as a pack, synced (never unpacked into loose
-	// objects, which git does not sync by default): the local refs will
-	// point at them. The remote-tracking refs are not synced: they are
-	// hints, relearned by the next fetch or push.
-	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
-	if prune {
-		args = append(args, "--prune")
-	}
-	args = append(args, remote)
-	args = append(args, refspecs...)
-	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"}, Args: args}
-	for n := 1; ; n++ {
-		_, errb, err := fetch.Run()
-		if err == nil {
-			return nil
-		}
-		msg := git.Message(errb)
-		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
-			continue
-		}
-		return fmt.Errorf("git fetch %s: %s", remote, msg)
-	}
+	return s.gitFetch(remote, refspecs, nil, prune, nil)
 }
 
 // packPrunedInFlight tells a fetch whose temporary pack a concurrent 'git gc
@@ -513,6 +540,31 @@ func (s *Syncer) fetchTracking(remote string, refspecs []string, prune bool) err
 func packPrunedInFlight(msg string) bool {
 	return strings.Contains(msg, "unable to rename temporary") ||
 		strings.Contains(msg, "tmp_pack_") && strings.Contains(msg, "invalid index-pack output")
+}
+
+// snapshotRefs lists the refs of snap's scope: every ref under a prefix,
+// and each single ref that exists.
+func snapshotRefs(snap *refs.Snapshot, scope []string) (map[string]gitstore.Oid, []string, error) {
+	out := map[string]gitstore.Oid{}
+	for _, sc := range scope {
+		if strings.HasSuffix(sc, "/") {
+			vals, _, err := snap.List(sc)
+			if err != nil {
+				return nil, nil, err
+			}
+			maps.Copy(out, vals)
+			continue
+		}
+		o, err := snap.ReadOptional(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !o.IsZero() {
+			out[sc] = o
+		}
+	}
+	names := slices.Sorted(maps.Keys(out))
+	return out, names, nil
 }
 
 // trackingRaced tells a fetch that lost a race for a remote-tracking ref to

@@ -14,6 +14,7 @@ type fetchOptions struct {
 	Store  openFunc
 	Remote string
 	JSON   bool
+	Full   bool
 }
 
 const fetchLong = `Fetch REMOTE's (default origin) refs/bernstein/* into the remote-tracking refs
@@ -32,6 +33,13 @@ remote-tracking refs, with whatever depends on it, and is named ("held
 back"); nothing is built on it. This host's own chains (its spine, audit
 mirror, key ref, anchors and forks) are never moved by a fetch. A remote read
 while a push moved its refs (git reads them one by one) is fetched again.
+
+After the first fetch from REMOTE, a fetch reads only the refs a writer has
+a few of (spines, audit mirrors, key refs, anchors, forks, the repository's
+identity) and the journals and ledgers of the tasks their new entries name,
+so it costs what changed, not the number of tasks. A task ref moved on the
+remote by plain git with no entry naming it is not read then (it stays where
+it is here); --full reads and compares every ref, as the first fetch does.
 
 A ref that both sides moved (diverged) does not move; everything that does
 not depend on it does. Each is named with both heads: a task journal or
@@ -62,12 +70,13 @@ func newFetchCmd(f *factory, runF func(*fetchOptions) error) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON (also when something diverged)")
+	cmd.Flags().BoolVar(&o.Full, "full", false, "read and compare every refs/bernstein/* ref of the remote, not only what the remote's new entries name")
 	return cmd
 }
 
 func fetchRun(o *fetchOptions) error {
 	return withStore(o.Store, func(s *bernstein.Store) error {
-		res, err := s.Fetch(o.Remote)
+		res, err := s.FetchWith(o.Remote, bernstein.FetchOptions{Full: o.Full})
 		keyNotes(o.IO, s, res)
 		if res != nil && o.JSON {
 			if perr := printJSON(o.IO, res); perr != nil {

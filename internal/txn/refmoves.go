@@ -63,7 +63,7 @@ func (w *Writer) ApplyLocked(updates []refs.Update) error {
 	if err != nil {
 		return fmt.Errorf("write intent: %w", err)
 	}
-	out, err := w.c.Txr.Apply(us)
+	out, err := w.apply(us)
 	if errors.Is(err, refs.ErrFault) {
 		return err // a test's simulated crash: leave everything as it is
 	}
@@ -79,4 +79,31 @@ func (w *Writer) ApplyLocked(updates []refs.Update) error {
 		w.c.Warn("the fast-forward is committed, but its intent could not be retired (the next write does): %v", err)
 	}
 	return nil
+}
+
+// PackedCreations is how many refs, all new, a move must create for
+// ApplyLocked to write them into packed-refs in one rewrite (as git clone
+// does) rather than as loose refs, a file and a sync each.
+var PackedCreations = 64
+
+// apply moves us in one ref transaction: into packed-refs when they are
+// PackedCreations creations or more, and packed-refs is not held by git
+// (a pack-refs or gc under way) beyond the wait; as loose refs otherwise.
+func (w *Writer) apply(us []refs.Update) (refs.Outcome, error) {
+	if len(us) >= PackedCreations && allCreations(us) {
+		out, err := w.c.Txr.CreatePacked(us)
+		if !errors.Is(err, refs.ErrPackedBusy) {
+			return out, err
+		}
+	}
+	return w.c.Txr.Apply(us)
+}
+
+func allCreations(us []refs.Update) bool {
+	for _, u := range us {
+		if !u.Old.IsZero() {
+			return false
+		}
+	}
+	return true
 }
