@@ -21,9 +21,13 @@ import (
 // next run.
 
 // memoMaxEntries, memoMaxBytes and memoMaxAge bound what a memo keeps (a
-// memo's own fields, which tests lower).
+// memo's own fields, which tests lower). A listing keeps two answers a task
+// (its state and its report), read in one pass: with fewer entries than
+// that, a list of many tasks pushes out its own answers before the next
+// list reads them, and every list computes every task again. The bytes
+// bound what the entries hold.
 const (
-	memoMaxEntries = 1024
+	memoMaxEntries = 1 << 16
 	memoMaxBytes   = int64(256 << 20)
 	memoMaxAge     = 10 * time.Second
 )

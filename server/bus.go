@@ -86,6 +86,10 @@ type logEntry struct {
 	// (what the next leader compares new vectors with).
 	Vectors map[string]string `json:"vectors,omitempty"`
 	End     bool              `json:"end,omitempty"`
+	// Snapshot marks the batch a segment of the log starts with: the heads
+	// and vectors of every task and the last id of the segments before it
+	// (eventlog_segments.go).
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // batch is the entries of one scan, as the log holds them.
@@ -95,6 +99,8 @@ type batch struct {
 	vectors map[string]string
 	last    int64
 	end     int64 // the log's offset after the batch
+	// snapshot: the batch a segment starts with (every task's heads)
+	snapshot bool
 }
 
 // logMark indexes the log: the batches up to the one whose last id is
@@ -156,6 +162,16 @@ type Bus struct {
 	marks    []logMark
 	every    int64
 	replayed atomic.Int64
+	// segment is the size past which the leader seals the log and starts
+	// the next segment, keep how many sealed segments it keeps
+	// (eventlog_segments.go; tests lower them); sealedMarks are the marks
+	// of the segments this bus sealed, by file name (under mu).
+	segment     int64
+	keep        int
+	sealedMarks map[string][]logMark
+	// opened counts the log bytes the bus read to learn its state (for
+	// tests: a start reads the log being written, not the sealed ones).
+	opened atomic.Int64
 	// fresh is set until the first scan of a leader whose log holds no
 	// batch: that scan takes the repository as it is as the starting point
 	// (a page renders what is there; the stream carries what happens next),
@@ -176,6 +192,7 @@ func newBus(store *bernstein.Store, logger *slog.Logger, now func() time.Time) (
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Bus{store: store, logger: logger, dir: filepath.Join(store.GitDir(), "bernstein", "events"), ringSize: ringSize, now: now, every: markEvery,
+		segment: segmentBytes, keep: keepSegments, sealedMarks: map[string][]logMark{},
 		heads: map[string]bernstein.Heads{}, vectors: map[string]string{}, wake: make(chan struct{})}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
@@ -239,7 +256,7 @@ func parseBatches(r io.Reader, offset int64) ([]batch, int64, int64, error) {
 		maxID = max(maxID, e.ID, e.Last)
 		switch {
 		case e.End || e.Heads != nil:
-			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last, end: offset + int64(pos)})
+			out = append(out, batch{entries: cur, heads: e.Heads, vectors: e.Vectors, last: e.Last, end: offset + int64(pos), snapshot: e.Snapshot})
 			cur, end = nil, pos
 		case e.ID != 0:
 			cur = append(cur, e)
@@ -253,15 +270,33 @@ func parseBatches(r io.Reader, offset int64) ([]batch, int64, int64, error) {
 func (b *Bus) readLogLocked() error {
 	f, err := os.Open(b.logPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return b.readSealedLocked()
 	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	batches, off, maxID, err := readBatches(f, b.offset)
+	if b.logR == nil {
+		// A follower goes on reading this file: the leader may seal it
+		// (rename it) before the follower reads again.
+		b.logR = f
+	} else {
+		defer f.Close()
+	}
+	if _, err := f.Seek(b.offset, io.SeekStart); err != nil {
+		return err
+	}
+	cr := &countReader{r: f}
+	batches, off, maxID, err := parseBatches(cr, b.offset)
+	b.opened.Add(cr.n)
 	if err != nil {
 		return err
+	}
+	if b.offset == 0 && (len(batches) == 0 || !batches[0].snapshot) {
+		// The log does not start with a snapshot: a leader sealed the
+		// segment before it and stopped before the next began.
+		if err := b.readSealedLocked(); err != nil {
+			return err
+		}
 	}
 	b.mu.Lock()
 	for _, bt := range batches {
@@ -332,10 +367,22 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 	var err error
 	if b.logR != nil {
 		err = b.followLocked()
+		if _, statErr := os.Stat(b.logPath()); err == nil && statErr != nil {
+			// The leader sealed the segment this bus read and stopped
+			// before the next began: the log starts anew, with a snapshot.
+			b.offset = 0
+			b.mu.Lock()
+			b.marks = nil
+			b.mu.Unlock()
+		}
 		b.logR.Close()
 		b.logR = nil
 	} else {
 		err = b.readLogLocked()
+		if b.logR != nil {
+			b.logR.Close()
+			b.logR = nil
+		}
 	}
 	if err != nil {
 		syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
@@ -357,6 +404,16 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		}
 	}
 	b.logW = f
+	if b.offset == 0 && b.whole {
+		// A log begun after the segment before it was sealed: it starts
+		// with the state that segment ended in.
+		if err := b.append([]logEntry{b.snapshotEntry()}); err != nil {
+			b.logW, b.offset = nil, 0
+			f.Close()
+			syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
+			return false, err
+		}
+	}
 	b.mu.Lock()
 	b.next = max(b.next, b.maxID+1, b.last+1)
 	if !b.whole {
@@ -394,6 +451,32 @@ func (b *Bus) followLocked() error {
 		return err
 	}
 	b.offset, b.maxID = off, max(b.maxID, maxID)
+	if err := b.publishFollowed(batches); err != nil {
+		return err
+	}
+	if !b.sealedUnder() {
+		return nil
+	}
+	// The leader sealed the segment this bus was reading (it wrote the
+	// segment whole first): read what is left of it, then the next one.
+	if batches, off, maxID, err = readBatches(b.logR, b.offset); err != nil {
+		return err
+	}
+	b.offset, b.maxID = off, max(b.maxID, maxID)
+	if err := b.publishFollowed(batches); err != nil {
+		return err
+	}
+	b.logR.Close()
+	b.logR, b.offset = nil, 0
+	b.mu.Lock()
+	b.marks = nil
+	b.mu.Unlock()
+	return b.followLocked()
+}
+
+// publishFollowed derives and publishes the events of batches the leader
+// wrote. b.scanMu is held.
+func (b *Bus) publishFollowed(batches []batch) error {
 	for _, bt := range batches {
 		b.mu.Lock()
 		since := map[string]bernstein.Heads{}
@@ -581,12 +664,33 @@ func (b *Bus) since(id int64, task string) ([]Event, int64, chan struct{}, error
 // events again from the chains (each task's chains read once); a gap event
 // stands for what is gone.
 func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
-	f, err := os.Open(b.logPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return []Event{b.gap(upto-1, "the server no longer has the events after "+fmt.Sprint(id))}, nil
-	}
+	entries, found, more, err := b.replaySealed(id, upto, task)
 	if err != nil {
 		return nil, err
+	}
+	if more {
+		es, fd, err := b.replayLog(id, upto, task)
+		if err != nil {
+			return nil, err
+		}
+		entries, found = append(entries, es...), found || fd
+	}
+	if !found && id > 0 {
+		// The id the client resumes from is not in the log (a log started
+		// afresh, or another repository's): it cannot know what it missed.
+		return []Event{b.gap(upto-1, fmt.Sprintf("event %d is no longer in the server's log", id))}, nil
+	}
+	return b.derive(entries, func(string) bernstein.Heads { return bernstein.Heads{} }), nil
+}
+
+// replayLog is replay's reading of the log (the segment being written).
+func (b *Bus) replayLog(id, upto int64, task string) ([]logEntry, bool, error) {
+	f, err := os.Open(b.logPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	defer f.Close()
 	// From the last mark before id to the first at or after upto: the
@@ -602,7 +706,7 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 	b.mu.Unlock()
 	var r io.Reader = f
 	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if to >= 0 {
 		r = io.LimitReader(f, to-from)
@@ -611,27 +715,10 @@ func (b *Bus) replay(id, upto int64, task string) ([]Event, error) {
 	batches, _, _, err := parseBatches(cr, from)
 	b.replayed.Add(cr.n)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var entries []logEntry
-	found := false
-	for _, bt := range batches {
-		for _, e := range bt.entries {
-			switch {
-			case e.ID <= id:
-				found = found || e.ID == id
-			case e.ID < upto && (task == "" || e.Task == task):
-				entries = append(entries, e)
-			}
-		}
-		found = found || (bt.last == id && id > 0)
-	}
-	if !found && id > 0 {
-		// The id the client resumes from is not in the log (a log started
-		// afresh, or another repository's): it cannot know what it missed.
-		return []Event{b.gap(upto-1, fmt.Sprintf("event %d is no longer in the server's log", id))}, nil
-	}
-	return b.derive(entries, func(string) bernstein.Heads { return bernstein.Heads{} }), nil
+	es, found := entriesAfter(batches, id, upto, task)
+	return es, found, nil
 }
 
 // countReader counts the bytes read through it.
@@ -986,6 +1073,11 @@ func (b *Bus) endBatch(heads map[string]bernstein.Heads) {
 	b.whole = true
 	b.publishLocked(evs)
 	b.mu.Unlock()
+	if b.offset >= b.segment {
+		if err := b.sealLocked(); err != nil {
+			b.logger.Warn("event log", "err", err)
+		}
+	}
 }
 
 // append writes entries to the log in one write (best effort: it is

@@ -68,6 +68,9 @@ type SpineRecord struct {
 
 	sigReason string
 	sealErr   *error // seals: the detached signature check (nil: not a seal, or not checked)
+
+	cached bool // read from a kept index (spinecache.go): proven against its commit before use
+	proved bool // cached, and its commit was read and holds exactly this entry
 }
 
 // Env is what verification reads: the objects, the refs, and the keys.
@@ -82,6 +85,11 @@ type Env struct {
 	// Binding is the repository identity every chain must be rooted in (nil:
 	// none, as in a format-1 repository).
 	Binding *Binding
+
+	// SpineCache keeps each writer's spine index between reads (nil:
+	// every read walks the spines). What it returns is derived data:
+	// spinecache.go says what is proven of it and how.
+	SpineCache SpineCache
 
 	once sync.Once
 	sigs *sigCache // key verdicts under Trust and Published
@@ -109,6 +117,9 @@ type SpineIndex struct {
 	Supersedes map[string][]*SpineRecord
 	Problems   []Failure // chain-level problems found while indexing
 	Entries    int
+
+	cached   bool // some writer's entries were read from env.SpineCache
+	poisoned bool // a cached entry did not hold against its commit (under mu)
 }
 
 // BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
@@ -118,25 +129,46 @@ func BuildSpineIndex(env *Env) (*SpineIndex, error) {
 }
 
 // buildSpineIndex walks the spines; with a pool, every signature is checked
-// during the walk, in parallel.
+// during the walk, in parallel. Without a pool, a spine kept by
+// env.SpineCache is read from it and only the entries written since are
+// walked (spinecache.go).
 func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
+	return buildSpineIndexWith(env, pool, pool == nil && env.SpineCache != nil)
+}
+
+func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, error) {
 	vals, names, err := env.Refs.List(refs.SpinePrefix)
 	if err != nil {
 		return nil, err
 	}
 	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{},
 		Supersedes: map[string][]*SpineRecord{}}
+	tag := env.bindingTag()
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
-		ix.indexWriter(writer, vals[name], pool)
+		if !cached {
+			ix.indexWriter(writer, vals[name], pool, nil)
+			continue
+		}
+		ix.cached = true
+		base := decodeWriterIndex(env.SpineCache.Load(writer), writer, tag, ix.strs)
+		wi, added := ix.indexWriter(writer, vals[name], nil, base)
+		if base == nil || added >= spineCacheMinNew || wi.head != base.head && !wi.extends {
+			env.SpineCache.Save(writer, encodeWriterIndex(wi, tag))
+		}
 	}
 	if pool != nil {
 		pool.wait()
 	}
 	// Sorted by hash, the first entry of each hash (in writer and chain
 	// order) kept.
-	sort.SliceStable(ix.byHash, func(i, j int) bool { return bytes.Compare(ix.byHash[i].h[:], ix.byHash[j].h[:]) < 0 })
+	slices.SortFunc(ix.byHash, func(a, b hashSlot) int {
+		if c := bytes.Compare(a.h[:], b.h[:]); c != 0 {
+			return c
+		}
+		return int(a.ord) - int(b.ord)
+	})
 	kept := ix.byHash[:0]
 	for i, e := range ix.byHash {
 		if i == 0 || e.h != kept[len(kept)-1].h {
@@ -149,8 +181,9 @@ func buildSpineIndex(env *Env, pool *sigPool) (*SpineIndex, error) {
 
 // hashSlot is one entry of the index by hash.
 type hashSlot struct {
-	h [32]byte
-	r *SpineRecord
+	h   [32]byte
+	r   *SpineRecord
+	ord int // the entry's place in writer and chain order (first of equal hashes wins)
 }
 
 // find returns the entry whose hash has bytes h, or nil.
@@ -164,7 +197,20 @@ func (ix *SpineIndex) find(h [32]byte) *SpineRecord {
 
 // indexWriter walks one spine from its head back to the root, checking each
 // link as it goes, and marks every entry from the first broken link on.
-func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool) {
+// With base (the spine as kept at an older head), the walk stops at base's
+// head and links the entries written since onto base's; a head that does
+// not lead back to base's is walked whole. It returns the writer's index
+// and how many entries it walked.
+func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool, base *writerIndex) (*writerIndex, int) {
+	if base != nil && base.head == head {
+		ix.addWriter(writer, base)
+		return base, 0
+	}
+	var stop gitstore.Oid
+	if base != nil {
+		stop = base.head
+	}
+	met := false
 	var recs []*SpineRecord // newest first while walking
 	type link struct {
 		seq  int64
@@ -190,6 +236,10 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 	}
 	chain.Walk(ix.env.Objects, head, func(cc chain.Commit) bool {
+		if !stop.IsZero() && cc.ID == stop && cc.Err == nil {
+			met = true
+			return false
+		}
 		i := len(recs)
 		rec := &SpineRecord{Writer: writer, Commit: cc.ID}
 		recs = append(recs, rec)
@@ -204,12 +254,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			newer = nil
 			return true
 		}
-		rec.Seq, rec.Seal, rec.Supersede = e.Header.Seq, e.Seal, e.Supersede
-		rec.hash, rec.parsed = hashBytes(string(e.Hash))
-		if a := e.Artifact; a != nil {
-			rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key),
-				Version: a.Version, JournalIndex: a.JournalIndex, binding: entryDigest(a)}
-		}
+		ix.fill(rec, e)
 		if e.Header.Writer != writer {
 			mark(i, fmt.Sprintf("entry names writer %q", e.Header.Writer))
 		}
@@ -238,25 +283,64 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		return true
 	})
 	flush()
+	var older []*SpineRecord // base's entries, when the walk met its head
+	if met && len(base.recs) > 0 {
+		older = base.recs
+		if last := older[len(older)-1]; newer != nil && last.parsed {
+			// The oldest entry walked must link onto base's newest.
+			i := len(recs) - 1
+			if newer.seq != last.Seq+1 {
+				mark(i, fmt.Sprintf("entry has seq %d after seq %d", newer.seq, last.Seq))
+			}
+			if newer.prev != last.Hash() {
+				mark(i, "entry's prev does not link to the entry before it")
+			}
+		}
+	}
 	reverse(recs)
 	n := len(recs)
 	for i, rec := range recs {
 		if !rec.parsed {
-			rec.Seq = int64(i)
+			rec.Seq = int64(len(older) + i)
 		}
 	}
-	if breakAt >= 0 {
+	wi := &writerIndex{head: head, first: -1, extends: met}
+	if met && base.first >= 0 {
+		wi.first, wi.msg, wi.check = base.first, base.msg, base.check
+	}
+	if wi.first < 0 && breakAt >= 0 {
 		// recs[k] (oldest first) = walk index n-1-k; a break at walk index b
 		// affects the entries from position n-1-b on.
 		first := n - 1 - breakAt
-		msg := fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, recs[first].Seq, reasons[breakAt])
-		check := "spine_chain"
+		wi.first = len(older) + first
+		wi.msg = fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, recs[first].Seq, reasons[breakAt])
+		wi.check = "spine_chain"
 		if strings.HasPrefix(reasons[breakAt], ForeignWord) {
-			msg, check = fmt.Sprintf("spine of %s is %s", writer, reasons[breakAt]), CheckRepositoryBinding
+			wi.msg, wi.check = fmt.Sprintf("spine of %s is %s", writer, reasons[breakAt]), CheckRepositoryBinding
 		}
-		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[first].Seq), Check: check, Reason: msg})
-		for _, rec := range recs[first:] {
-			rec.ChainErr = msg
+	}
+	wi.recs = append(slices.Clip(older), recs...)
+	ix.addWriter(writer, wi)
+	return wi, n
+}
+
+// fill sets what rec keeps of its parsed entry e.
+func (ix *SpineIndex) fill(rec *SpineRecord, e record.SpineEntry) {
+	rec.Seq, rec.Seal, rec.Supersede = e.Header.Seq, e.Seal, e.Supersede
+	rec.hash, rec.parsed = hashBytes(string(e.Hash))
+	if a := e.Artifact; a != nil {
+		rec.Artifact = &ArtifactSeal{TaskID: ix.strs.of(a.TaskID), Key: ix.strs.of(a.Key),
+			Version: a.Version, JournalIndex: a.JournalIndex, binding: entryDigest(a)}
+	}
+}
+
+// addWriter adds a writer's indexed spine to the index.
+func (ix *SpineIndex) addWriter(writer string, wi *writerIndex) {
+	recs := wi.recs
+	if wi.first >= 0 {
+		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[wi.first].Seq), Check: wi.check, Reason: wi.msg})
+		for _, rec := range recs[wi.first:] {
+			rec.ChainErr = wi.msg
 		}
 	}
 	for _, rec := range recs {
@@ -264,7 +348,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		if !rec.parsed {
 			continue
 		}
-		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec})
+		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec, len(ix.byHash)})
 		if rec.Seal != nil {
 			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
 		}
@@ -356,6 +440,9 @@ func (ix *SpineIndex) lookup(h record.Hash) *SpineRecord {
 
 // signature returns the signature state of r, checking it now if needed.
 func (ix *SpineIndex) signature(r *SpineRecord) (sigState, string) {
+	if !ix.prove(r) {
+		return sigBad, "spine entry does not hold against its commit"
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if !r.checked {

@@ -221,6 +221,29 @@ func (v *Verifier) fail(rep *TaskReport, ver *Version, check, reason string) {
 
 // Task verifies every artifact version of task's journal.
 func (v *Verifier) Task(task string) (*TaskReport, error) {
+	v.Spine.proveTask(task)
+	rep, err := v.task(task)
+	if err != nil || !v.Spine.Poisoned() {
+		return rep, err
+	}
+	if err := v.walkSpines(); err != nil {
+		return nil, err
+	}
+	return v.task(task)
+}
+
+// walkSpines drops a kept spine index that did not hold (spinecache.go) for
+// one walked from the spines.
+func (v *Verifier) walkSpines() error {
+	ix, err := buildSpineIndexWith(v.Env, nil, false)
+	if err != nil {
+		return err
+	}
+	v.Spine = ix
+	return nil
+}
+
+func (v *Verifier) task(task string) (*TaskReport, error) {
 	rep := &TaskReport{Task: task, Versions: []Version{}, Failures: []Failure{}, Anchored: v.Env.Anchored()}
 	head, err := v.Env.Refs.ReadOptional(refs.Journal(task))
 	if err != nil {
@@ -360,6 +383,12 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 	}
 	// The spine entry must seal exactly this row.
 	rec := v.Spine.lookup(ver.SpineEntryHash)
+	if rec == nil {
+		v.Spine.missing()
+	}
+	if !v.Spine.prove(rec) {
+		return // the kept index does not hold: Task walks the spines
+	}
 	if rec == nil || rec.Artifact == nil {
 		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
 		return
@@ -491,6 +520,12 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 // JournalIdentity decides journal_identity for a journal whose rows hash to
 // hashes (oldest first), without re-verifying its artifacts.
 func (v *Verifier) JournalIdentity(task string, hashes []record.Hash) (string, string) {
+	v.Spine.proveTask(task)
+	if v.Spine.Poisoned() {
+		if err := v.walkSpines(); err != nil {
+			return IdentityUnverifiable, err.Error()
+		}
+	}
 	rep := &TaskReport{Task: task, RowList: make([]record.Row, len(hashes)), RowHashes: hashes, Rows: int64(len(hashes))}
 	if n := len(hashes); n > 0 {
 		rep.Head = hashes[n-1]

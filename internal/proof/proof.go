@@ -81,7 +81,7 @@ func (p *Prover) Env(view refs.Source) (*Env, error) {
 		return nil, fmt.Errorf("repository identity: %w", err)
 	}
 	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+repo.String()+"\n"+trust.Fingerprint()))
-	env := &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub}
+	env := &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub, SpineCache: spineCache{p.c}}
 	env.Binding = p.binding(env, repo, version)
 	return &Env{Env: env, Version: version}, nil
 }

@@ -1,0 +1,290 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The spine index a reader keeps between reads (verify/spinecache.go) is
+// derived data: these tests make it stale, replay it, edit it without the
+// writer's key, and forge it with the key, and check that every read still
+// reports what the repository holds.
+
+// spineIndexPath is where the reader keeps the test writer's spine index.
+func (f *fixture) spineIndexPath() string {
+	return filepath.Join(f.dir, ".git", "bernstein", "cache", "spine", hex.EncodeToString([]byte("test-writer"))+".idx")
+}
+
+// readSpineIndex returns the kept index's MAC line and content.
+func (f *fixture) readSpineIndex() (string, []byte) {
+	f.t.Helper()
+	b, err := os.ReadFile(f.spineIndexPath())
+	if err != nil {
+		f.t.Fatalf("no spine index kept after a read: %v", err)
+	}
+	mac, content, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		f.t.Fatalf("spine index without a MAC line")
+	}
+	return string(mac), content
+}
+
+// writeSpineIndex writes content as the kept index; with the writer's key
+// it is MAC'd as the reader's own (a forger holding the key), else it keeps
+// mac.
+func (f *fixture) writeSpineIndex(mac string, content []byte, withKey bool) {
+	f.t.Helper()
+	if withKey {
+		id, err := keys.Load(f.home)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		mac = id.MAC([]byte("bernstein spine index cache v1\ntest-writer\n--\n" + string(content)))
+	}
+	if err := os.WriteFile(f.spineIndexPath(), append([]byte(mac+"\n"), content...), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// rawOid is the 20 bytes of the commit rev names.
+func (f *fixture) rawOid(rev string) []byte {
+	f.t.Helper()
+	b, err := hex.DecodeString(strings.TrimSpace(f.git("rev-parse", rev)))
+	if err != nil || len(b) != 20 {
+		f.t.Fatalf("rev-parse %s: %v", rev, err)
+	}
+	return b
+}
+
+// replaceOnce replaces the one occurrence of old in b.
+func replaceOnce(t *testing.T, b, old, new []byte) []byte {
+	t.Helper()
+	if n := bytes.Count(b, old); n != 1 {
+		t.Fatalf("%x occurs %d times in the spine index", old, n)
+	}
+	return bytes.Replace(b, old, new, 1)
+}
+
+// The index names its head first, then each entry's commit: the spine's
+// head commit occurs twice, as the head and as the newest entry's commit.
+
+// replaceHead replaces the head the index names (old's first occurrence).
+func replaceHead(t *testing.T, b, old, new []byte) []byte {
+	t.Helper()
+	if n := bytes.Count(b, old); n != 2 {
+		t.Fatalf("%x occurs %d times in the spine index", old, n)
+	}
+	return bytes.Replace(b, old, new, 1)
+}
+
+// replaceNewest replaces the newest entry's commit (old's last occurrence).
+func replaceNewest(t *testing.T, b, old, new []byte) []byte {
+	t.Helper()
+	if n := bytes.Count(b, old); n != 2 {
+		t.Fatalf("%x occurs %d times in the spine index", old, n)
+	}
+	i := bytes.LastIndex(b, old)
+	out := append([]byte(nil), b...)
+	copy(out[i:], new)
+	return out
+}
+
+// states reads task's versions with a fresh Store: "key vN state" each.
+func (f *fixture) states(task string) []string {
+	f.t.Helper()
+	s := f.open()
+	defer s.Close()
+	rep, err := s.Artifacts(task)
+	if err != nil {
+		f.t.Fatalf("artifacts %s: %v", task, err)
+	}
+	var out []string
+	for _, v := range rep.Versions {
+		out = append(out, v.Key+" v"+strconv.FormatInt(v.Version, 10)+" "+v.State)
+	}
+	return out
+}
+
+// TestSpineIndexKeptAndExtended: a read keeps the index; a read after more
+// posts walks only the new entries onto it and reads every version, as many
+// as git shows in the journal.
+func TestSpineIndexKeptAndExtended(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SI-1", "agent")
+	tok2 := f.claimed(s, "SI-2", "agent")
+	f.post(s, "SI-1", "k", "agent", tok, report("one"))
+	f.post(s, "SI-2", "k", "agent", tok2, report("other"))
+	s.Close()
+	if got := f.states("SI-1"); strings.Join(got, ",") != "k v1 verified" {
+		t.Fatalf("first read: %v", got)
+	}
+	_, before := f.readSpineIndex()
+	s = f.open()
+	f.post(s, "SI-1", "k", "agent", tok, report("two"))
+	f.post(s, "SI-1", "j", "agent", tok, report("three"))
+	s.Close()
+	got := f.states("SI-1")
+	if rows := strings.TrimSpace(f.git("rev-list", "--count", refs.Journal("SI-1"))); rows != "3" || len(got) != 3 {
+		t.Fatalf("journal has %s rows; read %v", rows, got)
+	}
+	for _, g := range got {
+		if !strings.HasSuffix(g, " verified") {
+			t.Fatalf("after new posts on a kept index: %v", got)
+		}
+	}
+	// The kept index still names the older head: two new entries are not
+	// worth rewriting it, and the read walked them onto it.
+	if _, after := f.readSpineIndex(); !bytes.Equal(before, after) {
+		t.Fatalf("the kept index was rewritten for two new entries")
+	}
+	if !bytes.Contains(before, f.rawOid(refs.Spine("test-writer")+"~2")) {
+		t.Fatalf("the kept index does not name the spine head it was read at")
+	}
+}
+
+// spineRolledBack makes SR-1 with versions v1 and v2 of k, reads it (the
+// index is kept at the spine head), then moves the spine back one entry
+// with plain git: v2's row names an entry the spine no longer holds.
+func spineRolledBack(t *testing.T) (f *fixture, mac string, content, newer []byte) {
+	f = newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SR-1", "agent")
+	f.post(s, "SR-1", "k", "agent", tok, report("one"))
+	f.post(s, "SR-1", "k", "agent", tok, report("two"))
+	s.Close()
+	if got := f.states("SR-1"); strings.Join(got, ",") != "k v1 verified,k v2 verified" {
+		t.Fatalf("before the rollback: %v", got)
+	}
+	mac, content = f.readSpineIndex()
+	spine := refs.Spine("test-writer")
+	newer = f.rawOid(spine)
+	f.git("update-ref", spine, spine+"~1")
+	return f, mac, content, newer
+}
+
+const rolledBackStates = "k v1 verified,k v2 tampered"
+
+// TestSpineIndexReplayedAfterRollback: the index kept at the newer head is
+// still there (or put back) after the spine was rolled back: its head is
+// not an ancestor of the spine's, so the spine is walked, and v2 is
+// tampered.
+func TestSpineIndexReplayedAfterRollback(t *testing.T) {
+	f, mac, content, _ := spineRolledBack(t)
+	f.writeSpineIndex(mac, content, false)
+	if got := strings.Join(f.states("SR-1"), ","); got != rolledBackStates {
+		t.Fatalf("after a rollback, with the index of the newer head: %s", got)
+	}
+}
+
+// TestSpineIndexEditedWithoutKey: the index kept at the newer head, edited
+// to name the rolled-back head (it then lists an entry the spine lacks),
+// without the writer's key to MAC it: it is not used.
+func TestSpineIndexEditedWithoutKey(t *testing.T) {
+	f, mac, content, newer := spineRolledBack(t)
+	spine := refs.Spine("test-writer")
+	edited := replaceHead(t, content, newer, f.rawOid(spine))
+	f.writeSpineIndex(mac, edited, false)
+	if got := strings.Join(f.states("SR-1"), ","); got != rolledBackStates {
+		t.Fatalf("after a rollback, with an edited index: %s", got)
+	}
+}
+
+// TestSpineIndexForgedWithKey: an index MAC'd with the writer's key that
+// points an entry elsewhere or drops it is caught by reading the entries a
+// read decides on again from their commits: the index is dropped and the
+// spines walked, so nothing is reported tampered that is not.
+func TestSpineIndexForgedWithKey(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SF-1", "agent")
+	tok2 := f.claimed(s, "SF-2", "agent")
+	f.post(s, "SF-1", "k", "agent", tok, report("one"))
+	f.post(s, "SF-2", "k", "agent", tok2, report("other"))
+	s.Close()
+	f.states("SF-1")
+	mac, before := f.readSpineIndex() // kept at the head before v2
+	s = f.open()
+	res := f.post(s, "SF-1", "k", "agent", tok, report("two"))
+	s.Close()
+	const want = "k v1 verified,k v2 verified"
+	spine := refs.Spine("test-writer")
+	v2 := f.rawOid(spine)
+	// An index that names the current head but lacks v2's entry.
+	f.writeSpineIndex(mac, replaceHead(t, before, f.rawOid(spine+"~1"), v2), true)
+	if got := strings.Join(f.states("SF-1"), ","); got != want {
+		t.Errorf("an index that lacks v2's entry: %s", got)
+	}
+	if err := os.Remove(f.spineIndexPath()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.states("SF-1"), ","); got != want {
+		t.Fatalf("before forging: %s", got)
+	}
+	mac, content := f.readSpineIndex()
+	// The same record as v2's entry in a commit without its signature.
+	raw := f.git("cat-file", "commit", spine)
+	var unsigned strings.Builder
+	inSig := false
+	for _, line := range strings.SplitAfter(raw, "\n") {
+		switch {
+		case strings.HasPrefix(line, "gpgsig "):
+			inSig = true
+			continue
+		case inSig && strings.HasPrefix(line, " "):
+			continue
+		}
+		inSig = false
+		unsigned.WriteString(line)
+	}
+	cmd := execGitStdin(f.dir, []byte(unsigned.String()), "hash-object", "-t", "commit", "-w", "--stdin")
+	forged, err := hex.DecodeString(strings.TrimSpace(string(mustOutput(t, cmd))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hex.DecodeString(strings.TrimPrefix(string(res.SpineEntryHash), "sha256:"))
+	if err != nil || len(h) != 32 {
+		t.Fatalf("spine entry hash %q", res.SpineEntryHash)
+	}
+	flipped := append([]byte(nil), h...)
+	flipped[0] ^= 0xff
+	for _, c := range []struct {
+		name    string
+		content []byte
+	}{
+		{"entry in an unsigned copy of its commit", replaceNewest(t, content, v2, forged)},
+		{"entry in another task's entry's commit", replaceNewest(t, content, v2, f.rawOid(spine+"~1"))},
+		{"entry's hash changed", replaceOnce(t, content, h, flipped)},
+	} {
+		f.writeSpineIndex(mac, c.content, true)
+		if got := strings.Join(f.states("SF-1"), ","); got != want {
+			t.Errorf("%s: %s", c.name, got)
+		}
+	}
+	// And a truly tampered version stays tampered with a forged index: the
+	// spine rolled back behind v2's entry, and an index at the rolled-back
+	// head that still lists v2's entry, in the commit of SF-2's (signed by
+	// the writer, but another entry).
+	older := f.rawOid(spine + "~1")
+	f.git("update-ref", spine, spine+"~1")
+	for _, c := range []struct {
+		name    string
+		content []byte
+	}{
+		{"entry's hash changed", replaceHead(t, replaceOnce(t, content, h, flipped), v2, older)},
+		{"entry in another task's entry's commit", bytes.ReplaceAll(content, v2, older)},
+	} {
+		f.writeSpineIndex(mac, c.content, true)
+		if got := strings.Join(f.states("SF-1"), ","); got != "k v1 verified,k v2 tampered" {
+			t.Errorf("rolled back, index forged (%s): %s", c.name, got)
+		}
+	}
+}
