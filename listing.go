@@ -137,6 +137,9 @@ func (l *ListVerifier) Artifacts(task string) (*verify.TaskReport, error) {
 		if l.ver, err = proof.Verifier(env); err != nil {
 			return nil, err
 		}
+		if l.ver.Logs, err = l.v.s.sync.LogCoverage(l.v.idx); err != nil {
+			return nil, err
+		}
 	}
 	return l.ver.Task(task)
 }

@@ -41,6 +41,9 @@ func (s *Store) verifyTask(task string) (*refs.Snapshot, *verify.Verifier, *veri
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if v.Logs, err = s.sync.LogCoverage(view); err != nil {
+		return nil, nil, nil, err
+	}
 	rep, err := v.Task(task)
 	return view, v, rep, err
 }
@@ -92,7 +95,11 @@ var ErrBadCheckpoint = auditcheckpoint.ErrBadCheckpoint
 func ValidateCheckpointName(name string) error { return auditcheckpoint.ValidateName(name) }
 
 // auditor runs audit verify on this repository (internal/audit).
-func (s *Store) auditor() *audit.Auditor { return audit.New(s.core, s.prover, s.heads) }
+func (s *Store) auditor() *audit.Auditor {
+	a := audit.New(s.core, s.prover, s.heads)
+	a.Logs = s.sync.LogCoverage
+	return a
+}
 
 // AuditOptions limit `audit verify`.
 type AuditOptions struct {

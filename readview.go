@@ -47,7 +47,7 @@ func (s *Store) ReadView(task string) (*ReadView, error) {
 // readViewOf is a view of the chains of tasks only (and the spines and
 // keys every proof reads): what a page of a listing reads.
 func (s *Store) readViewOf(tasks []string) (*ReadView, error) {
-	scope := append([]string{refs.SpinePrefix, refs.ForksPrefix}, refs.KeyScope...) // forks explain spine entries (verify/forks.go)
+	scope := append([]string{refs.SpinePrefix, refs.ForksPrefix, refs.CheckpointsPrefix}, refs.KeyScope...) // forks explain spine entries (verify/forks.go)
 	for _, t := range tasks {
 		scope = append(scope, refs.Journal(t), refs.Ledger(t))
 	}

@@ -98,6 +98,7 @@ func Open(o Options) (*Store, error) {
 		tokens: tokenindex.New(c, prover, folds),
 	}
 	s.sync = remote.NewSyncer(c, s.w, o.PushArgBudget)
+	s.sync.SetWitnesses(&remote.WitnessPolicy{Client: remote.WitnessClient()})
 	return s, nil
 }
 
@@ -114,7 +115,7 @@ func (s *Store) view(task string) (*refs.Snapshot, error) {
 	if task == "" {
 		return s.core.Refs.Snapshot(refs.Prefix)
 	}
-	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix)
+	return s.core.Refs.Snapshot(refs.Journal(task), refs.Ledger(task), refs.SpinePrefix, refs.AuditPrefix, refs.Keys, refs.WritersPrefix, refs.Repository, refs.ForksPrefix, refs.CheckpointsPrefix)
 }
 
 // AdoptIdentity is for the remote guard, about to accept the push that

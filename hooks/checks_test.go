@@ -709,6 +709,24 @@ func TestGuardChecks(t *testing.T) {
 			return []hooks.Update{fork.update()}
 		}, "non_fast_forward", "which does not contain the remote's head"},
 
+		{"checkpoint signed by another key", nil, func() []hooks.Update {
+			rec := []byte(`{"seq":0,"size":1,"v":1,"writer":"` + l.writer + `"}`)
+			id := l.commit(l.tree(map[string][]byte{"checkpoint": []byte("x\n")}), nil, l.writer, rec, l.other)
+			return []hooks.Update{{Ref: refs.Checkpoints(l.writer), New: id}}
+		}, "checkpoint_signature", ""},
+
+		{"checkpoint whose tree holds more than the checkpoint", nil, func() []hooks.Update {
+			rec := []byte(`{"seq":0,"size":1,"v":1,"writer":"` + l.writer + `"}`)
+			id := l.commit(l.tree(map[string][]byte{"checkpoint": []byte("x\n"), "extra": []byte("y")}), nil, l.writer, rec, l.id)
+			return []hooks.Update{{Ref: refs.Checkpoints(l.writer), New: id}}
+		}, "checkpoints_chain", "a checkpoint's holds one file"},
+
+		{"checkpoint naming another writer", nil, func() []hooks.Update {
+			rec := []byte(`{"seq":0,"size":1,"v":1,"writer":"host-b"}`)
+			id := l.commit(l.tree(map[string][]byte{"checkpoint": []byte("x\n")}), nil, l.writer, rec, l.id)
+			return []hooks.Update{{Ref: refs.Checkpoints(l.writer), New: id}}
+		}, "checkpoints_chain", `checkpoint names writer "host-b"`},
+
 		{"unknown ref", nil, func() []hooks.Update {
 			return []hooks.Update{{Ref: "refs/bernstein/notes/x", New: l.tip(journal).old}}
 		}, "ref_name", "bernstein writes no such ref"},

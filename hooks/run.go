@@ -237,8 +237,17 @@ func runGuard(o RunOptions) int {
 		say("push refused: %d problem(s); no ref was updated", len(res.Problems))
 		return ExitRefused
 	}
+	remember, err := guardLogs(s, objs, updates)
+	if err != nil {
+		say("refused: %v; no ref was updated", err)
+		return ExitRefused
+	}
 	if code := runChained(o, in); code != 0 {
 		say("the chained %s hook refused the push (exit status %d)", o.Hook, code)
+		return ExitRefused
+	}
+	if err := remember(); err != nil {
+		say("refused: %v; no ref was updated", err)
 		return ExitRefused
 	}
 	// A push that gives this repository its identity: what was pinned for
@@ -259,6 +268,18 @@ func runGuard(o RunOptions) int {
 		}
 	}
 	return ExitOK
+}
+
+// guardLogs checks the writers' logs the push moves against the guard's
+// witnesses (docs/trust.md, Witnesses).
+func guardLogs(s *bernstein.Store, objs *gitstore.Repo, updates []Update) (func() error, error) {
+	m := map[string]gitstore.Oid{}
+	for _, u := range updates {
+		if !u.New.IsZero() {
+			m[u.Ref] = u.New
+		}
+	}
+	return s.GuardLogs(objs, m)
 }
 
 // newIdentity is the id of the identity a push creates

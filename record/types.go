@@ -346,6 +346,38 @@ func ParseAnchor(b []byte) (Anchor, error) {
 	return a, nil
 }
 
+// LogCheckpoint is the record of a checkpoints commit: the writer's log
+// checkpoint number Seq (from 0), of Size spine entries. The commit's tree
+// holds the signed checkpoint with its cosignatures (CheckpointFile).
+type LogCheckpoint struct {
+	V      int    `json:"v"`
+	Writer string `json:"writer"`
+	Seq    int64  `json:"seq"`
+	Size   int64  `json:"size"`
+}
+
+// CheckpointFile is the one file of a checkpoints commit's tree: the
+// signed note, the writer's signature first, then the cosignatures.
+const CheckpointFile = "checkpoint"
+
+// ParseLogCheckpoint parses canonical log checkpoint record bytes.
+func ParseLogCheckpoint(b []byte) (LogCheckpoint, error) {
+	var a LogCheckpoint
+	if err := decodeExact(b, &a); err != nil {
+		if errors.Is(err, ErrNotCanonical) {
+			return LogCheckpoint{}, err
+		}
+		return LogCheckpoint{}, fmt.Errorf("log checkpoint: %w", err)
+	}
+	if a.V != Version {
+		return LogCheckpoint{}, fmt.Errorf("log checkpoint: unsupported version %d", a.V)
+	}
+	if a.Seq < 0 || a.Size < 0 || a.Writer == "" {
+		return LogCheckpoint{}, errors.New("log checkpoint: missing writer, or a negative seq or size")
+	}
+	return a, nil
+}
+
 // Refusal reasons recorded with artifact.refused.
 const (
 	ReasonUnclaimedTask       = "unclaimed_task"

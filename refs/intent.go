@@ -86,7 +86,8 @@ func rank(ref string) int {
 		return 0
 	case strings.HasPrefix(ref, SpinePrefix):
 		return 1
-	case strings.HasPrefix(ref, AuditPrefix), strings.HasPrefix(ref, AnchorsPrefix), strings.HasPrefix(ref, ForksPrefix):
+	case strings.HasPrefix(ref, AuditPrefix), strings.HasPrefix(ref, AnchorsPrefix), strings.HasPrefix(ref, ForksPrefix),
+		strings.HasPrefix(ref, CheckpointsPrefix):
 		return 2
 	case strings.HasPrefix(ref, LedgerPrefix):
 		return 3

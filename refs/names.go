@@ -39,6 +39,10 @@ const (
 	// as that writer had them when they diverged from the shared task
 	// (Fork).
 	ForksPrefix = Prefix + "forks/"
+	// CheckpointsPrefix holds one ref per writer: the chain of its log's
+	// signed checkpoints, each with the witnesses' cosignatures
+	// (record.LogCheckpoint; docs/format.md, Checkpoints).
+	CheckpointsPrefix = Prefix + "checkpoints/"
 )
 
 // KeyScope is what a snapshot needs to prove rows: the published keys and
@@ -165,6 +169,9 @@ func Audit(writer string) string { return AuditPrefix + writer }
 
 // Anchors is the ref of a writer's anchors.
 func Anchors(writer string) string { return AnchorsPrefix + writer }
+
+// Checkpoints returns the ref of writer's log checkpoints.
+func Checkpoints(writer string) string { return CheckpointsPrefix + writer }
 
 // Fork is the ref of writer's fork of task's chain of kind (journal or
 // ledger) that shares its first base rows with the task's chain: the head

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/wlog"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -33,6 +34,9 @@ type FetchResult struct {
 	// Fetches counts the git fetches made: more than one when the remote's
 	// refs were read while a push was moving them.
 	Fetches int `json:"fetches"`
+	// Logs is what the checks of the other writers' logs found (none
+	// without a configured witness; docs/trust.md, Witnesses).
+	Logs []wlog.LogStatus `json:"logs,omitempty"`
 	// Path is "narrow" when the fetch read the per-writer refs and the
 	// tasks their new entries name (TasksNamed), "full" when it read every
 	// refs/bernstein/* ref of the remote.
@@ -192,7 +196,17 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid, s
 		if len(held) > 0 && n < maxFetches && !sameHeads(last, p.tracking) {
 			return nil, p.tracking, true, nil
 		}
+		logs, lh, err := s.checkLogs(p.tracking, true)
+		if errors.Is(err, wlog.ErrTampered) && n < maxFetches && !sameHeads(last, p.tracking) {
+			// Read mid-push, a checkpoint can name entries of a spine not
+			// read yet: read the remote again before calling it tampered.
+			return nil, p.tracking, true, nil
+		}
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%s: %w; nothing was fetched", remote, err)
+		}
 		res := s.fetchResult(remote, p, moves, held, n >= maxFetches && !sameHeads(last, p.tracking))
+		res.Logs = logs
 		err = s.w.ApplyLocked(moves)
 		if errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// A plain git process moved a ref (bernstein writers wait for the
@@ -200,6 +214,9 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid, s
 			continue
 		}
 		if err != nil {
+			return nil, nil, false, err
+		}
+		if err := s.rememberLogs(lh, logs); err != nil {
 			return nil, nil, false, err
 		}
 		return res, nil, false, res.err()
@@ -257,7 +274,7 @@ func ownRef(ref, writer string) bool {
 		return false
 	}
 	switch ref {
-	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer):
+	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer), refs.Checkpoints(writer):
 		return true
 	}
 	if isKeyRef(ref, writer) {
@@ -471,6 +488,9 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.AnchorsPrefix):
 		a, err := record.ParseAnchor(cc.Record)
+		return a.Seq, err == nil
+	case strings.HasPrefix(ref, refs.CheckpointsPrefix):
+		a, err := record.ParseLogCheckpoint(cc.Record)
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.JournalPrefix), strings.HasPrefix(ref, refs.LedgerPrefix), strings.HasPrefix(ref, refs.ForksPrefix):
 		r, err := record.ParseRow(cc.Record)

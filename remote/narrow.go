@@ -37,7 +37,7 @@ import (
 // writerScope is what the narrow path fetches whole: refs a writer has a
 // few of, not one per task (forks exist only for diverged tasks). A name
 // that does not end in '/' is one ref.
-var writerScope = []string{refs.SpinePrefix, refs.AuditPrefix, refs.WritersPrefix, refs.AnchorsPrefix, refs.ForksPrefix, refs.Keys, refs.Repository}
+var writerScope = []string{refs.SpinePrefix, refs.AuditPrefix, refs.WritersPrefix, refs.AnchorsPrefix, refs.ForksPrefix, refs.CheckpointsPrefix, refs.Keys, refs.Repository}
 
 // Bounds of the narrow path: past them a fetch walks or names about as much
 // as the full path reads, which it then takes instead.

@@ -158,6 +158,9 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 	if err := s.w.Settle(); err != nil {
 		return nil, err
 	}
+	if err := s.cosign(); err != nil {
+		return nil, err
+	}
 	p := &pushRun{s: s, remote: remote, atomic: true}
 	for attempt := 0; ; attempt++ {
 		res, plan, err := p.plan(attempt)

@@ -35,6 +35,7 @@ type Syncer struct {
 	w *txn.Writer
 	// argBudget replaces pushArgBudget when it is not 0 (tests).
 	argBudget int
+	witness   *WitnessPolicy // nil: no witness is asked or checked
 }
 
 // NewSyncer is the syncer of repository c, whose writer is w; argBudget,
@@ -110,7 +111,7 @@ func DescribeRef(ref string) RefInfo {
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
 		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
-		writer(refs.AnchorsPrefix, "anchors"):
+		writer(refs.AnchorsPrefix, "anchors"), writer(refs.CheckpointsPrefix, "checkpoints"):
 		if in.Kind == "key" {
 			// refs/bernstein/writers/<writer>.<key>: one ref per key.
 			if w, _, err := refs.ParseWriterRef(ref); err == nil {

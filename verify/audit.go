@@ -26,6 +26,9 @@ type Options struct {
 	MAC  map[string]MACChecker // writers whose HMAC key is on this host
 	// Progress, when set, is told how far each stage has come.
 	Progress func(stage string, done, total int)
+	// Logs is what the checks of the writers' logs found (nil: this host
+	// configures no witness).
+	Logs *LogCoverage
 }
 
 // VersionState is one artifact version's verdict.
@@ -253,6 +256,9 @@ func Repository(env *Env, o Options) (*Report, error) {
 		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Signature})
 	}
 	rep.Failures = append(rep.Failures, ix.Problems...)
+	if o.Logs != nil {
+		rep.Failures = append(rep.Failures, o.Logs.failures()...)
+	}
 	for _, w := range ix.Writers {
 		for _, r := range ix.Records[w] {
 			if !r.parsed {
@@ -295,7 +301,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v := &Verifier{Env: env, Spine: ix, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
+			v := &Verifier{Env: env, Spine: ix, Logs: o.Logs, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
 			for {
 				next.Lock()
 				k := i

@@ -252,6 +252,8 @@ const (
 	kindWriter  = "writers"
 	kindKeys    = "keys"
 	kindAnchors = "anchors"
+	// kindCheckpoints is a writer's log checkpoints (record.LogCheckpoint).
+	kindCheckpoints = "checkpoints"
 	// kindRepository is refs/bernstein/repository: the identity every chain
 	// is rooted in, and the storage format.
 	kindRepository = "repository"
@@ -270,10 +272,12 @@ type link struct {
 	entry   record.SpineEntry
 	audit   record.AuditEntry
 	anchor  record.Anchor
-	repo    record.RepositoryRecord
-	writer  string      // the writer the committer names
-	key     string      // fingerprint of the key that signed it ("" unsigned)
-	proof   chain.Proof // signature verdict
+	// recWriter is the writer an anchor or checkpoint record names.
+	recWriter string
+	repo      record.RepositoryRecord
+	writer    string      // the writer the committer names
+	key       string      // fingerprint of the key that signed it ("" unsigned)
+	proof     chain.Proof // signature verdict
 }
 
 // segment is what a push adds to one chain, oldest first.
@@ -371,6 +375,8 @@ func (g *Guard) Check(updates []Update) *Result {
 			c.checkSpine(s)
 		case kindAnchors:
 			c.checkAnchors(s)
+		case kindCheckpoints:
+			c.checkCheckpoints(s)
 		}
 		if s.kind == kindJournal || s.kind == kindLedger {
 			c.checkOwner(s)
@@ -698,14 +704,14 @@ func (c *checker) classify(u Update) *segment {
 	case kind == "forks":
 		s.fork, s.kind, s.task, s.forkBase, err = refs.ParseFork(u.Ref)
 		s.writer = s.fork
-	case kind == kindSpine || kind == kindAudit || kind == kindAnchors:
+	case kind == kindSpine || kind == kindAudit || kind == kindAnchors || kind == kindCheckpoints:
 		s.kind = kind
 		s.writer, err = name, refs.ValidateWriter(name)
 	case kind == kindWriter:
 		s.kind = kind
 		s.writer, s.keyHex, err = refs.ParseWriterRef(u.Ref)
 	default:
-		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, forks/, keys or repository)"})
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, checkpoints/, forks/, keys or repository)"})
 		return nil
 	}
 	if err != nil {
@@ -789,7 +795,7 @@ func (c *checker) walk(s *segment) {
 		c.walkKeys(s)
 		return
 	}
-	if s.kind == kindAnchors {
+	if s.kind == kindAnchors || s.kind == kindCheckpoints {
 		c.walkAnchors(s)
 		return
 	}
@@ -1108,17 +1114,30 @@ func (c *checker) walkAnchors(s *segment) {
 		c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "non_fast_forward",
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
 	}
+	check := s.kind + "_chain"
 	read := func(id gitstore.Oid) (*link, error) {
 		c.res.Stats.Commits++
 		cc, err := chain.ReadAnchor(c.g.Objects, id)
 		if err != nil {
 			return nil, err
 		}
-		a, err := record.ParseAnchor(cc.Record)
-		if err != nil {
-			return nil, err
+		l := &link{id: id, commit: cc.Commit, payload: cc.Payload, rec: cc.Record}
+		if s.kind == kindCheckpoints {
+			if len(cc.Commit.Parents) > 1 {
+				return nil, fmt.Errorf("commit %s: %w", id, chain.ErrNotLinear)
+			}
+			cp, err := record.ParseLogCheckpoint(cc.Record)
+			if err != nil {
+				return nil, err
+			}
+			l.recWriter, l.pos = cp.Writer, cp.Seq
+		} else {
+			a, err := record.ParseAnchor(cc.Record)
+			if err != nil {
+				return nil, err
+			}
+			l.anchor, l.recWriter, l.pos = a, a.Writer, a.Seq
 		}
-		l := &link{id: id, commit: cc.Commit, payload: cc.Payload, rec: cc.Record, anchor: a, pos: a.Seq}
 		l.writer, _ = CommitWriter(cc.Commit.Committer)
 		if len(cc.Commit.Signature) > 0 {
 			if k, _, err := keys.CommitSigner(cc.Commit.Signature); err == nil {
@@ -1131,7 +1150,7 @@ func (c *checker) walkAnchors(s *segment) {
 	if !u.Old.IsZero() {
 		l, err := read(u.Old)
 		if err != nil {
-			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: "anchors_chain", Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
+			c.problem(Problem{Ref: u.Ref, Writer: s.writer, Check: check, Reason: fmt.Sprintf("%s %s: %v", c.g.base(), short(u.Old), err)})
 			return
 		}
 		oldPos = l.pos
@@ -1152,15 +1171,15 @@ func (c *checker) walkAnchors(s *segment) {
 			want = l.pos
 		}
 		if l.pos != want {
-			c.at(s, l, "anchors_chain", fmt.Sprintf("commit %s says seq %d where seq %d belongs", short(id), l.pos, want))
+			c.at(s, l, check, fmt.Sprintf("commit %s says seq %d where seq %d belongs", short(id), l.pos, want))
 			return
 		}
 		if want == oldPos {
 			nonFF("which does not contain " + c.g.base())
 			return
 		}
-		if l.anchor.Writer != s.writer {
-			c.at(s, l, "anchors_chain", fmt.Sprintf("anchor names writer %q", l.anchor.Writer))
+		if l.recWriter != s.writer {
+			c.at(s, l, check, fmt.Sprintf("%s names writer %q", strings.TrimSuffix(s.kind, "s"), l.recWriter))
 			return
 		}
 		newest = append(newest, l)
@@ -1172,14 +1191,14 @@ func (c *checker) walkAnchors(s *segment) {
 			break
 		}
 		if len(l.commit.Parents) == 0 {
-			c.at(s, l, "anchors_chain", fmt.Sprintf("the anchor at seq %d has no previous anchor", want))
+			c.at(s, l, check, fmt.Sprintf("the anchor at seq %d has no previous anchor", want))
 			return
 		}
 		id = l.commit.Parents[0]
 		want--
 	}
 	if !u.Old.IsZero() && want != oldPos {
-		c.at(s, newest[len(newest)-1], "anchors_chain", fmt.Sprintf("commit %s says seq %d, but %s has seq %d", short(newest[len(newest)-1].id), want+1, c.g.base(), oldPos))
+		c.at(s, newest[len(newest)-1], check, fmt.Sprintf("commit %s says seq %d, but %s has seq %d", short(newest[len(newest)-1].id), want+1, c.g.base(), oldPos))
 		return
 	}
 	for i, j := 0, len(newest)-1; i < j; i, j = i+1, j-1 {
@@ -1187,6 +1206,29 @@ func (c *checker) walkAnchors(s *segment) {
 	}
 	s.links = newest
 	s.ok = true
+}
+
+// checkCheckpoints checks each new checkpoint commit's tree: the signed
+// checkpoint, as one file. What it says (its signatures, the spine's root)
+// every reader checks against its own trust (docs/trust.md, Witnesses).
+func (c *checker) checkCheckpoints(s *segment) {
+	for _, l := range s.links {
+		es, err := c.readTree(l.commit.Tree)
+		if err == nil && (len(es) != 1 || es[0].Name != record.CheckpointFile || es[0].Mode != gitstore.ModeFile) {
+			err = fmt.Errorf("its tree holds %d entries; a checkpoint's holds one file, %s", len(es), record.CheckpointFile)
+		}
+		if err != nil {
+			c.at(s, l, "checkpoints_chain", fmt.Sprintf("commit %s: %v", short(l.id), err))
+		}
+	}
+}
+
+func (c *checker) readTree(id gitstore.Oid) ([]gitstore.TreeEntry, error) {
+	data, err := c.g.Objects.ReadType(id, gitstore.TypeTree)
+	if err != nil {
+		return nil, err
+	}
+	return gitstore.ParseTree(data)
 }
 
 // checkAnchors checks what each new anchor keeps: commits of the project
@@ -1220,7 +1262,7 @@ func (c *checker) checkAnchors(s *segment) {
 }
 
 func posName(kind string) string {
-	if kind == kindSpine || kind == kindAudit || kind == kindAnchors {
+	if kind == kindSpine || kind == kindAudit || kind == kindAnchors || kind == kindCheckpoints {
 		return "seq"
 	}
 	return "index"
@@ -1543,7 +1585,7 @@ func (c *checker) isTrusted(writer string, k ssh.PublicKey) bool {
 // (spine, audit) or the committer names (journal, ledger) signed every
 // commit the push adds.
 func (c *checker) checkSignatures(s *segment) {
-	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature", kindAnchors: "anchor_signature"}[s.kind]
+	check := map[string]string{kindJournal: "row_signature", kindLedger: "row_signature", kindSpine: "spine_signature", kindAudit: "audit_signature", kindAnchors: "anchor_signature", kindCheckpoints: "checkpoint_signature"}[s.kind]
 	// A writer with no pinned key is one problem per ref, not one per commit.
 	unpinned := map[string][]*link{}
 	var order []string
@@ -1560,7 +1602,7 @@ func (c *checker) checkSignatures(s *segment) {
 	}()
 	for _, l := range s.links {
 		l.proof = ProveCommit(c.env, l.commit, l.payload)
-		if (s.kind == kindSpine || s.kind == kindAudit || s.kind == kindAnchors) && l.writer != s.writer {
+		if (s.kind == kindSpine || s.kind == kindAudit || s.kind == kindAnchors || s.kind == kindCheckpoints) && l.writer != s.writer {
 			c.at(s, l, check, fmt.Sprintf("the commit names %s as its committer, not the ref's writer %s", orNone(l.writer), s.writer))
 			l.proof.State = Tampered
 			continue

@@ -189,6 +189,10 @@ func (r *TaskReport) Find(key string, n int64) *Version {
 type Verifier struct {
 	Env   *Env
 	Spine *SpineIndex
+	// Logs, when this host configures witnesses, is what the checks of
+	// the writers' logs found: a journal's identity is verified only when
+	// a cosigned checkpoint covers its seal (nil: no witness configured).
+	Logs  *LogCoverage
 	trees map[gitstore.Oid][]gitstore.TreeEntry
 
 	forkMu    sync.Mutex
@@ -605,6 +609,11 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	}
 	if st != sigTrusted {
 		return IdentityUnverifiable, where + ": " + reason
+	}
+	if v.Logs != nil {
+		if ok, why := v.Logs.covers(best.Writer, best.Seq); !ok {
+			return IdentityUnverifiable, where + ": " + why
+		}
 	}
 	return IdentityVerified, ""
 }

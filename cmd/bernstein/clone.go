@@ -30,6 +30,11 @@ identity is created; run 'bernstein init' in the clone to write.
 It sets up git's diff of artifact versions in the clone, as 'bernstein init'
 does (docs/format.md, "Diffing with git").
 
+With witnesses configured for the repository in BERNSTEIN_HOME, the fetch
+checks every writer's log and asks the witnesses whether they saw it
+further: a rolled-back or forked remote fails the clone (exit 1) and no
+refs/bernstein/* ref moves (docs/trust.md, Witnesses).
+
 Exit status: 0 cloned; 1 error (git clone failed, DIR is not empty); 2
 cloned, but the remote holds commits that do not verify here: they were
 held back (named, and kept in refs/bernstein-remotes/origin/), as 'bernstein

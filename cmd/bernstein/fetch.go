@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +50,14 @@ writer identity wrote on two hosts (or a chain was rewritten). The remote's
 heads stay in the remote-tracking refs for inspection ('git log
 refs/bernstein-remotes/REMOTE/journal/TASK'). See docs/remotes.md,
 Divergence.
+
+With witnesses configured ('bernstein witness'), every other writer's log
+the remote holds is checked before anything moves: its checkpoint signed by
+the writer's trusted key, the spine matching it, its cosignatures, and no
+rollback or fork against the newest cosigned checkpoint this host verified
+(or, with none, against what the witnesses hold). A rolled-back, forked or
+forged log refuses the whole fetch, naming the writer, the sizes and the
+witness (exit 1); a log not cosigned yet is only reported.
 
 Exit status: 0 fetched (also when nothing was new); 1 error; 2 the remote
 holds commits that do not verify here (held back and named; the rest
@@ -155,5 +164,27 @@ func printFetch(io *IO, res *bernstein.FetchResult) {
 	printChanges(io, "forwarded", res.Forwarded)
 	if n := len(res.LocalAhead); n > 0 {
 		fmt.Fprintf(io.Out, "this host has %d ref%s newer than %s: bernstein push %s\n", n, plural(n), res.Remote, res.Remote)
+	}
+	printLogs(io, res)
+}
+
+// printLogs says what the checks of the other writers' logs found (with
+// witnesses configured): a log not cosigned is said, never called
+// tampered.
+func printLogs(io *IO, res *bernstein.FetchResult) {
+	for _, l := range res.Logs {
+		switch l.State {
+		case "cosigned":
+			fmt.Fprintf(io.Out, "log of writer %s: %d of %d entries cosigned by %s\n", l.Writer, l.Size, l.Spine, strings.Join(l.Cosigned, ", "))
+		case "not_cosigned":
+			fmt.Fprintf(io.Out, "log of writer %s: its checkpoint of %d entries has %d of the %d cosignatures needed (not yet cosigned)\n", l.Writer, l.Size, len(l.Cosigned), l.Need)
+		case "no_checkpoint":
+			fmt.Fprintf(io.Out, "log of writer %s: no checkpoint (the writer configures no witness)\n", l.Writer)
+		default:
+			fmt.Fprintf(io.Out, "log of writer %s: not checked, this host trusts no key of the writer\n", l.Writer)
+		}
+		for w, why := range l.Unreachable {
+			fmt.Fprintf(io.Err, "warning: witness %s could not be asked about writer %s's log: %s\n", w, l.Writer, why)
+		}
 	}
 }

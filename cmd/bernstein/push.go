@@ -15,6 +15,7 @@ type pushOptions struct {
 	Store  openFunc
 	Remote string
 	JSON   bool
+	Quorum int // --witness-quorum (0: the configured one)
 }
 
 const pushLong = `Push refs/bernstein/* to REMOTE (default origin, a configured remote).
@@ -62,7 +63,15 @@ stopped the push, or the remote refused (a hook); 5 a ref diverged (a task:
 every other ref was pushed), or the remote kept moving a ref this host moved
 too (nothing pushed when atomic): run 'bernstein fetch'; 6 the remote
 trusts no key of this writer yet: its key ref was published there and the
-pin command is printed; nothing else was pushed.`
+pin command is printed; nothing else was pushed.
+
+With witnesses configured ('bernstein witness'), push first signs a
+checkpoint of this writer's log (its spine) and has the witnesses cosign it,
+each with a consistency proof from the checkpoint it cosigned last; the
+cosigned checkpoint goes to refs/bernstein/checkpoints/<writer> and is pushed
+with the rest. Fewer cosignatures than the quorum (--witness-quorum N, else
+'bernstein witness quorum', else every witness) fail the push with each
+witness's reason, and nothing is pushed (exit 1).`
 
 func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
 	o := &pushOptions{IO: f.IO, Store: f.Store}
@@ -80,11 +89,16 @@ func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON (also when the push is rejected)")
+	cmd.Flags().IntVar(&o.Quorum, "witness-quorum", 0, "how many configured witnesses must cosign this writer's checkpoint (default: 'bernstein witness quorum', else every witness)")
 	return cmd
 }
 
 func pushRun(o *pushOptions) error {
+	if o.Quorum < 0 {
+		return fmt.Errorf("--witness-quorum %d: a number of witnesses, 1 or more", o.Quorum)
+	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
+		s.SetPushQuorum(o.Quorum)
 		res, err := s.Push(o.Remote)
 		if res != nil && o.JSON {
 			if perr := printJSON(o.IO, res); perr != nil {

@@ -67,7 +67,7 @@ func newRootCmd(io *IO) *cobra.Command {
 		newAuditCmd(f), newKeysCmd(f),
 		newArtifactCmd(f, true),
 		newMCPCmd(f, nil), newServeCmd(f, nil),
-		newRemoteCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
+		newRemoteCmd(f), newWitnessCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
 		newHooksCmd(f), newUpgradeCmd(f, nil),
 	)
 	root.SetHelpCommand(newHelpCmd())

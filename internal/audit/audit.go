@@ -23,6 +23,9 @@ type Auditor struct {
 	c      *core.Repo
 	prover *proof.Prover
 	heads  *heads.Keeper
+	// Logs checks the writers' logs as a view holds them against this
+	// host's witnesses (nil, or a nil coverage: no witness configured).
+	Logs func(view refs.Source) (*verify.LogCoverage, error)
 }
 
 // New is the auditor of repository c.
@@ -53,7 +56,13 @@ func (a *Auditor) Full(view *refs.Snapshot, task string, progress func(stage str
 	if err != nil {
 		return nil, err
 	}
-	return verify.Repository(env.Env, verify.Options{Task: task, MAC: a.macs(), Progress: progress})
+	var logs *verify.LogCoverage
+	if a.Logs != nil {
+		if logs, err = a.Logs(view); err != nil {
+			return nil, err
+		}
+	}
+	return verify.Repository(env.Env, verify.Options{Task: task, MAC: a.macs(), Progress: progress, Logs: logs})
 }
 
 // AddRollbacks adds to rep the chains (of task, or every one) this host's

@@ -23,7 +23,7 @@ type Task struct {
 
 // Scope is the refs a task's folds read.
 func Scope(task string) []string {
-	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix, refs.ForksPrefix}
+	return []string{refs.Ledger(task), refs.Journal(task), refs.Keys, refs.WritersPrefix, refs.Repository, refs.SpinePrefix, refs.ForksPrefix, refs.CheckpointsPrefix}
 }
 
 // Task folds task's chains as view has them; ledger.ErrUnknownTask when

@@ -504,3 +504,33 @@ func (t *Tx) AppendAudit(event, actor, task, resource string, details []byte) er
 	c.next, c.last = c.next+1, a.HMAC
 	return nil
 }
+
+// LogCheckpoint appends the writer's log checkpoint of size spine entries
+// to its checkpoints ref: one signed commit whose tree holds the signed
+// note (with the witnesses' cosignatures) as record.CheckpointFile.
+func (t *Tx) LogCheckpoint(size int64, signed []byte) error {
+	c, err := t.chain(refs.Checkpoints(t.id.Writer), func(c *Chain) error {
+		cc, err := chain.Read(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.ref, err)
+		}
+		a, err := record.ParseLogCheckpoint(cc.Record)
+		if err != nil {
+			return fmt.Errorf("%s head: %w", c.ref, err)
+		}
+		c.next = a.Seq + 1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	blob := gitstore.NewObject(gitstore.TypeBlob, signed)
+	t.objects = append(t.objects, blob)
+	tree := t.addTree([]gitstore.TreeEntry{{Mode: gitstore.ModeFile, Name: record.CheckpointFile, ID: blob.ID}})
+	a := record.LogCheckpoint{V: record.Version, Writer: t.id.Writer, Seq: c.next, Size: size}
+	if err := t.addCommit(c, tree, t.id.Writer, record.Message(fmt.Sprintf("checkpoint #%d: %d entries", a.Seq, size), record.MustCanonical(a)), true); err != nil {
+		return err
+	}
+	c.next++
+	return nil
+}
