@@ -113,16 +113,27 @@ func TestPushFetchCLI(t *testing.T) {
 	if len(pushed.Pushed) != 0 || pushed.UpToDate == 0 || !pushed.Atomic {
 		t.Fatalf("second push: %+v", pushed)
 	}
-	var fetched struct {
-		Created  []any `json:"created"`
-		UpToDate int   `json:"up_to_date"`
-		Diverged []any `json:"diverged"`
+	type fetchResult struct {
+		Created  []any  `json:"created"`
+		UpToDate int    `json:"up_to_date"`
+		Diverged []any  `json:"diverged"`
+		Path     string `json:"path"`
 	}
-	if err := json.Unmarshal([]byte(e.ok("fetch", "--output-json")), &fetched); err != nil {
+	// After the push, a fetch asks only for the per-writer refs and the
+	// tasks their new entries name (none): it compares those alone. A full
+	// fetch compares every ref, as many as the push found up to date.
+	var narrow, full fetchResult
+	if err := json.Unmarshal([]byte(e.ok("fetch", "--output-json")), &narrow); err != nil {
 		t.Fatal(err)
 	}
-	if len(fetched.Created) != 0 || fetched.UpToDate != pushed.UpToDate || fetched.Diverged == nil {
-		t.Fatalf("fetch: %+v", fetched)
+	if narrow.Path != "narrow" || len(narrow.Created) != 0 || narrow.UpToDate == 0 || narrow.UpToDate >= pushed.UpToDate || narrow.Diverged == nil {
+		t.Fatalf("fetch: %+v, push found %d up to date", narrow, pushed.UpToDate)
+	}
+	if err := json.Unmarshal([]byte(e.ok("fetch", "--full", "--output-json")), &full); err != nil {
+		t.Fatal(err)
+	}
+	if full.Path != "full" || len(full.Created) != 0 || full.UpToDate != pushed.UpToDate || full.Diverged == nil {
+		t.Fatalf("fetch --full: %+v, push found %d up to date", full, pushed.UpToDate)
 	}
 	// The push went through the guard, which pinned the writer's key.
 	if list := pinned(); !regexp.MustCompile(`(?m)^cli-writer\t\S+\t\S+\tpinned$`).MatchString(list) {
