@@ -151,6 +151,11 @@ const maxPushAttempts = 3
 // *PrePushError. (git push itself runs with --no-verify: the hook would
 // run twice, and git would give it the remote's live heads, whose commits
 // this host may never have seen; see runPrePush.)
+//
+// With witnesses configured, the writer's signed checkpoint goes with the
+// rows, and the witnesses' cosignatures of it follow in a second push
+// (signCheckpoint, cosignPushed): a witness never cosigns a checkpoint the
+// remote lacks.
 func (s *Syncer) Push(remote string) (*PushResult, error) {
 	if err := Check(s.c.GitDir, remote); err != nil {
 		return nil, err
@@ -158,9 +163,19 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 	if err := s.w.Settle(); err != nil {
 		return nil, err
 	}
-	if err := s.cosign(); err != nil {
+	signed, err := s.signCheckpoint()
+	if err != nil {
 		return nil, err
 	}
+	res, err := s.pushRefs(remote)
+	if err != nil || signed.IsZero() {
+		return res, err
+	}
+	return s.cosignPushed(remote, res, signed)
+}
+
+// pushRefs is one push of every ref this host has ahead of remote.
+func (s *Syncer) pushRefs(remote string) (*PushResult, error) {
 	p := &pushRun{s: s, remote: remote, atomic: true}
 	for attempt := 0; ; attempt++ {
 		res, plan, err := p.plan(attempt)

@@ -85,33 +85,148 @@ func (s *Syncer) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-// cosign makes this writer's checkpoint of its spine as it stands, has the
-// configured witnesses cosign it and records it in the writer's
-// checkpoints ref, before anything is pushed: below the quorum, the push
-// fails and nothing is sent. A spine whose newest checkpoint the quorum
-// cosigned already is left as it is.
-func (s *Syncer) cosign() error {
+// signCheckpoint signs this writer's checkpoint of its spine as it
+// stands and commits it, with no cosignature yet, to its checkpoints ref,
+// before a push sends it with the rows. It returns the checkpoints ref's
+// head when its checkpoint still wants cosignatures (zero otherwise: no
+// witness configured, no writer or spine here, or the quorum cosigned the
+// whole spine already).
+func (s *Syncer) signCheckpoint() (gitstore.Oid, error) {
+	var none gitstore.Oid
 	cfg, need, err := s.witnessConfig()
 	if cfg == nil || err != nil {
-		return err
+		return none, err
 	}
 	id, err := s.c.Identity()
 	if err != nil {
-		return nil // no writer here: nothing of its own to push
+		return none, nil // no writer here: nothing of its own to push
 	}
 	head, err := s.c.Refs.ReadOptional(refs.Spine(id.Writer))
 	if err != nil || head.IsZero() {
-		return err
+		return none, err
 	}
 	origin := wlog.Origin(s.c.IdentityID(), id.Writer)
 	tree, prev, err := s.ownLog(id, origin, head)
 	if err != nil {
+		return none, err
+	}
+	if prev != nil && prev.Size >= tree.Size {
+		if len(wlog.Cosigners(prev, cfg, s.witness.Client)) >= need {
+			return none, nil
+		}
+	} else if err := s.commitSigned(id, origin, tree); err != nil {
+		return none, err
+	}
+	return s.c.Refs.ReadOptional(refs.Checkpoints(id.Writer))
+}
+
+// commitSigned commits the writer's signed checkpoint of the whole of
+// tree, with no cosignature, to its checkpoints ref.
+func (s *Syncer) commitSigned(id *keys.Identity, origin string, tree *wlog.Tree) error {
+	signer, err := wlog.NewSigner(origin, id)
+	if err != nil {
+		return fmt.Errorf("writer %s: %w", id.Writer, err)
+	}
+	root, err := tree.Root(tree.Size)
+	if err != nil {
 		return err
 	}
-	if prev != nil && prev.Size == tree.Size && len(wlog.Cosigners(prev, cfg, s.witness.Client)) >= need {
-		return nil
+	raw, err := wlog.Sign(origin, tree.Size, root, signer)
+	if err != nil {
+		return err
 	}
-	return s.cosignNew(cfg, need, id, origin, tree, prev)
+	if _, err := s.w.Submit(func(t *txn.Tx) (any, error) { return nil, t.LogCheckpoint(tree.Size, raw) }); err != nil {
+		return err
+	}
+	_ = s.logCache().Save(s.c.Objects, id.Writer, tree, tree.Size)
+	return nil
+}
+
+// cosignPushed runs once a push has landed the rows with the checkpoint
+// of the checkpoints commit cp: the configured witnesses cosign that
+// checkpoint (each with a consistency proof from the checkpoint this host
+// last saw cosigned, or from the size it answers with), and the
+// checkpoint with their cosignatures is committed and pushed. In this
+// order a witness never holds a checkpoint the remote lacks, so a push
+// cut off anywhere raises no alarm on any reader (docs/trust.md,
+// Witnesses). Below the quorum the push fails: the rows and the signed
+// checkpoint are on the remote, uncosigned.
+func (s *Syncer) cosignPushed(remote string, res *PushResult, cp gitstore.Oid) (*PushResult, error) {
+	cfg, need, err := s.witnessConfig()
+	if err != nil {
+		return res, err
+	}
+	id, err := s.c.Identity()
+	if err != nil {
+		return res, err
+	}
+	origin := wlog.Origin(s.c.IdentityID(), id.Writer)
+	tree, pushed, seen, err := s.pushedLog(id, origin, cp)
+	if err != nil {
+		return res, err
+	}
+	signed, err := wlog.WriterSigned(pushed)
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	out, _, err := wlog.Cosign(ctx, s.witness.Client, cfg, need, id.Writer, tree, seen, signed, pushed.Size)
+	if err != nil {
+		return res, fmt.Errorf("%w; the rows and their signed checkpoint were pushed to %s, not yet cosigned: push again once the witnesses answer", err, remote)
+	}
+	moved, err := s.w.Submit(func(t *txn.Tx) (any, error) {
+		if now, err := s.c.Refs.ReadOptional(refs.Checkpoints(id.Writer)); err != nil || now != cp {
+			return false, err // another push signed a newer checkpoint, and has it cosigned
+		}
+		return true, t.LogCheckpoint(pushed.Size, out)
+	})
+	if err != nil || moved != true {
+		return res, err
+	}
+	if err := s.host().Remember(id.Writer, out); err != nil {
+		return res, err
+	}
+	more, err := s.pushRefs(remote)
+	if more != nil {
+		res.Pushed = append(res.Pushed, more.Pushed...)
+		res.RemoteMessages = append(res.RemoteMessages, more.RemoteMessages...)
+	}
+	return res, err
+}
+
+// pushedLog reads the checkpoint at the checkpoints commit cp (signed by
+// this writer), the spine's tree checked against it, and the newest
+// checkpoint this host has seen cosigned (nil for none).
+func (s *Syncer) pushedLog(id *keys.Identity, origin string, cp gitstore.Oid) (*wlog.Tree, *wlog.Checkpoint, *wlog.Checkpoint, error) {
+	v, err := wlog.Verifier(origin, id.PublicKey())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	_, raw, err := wlog.ReadCheckpointCommit(s.c.Objects, cp)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pushed, err := wlog.Open(raw, origin, v)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("writer %s's checkpoint (%s): %w", id.Writer, refs.Checkpoints(id.Writer), err)
+	}
+	head, err := s.c.Refs.ReadOptional(refs.Spine(id.Writer))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tree, err := s.logCache().Load(s.c.Objects, id.Writer, head)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("writer %s's spine: %w", id.Writer, err)
+	}
+	if tree, err = wlog.Check(s.c.Objects, tree, pushed); err != nil {
+		return nil, nil, nil, fmt.Errorf("writer %s's own spine: %w", id.Writer, err)
+	}
+	var seen *wlog.Checkpoint
+	if raw, err := s.host().Seen(id.Writer); err == nil && raw != nil {
+		seen, _ = wlog.Open(raw, origin, v)
+	}
+	return tree, pushed, seen, nil
 }
 
 // ownLog is the tree of this writer's spine, checked against its previous
@@ -141,35 +256,6 @@ func (s *Syncer) ownLog(id *keys.Identity, origin string, head gitstore.Oid) (*w
 		return nil, nil, fmt.Errorf("writer %s's own spine: %w", id.Writer, err)
 	}
 	return tree, prev, nil
-}
-
-func (s *Syncer) cosignNew(cfg *wlog.Config, need int, id *keys.Identity, origin string, tree *wlog.Tree, prev *wlog.Checkpoint) error {
-	signer, err := wlog.NewSigner(origin, id)
-	if err != nil {
-		return fmt.Errorf("writer %s: %w", id.Writer, err)
-	}
-	root, err := tree.Root(tree.Size)
-	if err != nil {
-		return err
-	}
-	signed, err := wlog.Sign(origin, tree.Size, root, signer)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	out, _, err := wlog.Cosign(ctx, s.witness.Client, cfg, need, id.Writer, tree, prev, signed, tree.Size)
-	if err != nil {
-		return fmt.Errorf("%w; nothing was pushed", err)
-	}
-	if _, err := s.w.Submit(func(t *txn.Tx) (any, error) { return nil, t.LogCheckpoint(tree.Size, out) }); err != nil {
-		return err
-	}
-	if err := s.host().Remember(id.Writer, out); err != nil {
-		return err
-	}
-	_ = s.logCache().Save(s.c.Objects, id.Writer, tree, tree.Size)
-	return nil
 }
 
 // trustedKeys are the keys this host trusts for writer.

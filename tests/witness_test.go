@@ -140,6 +140,9 @@ func sigLines(n []byte) []byte {
 	return []byte(sigs)
 }
 
+// signatures counts the signature lines of a signed note.
+func signatures(n string) int { return strings.Count(string(sigLines([]byte(n))), "\u2014 ") }
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestWitnessQuorumNotMet: with a second witness that does not answer and a
@@ -151,12 +154,23 @@ func TestWitnessQuorumNotMet(t *testing.T) {
 	x.a.ok("witness", "add", "w2", down.URL(), down.VerifierKey())
 	down.Stop()
 	x.task("T-1", 1)
-	before := refsOf(t, x.bare, refs.Prefix)
 	r := x.a.want(1, "push", "--witness-quorum", "2")
-	if !strings.Contains(r.err, "w2") || !strings.Contains(r.err, "the quorum is 2") || !strings.Contains(r.err, "nothing was pushed") {
+	if !strings.Contains(r.err, "w2") || !strings.Contains(r.err, "the quorum is 2") || !strings.Contains(r.err, "the rows and their signed checkpoint were pushed to origin, not yet cosigned") {
 		t.Fatalf("push below the quorum said:\n%s", r.err)
 	}
-	sameRefs(t, "the remote's refs after a push below the quorum", refsOf(t, x.bare, refs.Prefix), before)
+	// The rows went with the writer's signed checkpoint; no cosignature
+	// followed them, and a fresh reader raises no alarm.
+	after := refsOf(t, x.bare, refs.Prefix)
+	if after[refs.Spine("host-a")] != x.a.refs()[refs.Spine("host-a")] {
+		t.Fatal("a push below the quorum did not send the rows")
+	}
+	if n := signatures(string(x.remoteCheckpoint(t, "host-a"))); n != 1 {
+		t.Fatalf("the checkpoint pushed below the quorum carries %d signatures, want the writer's alone", n)
+	}
+	c := x.reader(t, "host-c", x.w)
+	if r := c.runIn(x.root, "clone", x.url, c.dir); r.code != 0 {
+		t.Fatalf("a clone after a push below the quorum (exit %d):\n%s%s", r.code, r.out, r.err)
+	}
 	x.a.ok("push", "--witness-quorum", "1")
 	if _, ok := refsOf(t, x.bare, refs.Prefix)[refs.Checkpoints("host-a")]; !ok {
 		t.Fatal("a push at the quorum sent no checkpoint")
@@ -203,6 +217,33 @@ func TestWitnessRollbackOnFreshClone(t *testing.T) {
 	}
 	if got := refsOf(t, c.dir, refs.Prefix); len(got) != 0 {
 		t.Fatalf("the refused clone moved refs: %v", got)
+	}
+}
+
+// TestWitnessPushCutOffIsNoRollback: a push sends the rows with the
+// writer's signed checkpoint, then has the witnesses cosign it, then sends
+// the cosignatures. Cut off before that last step (here: the remote's
+// checkpoints ref moved back one commit with plain git, to the signed
+// checkpoint without cosignatures, the rows all there), a fresh clone asks
+// the witness about the checkpoint it was shown, which the witness holds
+// already: no alarm. A push whose witnesses do not answer leaves the same
+// state (TestWitnessQuorumNotMet).
+func TestWitnessPushCutOffIsNoRollback(t *testing.T) {
+	x := newWitnessed(t)
+	x.task("T-1", 1)
+	x.a.ok("push")
+	x.task("T-2", 1)
+	x.a.ok("push")
+	cp := refs.Checkpoints("host-a")
+	signedOnly := strings.TrimSpace(x.a.git("rev-parse", cp+"~1"))
+	if n := signatures(gitRun(t, x.bare, "show", signedOnly+":checkpoint")); n != 1 {
+		t.Fatalf("the checkpoint sent with the rows carries %d signatures, want the writer's alone", n)
+	}
+	mustOutput(t, execGitStdin(x.bare, []byte("update "+cp+" "+signedOnly+"\n"), "update-ref", "--stdin"))
+	c := x.reader(t, "host-c", x.w)
+	r := c.runIn(x.root, "clone", x.url, c.dir)
+	if r.code != 0 || strings.Contains(r.out+r.err, "rolled back") || strings.Contains(r.out+r.err, "forked") {
+		t.Fatalf("a clone of a remote whose push was cut off before its cosignatures (exit %d):\n%s%s", r.code, r.out, r.err)
 	}
 }
 
@@ -314,8 +355,10 @@ func TestWitnessCommands(t *testing.T) {
 // TestWitnessTwoHistories: host-a's state is copied to a second machine
 // (same writer, same key) that writes other entries after the first push:
 // the witness will not cosign that history, so it reaches a second remote
-// with the older checkpoint only. One clone of each remote: the clone of
-// the forked remote learns from the witness that the log went further;
+// with the copy's own signed checkpoint, uncosigned (a push sends the
+// rows and the signed checkpoint before it asks the witnesses). One clone
+// of each remote: the clone of the forked remote learns from the witness
+// that it cosigned another tree of that size;
 // the clone of the true remote, which remembers the checkpoint it
 // verified, refuses the forked remote's history as a fork. Nothing moves.
 func TestWitnessTwoHistories(t *testing.T) {
@@ -341,7 +384,7 @@ func TestWitnessTwoHistories(t *testing.T) {
 
 	c := x.reader(t, "host-c", x.w)
 	r := c.runIn(x.root, "clone", x.srv.url("fork.git"), c.dir)
-	if r.code == 0 || !strings.Contains(r.err, "writer host-a's log was rolled back: it holds 2 entries, but witness w1 has seen a cosigned checkpoint of 4") {
+	if r.code == 0 || !strings.Contains(r.err, "writer host-a's log forked: its first 4 entries are not those of the cosigned checkpoint of 4 entries witness w1 has seen") {
 		t.Fatalf("the clone of the forked remote: %d\n%s%s", r.code, r.out, r.err)
 	}
 	b := x.reader(t, "host-b", x.w)
