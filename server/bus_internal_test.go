@@ -64,25 +64,14 @@ func TestReadBatchesWholeOnly(t *testing.T) {
 // names it; a rewritten packed-refs (git pack-refs) makes it scan, since
 // such a move names no loose ref.
 func TestBusReadsWhatChanged(t *testing.T) {
-	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	opts := bernstein.Options{Repo: dir, Home: home}
-	if _, err := bernstein.Init(opts, "w"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := bernstein.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := newInternalStore(t)
 	toks := map[string]string{}
 	for _, id := range []string{"T-1", "T-2", "T-3"} {
 		if _, err := s.CreateTask(bernstein.TaskSpec{ID: id, Title: id}); err != nil {
 			t.Fatal(err)
 		}
-		if toks[id], err = s.Claim(id, "agent-"+id); err != nil {
+		tok, err := s.Claim(id, "agent-"+id)
+		if toks[id] = tok; err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,19 +172,7 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 // before it, not from its start, and returns exactly the events after the
 // id (those the bus published, in order).
 func TestReplayReadsFromMark(t *testing.T) {
-	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	opts := bernstein.Options{Repo: dir, Home: home}
-	if _, err := bernstein.Init(opts, "w"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := bernstein.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newInternalStore(t)
 	if _, err := s.CreateTask(bernstein.TaskSpec{ID: "T-1", Title: "t"}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,19 +233,7 @@ func TestReplayReadsFromMark(t *testing.T) {
 // shutting down) ends Run without reporting a scan fault; a log line there
 // would be an alarm with nothing behind it.
 func TestBusClosedRunEndsQuietly(t *testing.T) {
-	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	opts := bernstein.Options{Repo: dir, Home: home}
-	if _, err := bernstein.Init(opts, "w"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := bernstein.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newInternalStore(t)
 	var logged strings.Builder
 	b, err := NewBus(s, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
@@ -289,4 +254,24 @@ func TestBusClosedRunEndsQuietly(t *testing.T) {
 	if logged.Len() != 0 {
 		t.Fatalf("a closed bus logged:\n%s", logged.String())
 	}
+}
+
+// newInternalStore is a new repository with writer w, opened; it is closed
+// when the test ends. dir is its work tree.
+func newInternalStore(t *testing.T) (*bernstein.Store, string) {
+	t.Helper()
+	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	opts := bernstein.Options{Repo: dir, Home: home}
+	if _, err := bernstein.Init(opts, "w"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := bernstein.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dir
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,19 +14,7 @@ import (
 // segmentedBus opens a bus over a repository with one claimed task whose
 // log is sealed after every batch, and keeps keep sealed segments.
 func segmentedBus(t *testing.T, keep int) (*bernstein.Store, func() *Bus, string) {
-	dir, home := filepath.Join(t.TempDir(), "repo"), filepath.Join(t.TempDir(), "home")
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	opts := bernstein.Options{Repo: dir, Home: home}
-	if _, err := bernstein.Init(opts, "w"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := bernstein.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := newInternalStore(t)
 	if _, err := s.CreateTask(bernstein.TaskSpec{ID: "T-1", Title: "t"}); err != nil {
 		t.Fatal(err)
 	}

@@ -267,18 +267,10 @@ func (t *Tx) entryChain(ref string, audit bool) (*Chain, error) {
 // the journal on push, fetch and clone: one commit whose first parent is
 // the previous anchor and whose other parents are those commits.
 func (t *Tx) Anchor(task string, row record.Hash, commits ...gitstore.Oid) error {
-	c, err := t.chain(refs.Anchors(t.id.Writer), func(c *Chain) error {
-		cc, err := chain.ReadAnchor(t.w.c.Objects, c.head)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.ref, err)
-		}
-		a, err := record.ParseAnchor(cc.Record)
-		if err != nil {
-			return fmt.Errorf("%s head: %w", c.ref, err)
-		}
-		c.next = a.Seq + 1
-		return nil
-	})
+	c, err := t.chain(refs.Anchors(t.id.Writer), nextSeq(t, chain.ReadAnchor, func(rec []byte) (int64, error) {
+		a, err := record.ParseAnchor(rec)
+		return a.Seq, err
+	}))
 	if err != nil {
 		return err
 	}
@@ -509,18 +501,10 @@ func (t *Tx) AppendAudit(event, actor, task, resource string, details []byte) er
 // to its checkpoints ref: one signed commit whose tree holds the signed
 // note (with the witnesses' cosignatures) as record.CheckpointFile.
 func (t *Tx) LogCheckpoint(size int64, signed []byte) error {
-	c, err := t.chain(refs.Checkpoints(t.id.Writer), func(c *Chain) error {
-		cc, err := chain.Read(t.w.c.Objects, c.head)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.ref, err)
-		}
-		a, err := record.ParseLogCheckpoint(cc.Record)
-		if err != nil {
-			return fmt.Errorf("%s head: %w", c.ref, err)
-		}
-		c.next = a.Seq + 1
-		return nil
-	})
+	c, err := t.chain(refs.Checkpoints(t.id.Writer), nextSeq(t, chain.Read, func(rec []byte) (int64, error) {
+		a, err := record.ParseLogCheckpoint(rec)
+		return a.Seq, err
+	}))
 	if err != nil {
 		return err
 	}
@@ -533,4 +517,21 @@ func (t *Tx) LogCheckpoint(size int64, signed []byte) error {
 	}
 	c.next++
 	return nil
+}
+
+// nextSeq loads a chain whose records carry a seq: the next record's seq
+// follows its head's (read reads the head commit, seq parses its record).
+func nextSeq(t *Tx, read func(*gitstore.Repo, gitstore.Oid) (chain.Commit, error), seq func([]byte) (int64, error)) func(*Chain) error {
+	return func(c *Chain) error {
+		cc, err := read(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.ref, err)
+		}
+		n, err := seq(cc.Record)
+		if err != nil {
+			return fmt.Errorf("%s head: %w", c.ref, err)
+		}
+		c.next = n + 1
+		return nil
+	}
 }
