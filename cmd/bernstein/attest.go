@@ -66,10 +66,10 @@ public-key hint (the key's SSH fingerprint) and no transparency log entry.
 
 The subject is the version's payload: the sha256 of its canonical bytes and
 its git blob id ('git cat-file blob <id>' prints those bytes). The predicate
-(` + "`" + `docs/attest.md` + "`" + `, artifact-version v1) carries the journal row, the spine entry hash,
-the version's position in the run and the progress vector at that position.
-The version is re-verified first; only a verified one is attested. Nothing is
-written to the repository.
+(` + "`" + `docs/attest.md` + "`" + `, artifact-version v1) carries the journal row, the spine
+entry hash, the version's position in the run and the progress vector at that
+position. The version is re-verified first; only a verified one is attested.
+Nothing is written to the repository.
 
 ` + attestExit
 
@@ -80,6 +80,9 @@ func newArtifactAttestCmd(f *factory, runF func(*artifactAttestOptions) error) *
 		Use:   "attest <task> <key> [--version N] [--bundle] [-o FILE]",
 		Short: "Sign an in-toto attestation of a verified artifact version",
 		Long:  artifactAttestLong,
+		// The synopsis names every flag but the global ones; " [flags]"
+		// would take it past 80 columns.
+		DisableFlagsInUseLine: true,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Task, o.Key = args[0], args[1]
