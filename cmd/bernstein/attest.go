@@ -80,9 +80,6 @@ func newArtifactAttestCmd(f *factory, runF func(*artifactAttestOptions) error) *
 		Use:   "attest <task> <key> [--version N] [--bundle] [-o FILE]",
 		Short: "Sign an in-toto attestation of a verified artifact version",
 		Long:  artifactAttestLong,
-		// The synopsis names every flag but the global ones; " [flags]"
-		// would take it past 80 columns.
-		DisableFlagsInUseLine: true,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Task, o.Key = args[0], args[1]
@@ -97,6 +94,9 @@ func newArtifactAttestCmd(f *factory, runF func(*artifactAttestOptions) error) *
 	}
 	o.flags(cmd)
 	cmd.Flags().Int64Var(&version, "version", 0, "attest version N instead of the latest")
+	// The synopsis names every flag but the global ones; " [flags]" would
+	// take it past 80 columns.
+	cmd.DisableFlagsInUseLine = true
 	return cmd
 }
 
