@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -71,7 +70,7 @@ func newRootCmd(io *IO) *cobra.Command {
 		newRemoteCmd(f), newWitnessCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
 		newHooksCmd(f), newUpgradeCmd(f, nil),
 	)
-	root.SetUsageTemplate(usageTemplate(root.UsageTemplate()))
+	root.SetUsageTemplate(servecmd.UsageTemplate(root.UsageTemplate()))
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -80,14 +79,6 @@ func newRootCmd(io *IO) *cobra.Command {
 	guardParents(root)
 	root.SetFlagErrorFunc(flagError)
 	return root
-}
-
-// usageTemplate is cobra's usage template t fitted to 80 columns, as the
-// rest of --help is written (TestHelpFitsEightyColumns): flag descriptions
-// wrap aligned under their column, and the closing line is shorter.
-func usageTemplate(t string) string {
-	t = strings.ReplaceAll(t, ".FlagUsages |", ".FlagUsagesWrapped 80 |")
-	return strings.ReplaceAll(t, "--help\" for more information about a command.", "--help\" for more about a command.")
 }
 
 // flagError is the error of a flag cobra cannot parse.

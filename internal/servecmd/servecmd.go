@@ -192,3 +192,11 @@ func WithStore(open func() (*bernstein.Store, error), use func(*bernstein.Store)
 	defer s.Close()
 	return use(s)
 }
+
+// UsageTemplate is cobra's usage template t fitted to 80 columns, as the
+// rest of both programs' --help is written: flag descriptions wrap aligned
+// under their column, and the closing line is shorter.
+func UsageTemplate(t string) string {
+	t = strings.ReplaceAll(t, ".FlagUsages |", ".FlagUsagesWrapped 80 |")
+	return strings.ReplaceAll(t, "--help\" for more information about a command.", "--help\" for more about a command.")
+}
