@@ -25,7 +25,8 @@ type Update struct {
 // the tree of shards and the root, root last. It reads prev's root, its
 // tree of shards and the shards it touches, and nothing else, so an update
 // costs the shards it touches, not the whole archive. It checks u and every
-// tree it reads.
+// tree it reads; the task trees it carries over it does not read (a caller
+// builds on an archive commit it has verified, its own).
 func Build(repo *gitstore.Repo, prev gitstore.Oid, u Update) (gitstore.Oid, []gitstore.Object, error) {
 	touched, err := groupUpdate(u)
 	if err != nil {
