@@ -204,7 +204,7 @@ func TestDiffIsGitsDiffTree(t *testing.T) {
 }
 
 // TestDiffSkipsUnchangedShards: Diff reads no shard whose tree id is the
-// same on both sides. Both commits share a shard that no reader accepts (a
+// same on both sides, and Lookup no shard but its task's. Both commits share a shard that no reader accepts (a
 // task under the wrong shard); Diff still answers for the shard that
 // changed, while List, which reads every shard, refuses it.
 func TestDiffSkipsUnchangedShards(t *testing.T) {
@@ -247,6 +247,10 @@ func TestDiffSkipsUnchangedShards(t *testing.T) {
 	}
 	if len(cs) != 1 || cs[0].Task != next || cs[0].Old != nil || cs[0].New == nil {
 		t.Fatalf("Diff = %+v, want %q added", cs, next)
+	}
+	// Lookup reads only its task's shard: the bad one is not on its way.
+	if e, ok, err := Lookup(r.repo, nw, next); err != nil || !ok || e.Journal != link {
+		t.Fatalf("Lookup(%q) = %+v, %v, %v", next, e, ok, err)
 	}
 	if err := List(r.repo, nw, func(Entry) error { return nil }); err == nil {
 		t.Fatal("List accepted a task under the wrong shard")
