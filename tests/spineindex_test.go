@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -20,36 +21,51 @@ import (
 
 // spineIndexPath is where the reader keeps the test writer's spine index.
 func (f *fixture) spineIndexPath() string {
-	return filepath.Join(f.dir, ".git", "bernstein", "cache", "spine", hex.EncodeToString([]byte("test-writer"))+".idx")
+	return filepath.Join(f.dir, ".git", "bernstein", "cache", "spine", hex.EncodeToString([]byte("test-writer"))+".v2.idx")
 }
 
-// readSpineIndex returns the kept index's MAC line and content.
+// readSpineIndex returns the kept index's first line (its MAC and the
+// header's length) and content (the header, then the body).
 func (f *fixture) readSpineIndex() (string, []byte) {
 	f.t.Helper()
 	b, err := os.ReadFile(f.spineIndexPath())
 	if err != nil {
 		f.t.Fatalf("no spine index kept after a read: %v", err)
 	}
-	mac, content, ok := bytes.Cut(b, []byte("\n"))
+	line, content, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
 		f.t.Fatalf("spine index without a MAC line")
 	}
-	return string(mac), content
+	return string(line), content
 }
 
 // writeSpineIndex writes content as the kept index; with the writer's key
-// it is MAC'd as the reader's own (a forger holding the key), else it keeps
-// mac.
-func (f *fixture) writeSpineIndex(mac string, content []byte, withKey bool) {
+// it is sealed as the reader's own (a forger holding the key): the hash of
+// every 4 KiB block of the body in the header's last bytes, the HMAC over
+// the header (docs/format.md, Derived cache). Without the key it keeps line.
+func (f *fixture) writeSpineIndex(line string, content []byte, withKey bool) {
 	f.t.Helper()
 	if withKey {
+		_, size, _ := strings.Cut(line, " ")
+		n, err := strconv.Atoi(size)
+		if err != nil || n > len(content) {
+			f.t.Fatalf("first line %q", line)
+		}
+		content = append([]byte(nil), content...)
+		header, body := content[:n], content[n:]
+		blocks := (len(body) + 4095) / 4096
+		table := header[len(header)-32*blocks:]
+		for i := 0; i < blocks; i++ {
+			sum := sha256.Sum256(body[i*4096 : min((i+1)*4096, len(body))])
+			copy(table[32*i:], sum[:])
+		}
 		id, err := keys.Load(f.home)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		mac = id.MAC([]byte("bernstein spine index cache v1\ntest-writer\n--\n" + string(content)))
+		line = id.MAC([]byte("bernstein spine index cache v2\ntest-writer\n--\n"+string(header))) + " " + size
 	}
-	if err := os.WriteFile(f.spineIndexPath(), append([]byte(mac+"\n"), content...), 0o644); err != nil {
+	if err := os.WriteFile(f.spineIndexPath(), append([]byte(line+"\n"), content...), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -1,0 +1,406 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bernstein/bernstein/gitstore"
+)
+
+// keptIndex is one writer's kept spine index, read in place: the header
+// decoded (the store authenticated it whole), the body read a block at a
+// time, each block checked against the hash the header gives it before a
+// byte of it is used. Any fault (a block that does not hash to its header's
+// hash, a record that does not decode, a place or an offset outside the
+// body, records out of order) makes it bad: the reader drops it and walks
+// every spine (SpineIndex.Poisoned).
+type keptIndex struct {
+	writer   string
+	head     gitstore.Oid
+	first    int // the first entry a broken link affects, or -1
+	firstSeq int64
+	msg      string
+	check    string
+	n, m     int // records; hash slots
+	newest   int // place (task order) of the newest entry
+	bodyLen  int64
+	sums     [][32]byte
+	body     io.ReaderAt
+
+	mu     sync.Mutex
+	blocks map[int64][]byte // checked blocks
+	recs   map[int]keptRec  // decoded records, by place
+	strs   interner
+	bad    bool
+	whole  []*SpineRecord // every entry, oldest first, once read whole
+}
+
+type keptRec struct {
+	task string
+	ord  int64
+	r    *SpineRecord
+}
+
+// openKept decodes the header of writer's kept index; nil when it is not
+// one built under tag.
+func openKept(header []byte, body io.ReaderAt, writer, tag string) *keptIndex {
+	if body == nil || !bytes.HasPrefix(header, []byte(spineCacheMagic)) {
+		return nil
+	}
+	d := &decoder{b: header[len(spineCacheMagic):]}
+	if d.str() != tag {
+		return nil
+	}
+	k := &keptIndex{writer: writer, body: body, blocks: map[int64][]byte{}, recs: map[int]keptRec{}, strs: interner{}}
+	copy(k.head[:], d.take(20))
+	k.first, k.firstSeq = int(d.num()), d.num()
+	k.msg, k.check = d.str(), d.str()
+	n, m, newest, blen := d.num(), d.num(), d.num(), d.num()
+	if d.bad || n <= 0 || n >= 1<<31 || m < 0 || m > n || newest < 0 || newest >= n || blen < 4*(n+m) || blen >= 1<<32 ||
+		k.first < -1 || int64(k.first) >= n {
+		return nil
+	}
+	k.n, k.m, k.newest, k.bodyLen = int(n), int(m), int(newest), blen
+	nb := (blen + spineBlock - 1) / spineBlock
+	if int64(len(d.b)) != nb*32 {
+		return nil
+	}
+	k.sums = make([][32]byte, nb)
+	for i := range k.sums {
+		copy(k.sums[i][:], d.b[32*i:])
+	}
+	return k
+}
+
+// block returns body block i once its hash checks against the header's.
+func (k *keptIndex) block(i int64) []byte {
+	if b, ok := k.blocks[i]; ok {
+		return b
+	}
+	if i < 0 || i >= int64(len(k.sums)) {
+		k.bad = true
+		return nil
+	}
+	b := make([]byte, min(spineBlock, k.bodyLen-i*spineBlock))
+	if _, err := k.body.ReadAt(b, i*spineBlock); err != nil || sha256.Sum256(b) != k.sums[i] {
+		k.bad = true
+		return nil
+	}
+	k.blocks[i] = b
+	return b
+}
+
+// read returns the n bytes of the body at off, from checked blocks only.
+func (k *keptIndex) read(off, n int64) []byte {
+	if k.bad || off < 0 || n < 0 || off+n > k.bodyLen {
+		k.bad = true
+		return nil
+	}
+	first, last := off/spineBlock, (off+n-1)/spineBlock
+	if n == 0 {
+		return []byte{}
+	}
+	if first == last {
+		b := k.block(first)
+		if b == nil {
+			return nil
+		}
+		return b[off-first*spineBlock : off-first*spineBlock+n]
+	}
+	out := make([]byte, 0, n)
+	for i := first; i <= last; i++ {
+		b := k.block(i)
+		if b == nil {
+			return nil
+		}
+		lo, hi := max(off-i*spineBlock, 0), min(off+n-i*spineBlock, int64(len(b)))
+		out = append(out, b[lo:hi]...)
+	}
+	return out
+}
+
+func (k *keptIndex) u32(off int64) (int64, bool) {
+	b := k.read(off, 4)
+	if b == nil {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint32(b)), true
+}
+
+// rec returns the record at place p (task order), decoded once.
+func (k *keptIndex) rec(p int) (keptRec, bool) {
+	if kr, ok := k.recs[p]; ok {
+		return kr, true
+	}
+	if k.bad || p < 0 || p >= k.n {
+		k.bad = true
+		return keptRec{}, false
+	}
+	tables := int64(4 * (k.n + k.m))
+	start, ok := k.u32(int64(4 * p))
+	end := k.bodyLen
+	if ok && p+1 < k.n {
+		end, ok = k.u32(int64(4 * (p + 1)))
+	}
+	// The bounds of the record: after the tables, in order, in the body.
+	if !ok || start < tables || end <= start || end > k.bodyLen {
+		k.bad = true
+		return keptRec{}, false
+	}
+	b := k.read(start, end-start)
+	if b == nil {
+		return keptRec{}, false
+	}
+	task, ord, r, ok := decodeRecord(b, k.writer, k.strs)
+	if !ok || ord < 0 || ord >= int64(k.n) {
+		k.bad = true
+		return keptRec{}, false
+	}
+	r.ChainErr = ""
+	if k.first >= 0 && ord >= int64(k.first) {
+		r.ChainErr = k.msg
+	}
+	kr := keptRec{task, ord, r}
+	k.recs[p] = kr
+	return kr, true
+}
+
+// task returns the records filed under task, oldest first. The run of
+// places [lo, hi) is found by binary searches over checked records: each
+// ends between two records it read (the one before lo, or the start, is of
+// a task before task; the one at hi, or the end, of a task after it), so
+// the run is bounded by records whose blocks checked, never by what the
+// search skipped. That the records are sorted, hence that no record of
+// task lies outside the run, rests on the header's MAC: only the local
+// writer wrote them.
+func (k *keptIndex) task(task string) []*SpineRecord {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cmp := func(p int) int {
+		kr, ok := k.rec(p)
+		if !ok {
+			return 0
+		}
+		return strings.Compare(kr.task, task)
+	}
+	lo := sort.Search(k.n, func(p int) bool { return cmp(p) >= 0 })
+	hi := lo + sort.Search(k.n-lo, func(p int) bool { return cmp(lo+p) > 0 })
+	if k.bad {
+		return nil
+	}
+	var out []*SpineRecord
+	last := int64(-1)
+	for p := lo; p < hi; p++ {
+		kr, ok := k.rec(p)
+		if !ok || kr.task != task || kr.ord <= last {
+			k.bad = true
+			return nil
+		}
+		last = kr.ord
+		out = append(out, kr.r)
+	}
+	return out
+}
+
+// find returns the entry whose hash has bytes h, or nil.
+func (k *keptIndex) find(h [32]byte) *SpineRecord {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at := func(i int) *SpineRecord {
+		p, ok := k.u32(int64(4 * (k.n + i)))
+		if !ok {
+			return nil
+		}
+		kr, ok := k.rec(int(p))
+		if !ok || !kr.r.parsed {
+			k.bad = true
+			return nil
+		}
+		return kr.r
+	}
+	i := sort.Search(k.m, func(i int) bool {
+		r := at(i)
+		return r == nil || bytes.Compare(r.hash[:], h[:]) >= 0
+	})
+	if k.bad || i >= k.m {
+		return nil
+	}
+	if r := at(i); r != nil && r.hash == h {
+		return r
+	}
+	return nil
+}
+
+// last returns the newest entry.
+func (k *keptIndex) last() *SpineRecord {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kr, ok := k.rec(k.newest)
+	if !ok || kr.ord != int64(k.n-1) {
+		k.bad = true
+		return nil
+	}
+	return kr.r
+}
+
+// all returns every entry, oldest first, reading the body whole.
+func (k *keptIndex) all() []*SpineRecord {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.whole != nil || k.bad {
+		return k.whole
+	}
+	out := make([]*SpineRecord, k.n)
+	for p := 0; p < k.n; p++ {
+		kr, ok := k.rec(p)
+		if !ok || out[kr.ord] != nil {
+			k.bad = true
+			return nil
+		}
+		out[kr.ord] = kr.r
+	}
+	k.whole = out
+	return out
+}
+
+func (k *keptIndex) failed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.bad
+}
+
+// taskEntries is what a kept index and the walked entries hold of one task.
+type taskEntries struct {
+	arts, seals, sups []*SpineRecord
+}
+
+// keptWriter indexes writer's spine at head from its kept index and the
+// entries written since, and keeps it again when that is worth it.
+func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
+	cache := ix.env.SpineCache
+	var base *keptIndex
+	if h, body := cache.Load(writer); h != nil {
+		base = openKept(h, body, writer, tag)
+	}
+	if base != nil && base.head == head {
+		ix.addWriter(writer, &writerIndex{head: head, first: base.first, msg: base.msg, check: base.check, base: base, extends: true})
+		return
+	}
+	wi, added := ix.indexWriter(writer, head, nil, base)
+	if wi == nil { // the kept index does not read: walk whole
+		base = nil
+		wi, added = ix.indexWriter(writer, head, nil, nil)
+	}
+	ix.addWriter(writer, wi)
+	if wi.base == nil {
+		save(cache, writer, wi.recs, wi, tag)
+		return
+	}
+	if added >= spineCacheMinNew {
+		older := wi.base.all()
+		if older == nil {
+			ix.poison()
+			return
+		}
+		save(cache, writer, append(slices.Clip(older), wi.recs...), wi, tag)
+	}
+}
+
+// save keeps recs, writer's whole spine as wi indexes it.
+func save(cache SpineCache, writer string, recs []*SpineRecord, wi *writerIndex, tag string) {
+	if h, body := encodeWriterIndex(recs, wi.head, wi.first, wi.msg, wi.check, tag); h != nil {
+		cache.Save(writer, h, body)
+	}
+}
+
+// addKept adds a writer's kept index: its entries are read when asked for.
+func (ix *SpineIndex) addKept(k *keptIndex) {
+	if ix.kept == nil {
+		ix.kept = map[string]*keptIndex{}
+	}
+	ix.kept[k.writer] = k
+	ix.Entries += k.n
+	if k.first >= 0 {
+		ix.Problems = append(ix.Problems, Failure{Writer: k.writer, Seq: i64(k.firstSeq), Check: k.check, Reason: k.msg})
+	}
+}
+
+// poison marks the index as one that must not be used.
+func (ix *SpineIndex) poison() {
+	ix.mu.Lock()
+	ix.poisoned = true
+	ix.mu.Unlock()
+}
+
+// ofTask returns task's artifact entries, seals and supersede entries:
+// writers in name order, each spine in chain order.
+func (ix *SpineIndex) ofTask(task string) *taskEntries {
+	if len(ix.kept) == 0 {
+		return &taskEntries{ix.walkedArts[task], ix.walkedSeals[task], ix.walkedSups[task]}
+	}
+	ix.kmu.Lock()
+	defer ix.kmu.Unlock()
+	if ts := ix.tasks[task]; ts != nil {
+		return ts
+	}
+	ts := &taskEntries{}
+	of := func(list []*SpineRecord, w string) []*SpineRecord {
+		var out []*SpineRecord
+		for _, r := range list {
+			if r.Writer == w {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for _, w := range ix.Writers {
+		if k := ix.kept[w]; k != nil {
+			for _, r := range k.task(task) {
+				switch {
+				case r.Artifact != nil:
+					ts.arts = append(ts.arts, r)
+				case r.Seal != nil:
+					ts.seals = append(ts.seals, r)
+				case r.Supersede != nil:
+					ts.sups = append(ts.sups, r)
+				}
+			}
+			if k.failed() {
+				ix.poison()
+			}
+		}
+		ts.arts = append(ts.arts, of(ix.walkedArts[task], w)...)
+		ts.seals = append(ts.seals, of(ix.walkedSeals[task], w)...)
+		ts.sups = append(ts.sups, of(ix.walkedSups[task], w)...)
+	}
+	if ix.tasks == nil {
+		ix.tasks = map[string]*taskEntries{}
+	}
+	ix.tasks[task] = ts
+	return ts
+}
+
+// TaskSeals returns the seal entries of task, writers in name order, each
+// spine in chain order.
+func (ix *SpineIndex) TaskSeals(task string) []*SpineRecord { return ix.ofTask(task).seals }
+
+// writerRecords returns every entry of writer's spine, oldest first (a
+// kept index is read whole).
+func (ix *SpineIndex) writerRecords(w string) []*SpineRecord {
+	k := ix.kept[w]
+	if k == nil {
+		return ix.walkedRecs[w]
+	}
+	older := k.all()
+	if older == nil {
+		ix.poison()
+		return ix.walkedRecs[w]
+	}
+	return append(slices.Clip(older), ix.walkedRecs[w]...)
+}
