@@ -39,6 +39,7 @@ type keptIndex struct {
 	strs   interner
 	bad    bool
 	whole  []*SpineRecord // every entry, oldest first, once read whole
+	places []keptRec      // every record by place, once read whole
 }
 
 type keptRec struct {
@@ -135,6 +136,9 @@ func (k *keptIndex) u32(off int64) (int64, bool) {
 
 // rec returns the record at place p (task order), decoded once.
 func (k *keptIndex) rec(p int) (keptRec, bool) {
+	if k.places != nil && p >= 0 && p < k.n {
+		return k.places[p], true
+	}
 	if kr, ok := k.recs[p]; ok {
 		return kr, true
 	}
@@ -142,19 +146,46 @@ func (k *keptIndex) rec(p int) (keptRec, bool) {
 		k.bad = true
 		return keptRec{}, false
 	}
+	kr, ok := k.decodeAt(nil, p)
+	if ok {
+		k.recs[p] = kr
+	}
+	return kr, ok
+}
+
+// decodeAt decodes the record at place p, from whole (the body read whole
+// and checked) or from the blocks it spans.
+func (k *keptIndex) decodeAt(whole []byte, p int) (keptRec, bool) {
+	at := func(off, n int64) []byte {
+		if whole != nil {
+			if off < 0 || n < 0 || off+n > int64(len(whole)) {
+				return nil
+			}
+			return whole[off : off+n]
+		}
+		return k.read(off, n)
+	}
+	u32 := func(off int64) (int64, bool) {
+		b := at(off, 4)
+		if b == nil {
+			return 0, false
+		}
+		return int64(binary.BigEndian.Uint32(b)), true
+	}
 	tables := int64(4 * (k.n + k.m))
-	start, ok := k.u32(int64(4 * p))
+	start, ok := u32(int64(4 * p))
 	end := k.bodyLen
 	if ok && p+1 < k.n {
-		end, ok = k.u32(int64(4 * (p + 1)))
+		end, ok = u32(int64(4 * (p + 1)))
 	}
 	// The bounds of the record: after the tables, in order, in the body.
 	if !ok || start < tables || end <= start || end > k.bodyLen {
 		k.bad = true
 		return keptRec{}, false
 	}
-	b := k.read(start, end-start)
+	b := at(start, end-start)
 	if b == nil {
+		k.bad = true
 		return keptRec{}, false
 	}
 	task, ord, r, ok := decodeRecord(b, k.writer, k.strs)
@@ -162,13 +193,10 @@ func (k *keptIndex) rec(p int) (keptRec, bool) {
 		k.bad = true
 		return keptRec{}, false
 	}
-	r.ChainErr = ""
 	if k.first >= 0 && ord >= int64(k.first) {
 		r.ChainErr = k.msg
 	}
-	kr := keptRec{task, ord, r}
-	k.recs[p] = kr
-	return kr, true
+	return keptRec{task, ord, r}, true
 }
 
 // task returns the records filed under task, oldest first. The run of
@@ -249,23 +277,41 @@ func (k *keptIndex) last() *SpineRecord {
 	return kr.r
 }
 
-// all returns every entry, oldest first, reading the body whole.
+// all returns every entry, oldest first, reading the body whole (one read,
+// every block checked).
 func (k *keptIndex) all() []*SpineRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.whole != nil || k.bad {
 		return k.whole
 	}
+	buf := make([]byte, k.bodyLen)
+	if _, err := k.body.ReadAt(buf, 0); err != nil {
+		k.bad = true
+		return nil
+	}
+	for i := range k.sums {
+		b := buf[int64(i)*spineBlock : min(int64(i+1)*spineBlock, k.bodyLen)]
+		if sha256.Sum256(b) != k.sums[i] {
+			k.bad = true
+			return nil
+		}
+		k.blocks[int64(i)] = b
+	}
 	out := make([]*SpineRecord, k.n)
+	places := make([]keptRec, k.n)
 	for p := 0; p < k.n; p++ {
-		kr, ok := k.rec(p)
+		kr, ok := k.recs[p]
+		if !ok {
+			kr, ok = k.decodeAt(buf, p)
+		}
 		if !ok || out[kr.ord] != nil {
 			k.bad = true
 			return nil
 		}
-		out[kr.ord] = kr.r
+		out[kr.ord], places[p] = kr.r, kr
 	}
-	k.whole = out
+	k.whole, k.places = out, places
 	return out
 }
 
