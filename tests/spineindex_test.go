@@ -304,3 +304,99 @@ func TestSpineIndexForgedWithKey(t *testing.T) {
 		}
 	}
 }
+
+// journalRolledBack makes SB-1 with versions v1 and v2 of k and SB-2 with
+// one, reads SB-1 (the index is kept at the spine head, SB-1's records
+// filed before SB-2's), then moves SB-1's journal back one row with plain
+// git: the spine seals v2, which the journal no longer holds.
+func journalRolledBack(t *testing.T) (f *fixture, line string, content []byte) {
+	f = newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SB-1", "agent")
+	tok2 := f.claimed(s, "SB-2", "agent")
+	f.post(s, "SB-1", "k", "agent", tok, report("one"))
+	f.post(s, "SB-1", "k", "agent", tok, report("two"))
+	f.post(s, "SB-2", "k", "agent", tok2, report("other"))
+	s.Close()
+	if got := strings.Join(f.states("SB-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("before the rollback: %s", got)
+	}
+	line, content = f.readSpineIndex()
+	f.git("update-ref", refs.Journal("SB-1"), refs.Journal("SB-1")+"~1")
+	if rows := strings.TrimSpace(f.git("rev-list", "--count", refs.Journal("SB-1"))); rows != "1" {
+		t.Fatalf("the journal holds %s rows after the rollback", rows)
+	}
+	return f, line, content
+}
+
+// lacksV2 checks that a read of SB-1 reports the spine entry of v2 the
+// journal does not hold.
+func (f *fixture) lacksV2(what string) {
+	f.t.Helper()
+	s := f.open()
+	defer s.Close()
+	rep, err := s.Artifacts("SB-1")
+	if err != nil {
+		f.t.Fatalf("%s: %v", what, err)
+	}
+	if !rep.ChainBroken || !strings.Contains(rep.ChainReason, "seals k v2 at journal index 1, which the journal does not hold") {
+		f.t.Fatalf("%s: the read does not report the entry of v2 the journal lacks: broken %v, %q", what, rep.ChainBroken, rep.ChainReason)
+	}
+}
+
+// TestSpineIndexBodyEditedWithoutKey: a read of one task reads only some
+// blocks of the kept index. v2's record, edited without the key to be filed
+// under SB-2 (the records stay sorted: the edit moves the end of SB-1's run
+// before it), is the record the search reads as that end: its block does
+// not hash to the header's, the index is dropped, and the read still finds
+// the spine entry the rolled-back journal lacks.
+func TestSpineIndexBodyEditedWithoutKey(t *testing.T) {
+	f, line, content := journalRolledBack(t)
+	f.lacksV2("with the index as kept")
+	v2 := f.rawOid(refs.Spine("test-writer"))
+	at := bytes.LastIndex(content, v2) // v2's record (the first is the header's head)
+	i := bytes.LastIndex(content[:at], []byte("SB-1"))
+	if i < 0 || bytes.Count(content, v2) != 2 {
+		t.Fatalf("v2's record not found in the kept index")
+	}
+	edited := append([]byte(nil), content...)
+	copy(edited[i:], "SB-2")
+	f.writeSpineIndex(line, edited, false)
+	f.lacksV2("with v2's record refiled without the key")
+	// The index that did not hold is replaced by the one the read walked.
+	if _, now := f.readSpineIndex(); bytes.Equal(now, edited) {
+		t.Fatalf("the edited index is still kept after a read dropped it")
+	}
+	f.lacksV2("with the index kept again")
+}
+
+// TestSpineIndexPlaceOutsideForgedWithKey: an index sealed with the key
+// whose first record lies, by the table of places, outside the body: it is
+// dropped (no read outside it, no crash), for a read of one task and for
+// the list of every production alike.
+func TestSpineIndexPlaceOutsideForgedWithKey(t *testing.T) {
+	f, line, content := journalRolledBack(t)
+	_, size, _ := strings.Cut(line, " ")
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := append([]byte(nil), content...)
+	copy(forged[n:], []byte{0xff, 0xff, 0xff, 0x00}) // the body opens with the places of the records, 4 bytes each
+	f.writeSpineIndex(line, forged, true)
+	f.lacksV2("with a place outside the body")
+	f.writeSpineIndex(line, forged, true)
+	s := f.open()
+	defer s.Close()
+	prods, err := s.Productions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range prods {
+		got = append(got, p.URI+" "+strconv.Itoa(p.Productions))
+	}
+	if strings.Join(got, ",") != "bernstein://SB-1/k 2,bernstein://SB-2/k 1" {
+		t.Fatalf("productions with a place outside the body: %v", got)
+	}
+}

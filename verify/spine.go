@@ -127,9 +127,12 @@ type SpineIndex struct {
 	// their kept index (spinekept.go); the maps above hold the entries
 	// walked since. A reader asks for them through ofTask, lookup and
 	// writerRecords, which put both together.
-	kept  map[string]*keptIndex
-	kmu   sync.Mutex
-	tasks map[string]*taskEntries // by task, as read so far (under kmu)
+	kept map[string]*keptIndex
+	// walked are the writers' spines walked whole, in Writers' order
+	// (when no kept index was read).
+	walked []*writerIndex
+	kmu    sync.Mutex
+	tasks  map[string]*taskEntries // by task, as read so far (under kmu)
 }
 
 // BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
@@ -160,6 +163,7 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 		if !cached {
 			wi, _ := ix.indexWriter(writer, vals[name], pool, nil)
 			ix.addWriter(writer, wi)
+			ix.walked = append(ix.walked, wi)
 			continue
 		}
 		ix.cached = true

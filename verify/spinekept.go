@@ -84,10 +84,6 @@ func (k *keptIndex) block(i int64) []byte {
 	if b, ok := k.blocks[i]; ok {
 		return b
 	}
-	if i < 0 || i >= int64(len(k.sums)) {
-		k.bad = true
-		return nil
-	}
 	b := make([]byte, min(spineBlock, k.bodyLen-i*spineBlock))
 	if _, err := k.body.ReadAt(b, i*spineBlock); err != nil || sha256.Sum256(b) != k.sums[i] {
 		k.bad = true
@@ -97,9 +93,15 @@ func (k *keptIndex) block(i int64) []byte {
 	return b
 }
 
+// inBody reports whether the n bytes at off lie in the body: an offset or
+// a length the body gives (a place, a record's bounds) is used only then.
+func (k *keptIndex) inBody(off, n int64) bool {
+	return off >= 0 && n >= 0 && off+n <= k.bodyLen
+}
+
 // read returns the n bytes of the body at off, from checked blocks only.
 func (k *keptIndex) read(off, n int64) []byte {
-	if k.bad || off < 0 || n < 0 || off+n > k.bodyLen {
+	if k.bad || !k.inBody(off, n) {
 		k.bad = true
 		return nil
 	}
@@ -158,7 +160,7 @@ func (k *keptIndex) rec(p int) (keptRec, bool) {
 func (k *keptIndex) decodeAt(whole []byte, p int) (keptRec, bool) {
 	at := func(off, n int64) []byte {
 		if whole != nil {
-			if off < 0 || n < 0 || off+n > int64(len(whole)) {
+			if !k.inBody(off, n) {
 				return nil
 			}
 			return whole[off : off+n]
@@ -172,18 +174,15 @@ func (k *keptIndex) decodeAt(whole []byte, p int) (keptRec, bool) {
 		}
 		return int64(binary.BigEndian.Uint32(b)), true
 	}
-	tables := int64(4 * (k.n + k.m))
 	start, ok := u32(int64(4 * p))
 	end := k.bodyLen
 	if ok && p+1 < k.n {
 		end, ok = u32(int64(4 * (p + 1)))
 	}
-	// The bounds of the record: after the tables, in order, in the body.
-	if !ok || start < tables || end <= start || end > k.bodyLen {
-		k.bad = true
-		return keptRec{}, false
+	var b []byte
+	if ok {
+		b = at(start, end-start) // nil unless in the body
 	}
-	b := at(start, end-start)
 	if b == nil {
 		k.bad = true
 		return keptRec{}, false
@@ -362,6 +361,18 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 func save(cache SpineCache, writer string, recs []*SpineRecord, wi *writerIndex, tag string) {
 	if h, body := encodeWriterIndex(recs, wi.head, wi.first, wi.msg, wi.check, tag); h != nil {
 		cache.Save(writer, h, body)
+	}
+}
+
+// keepWalked keeps every writer's spine as walked whole, in place of a
+// kept index that did not hold.
+func (ix *SpineIndex) keepWalked() {
+	if ix.env.SpineCache == nil || len(ix.walked) != len(ix.Writers) {
+		return
+	}
+	tag := ix.env.bindingTag()
+	for i, wi := range ix.walked {
+		save(ix.env.SpineCache, ix.Writers[i], wi.recs, wi, tag)
 	}
 }
 

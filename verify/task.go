@@ -239,6 +239,9 @@ func (v *Verifier) walkSpines() error {
 	if err != nil {
 		return err
 	}
+	if v.Spine.cached {
+		ix.keepWalked() // the kept index did not hold: keep the walked one instead
+	}
 	v.Spine = ix
 	return nil
 }
