@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -363,6 +364,11 @@ func TestSpineIndexBodyEditedWithoutKey(t *testing.T) {
 	copy(edited[i:], "SB-2")
 	f.writeSpineIndex(line, edited, false)
 	f.lacksV2("with v2's record refiled without the key")
+	// Read whole (the list of productions), every block is checked.
+	f.writeSpineIndex(line, edited, false)
+	f.productions("with v2's record refiled without the key")
+	f.writeSpineIndex(line, edited, false)
+	f.lacksV2("with v2's record refiled without the key")
 	// The index that did not hold is replaced by the one the read walked.
 	if _, now := f.readSpineIndex(); bytes.Equal(now, edited) {
 		t.Fatalf("the edited index is still kept after a read dropped it")
@@ -386,17 +392,106 @@ func TestSpineIndexPlaceOutsideForgedWithKey(t *testing.T) {
 	f.writeSpineIndex(line, forged, true)
 	f.lacksV2("with a place outside the body")
 	f.writeSpineIndex(line, forged, true)
+	f.productions("with a place outside the body")
+}
+
+// productions checks the list of productions: SB-1/k twice, SB-2/k once,
+// as the spine holds them.
+func (f *fixture) productions(what string) {
+	f.t.Helper()
 	s := f.open()
 	defer s.Close()
 	prods, err := s.Productions()
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	var got []string
 	for _, p := range prods {
 		got = append(got, p.URI+" "+strconv.Itoa(p.Productions))
 	}
 	if strings.Join(got, ",") != "bernstein://SB-1/k 2,bernstein://SB-2/k 1" {
-		t.Fatalf("productions with a place outside the body: %v", got)
+		f.t.Fatalf("productions %s: %v", what, got)
+	}
+}
+
+// keptThree makes SN-1 with v1 and v2 of k and SN-2 with one (posted
+// between them), reads SN-1, and returns the kept index: three records,
+// filed SN-1 v1, SN-1 v2, SN-2 v1, the newest (SN-1 v2) at place 1.
+func keptThree(t *testing.T) (f *fixture, tok, line string, header, body []byte) {
+	f = newFixture(t)
+	s := f.open()
+	tok = f.claimed(s, "SN-1", "agent")
+	tok2 := f.claimed(s, "SN-2", "agent")
+	f.post(s, "SN-1", "k", "agent", tok, report("one"))
+	f.post(s, "SN-2", "k", "agent", tok2, report("other"))
+	f.post(s, "SN-1", "k", "agent", tok, report("two"))
+	s.Close()
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("first read: %s", got)
+	}
+	line, content := f.readSpineIndex()
+	_, size, _ := strings.Cut(line, " ")
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, tok, line, content[:n:n], content[n:]
+}
+
+// TestSpineIndexNewestForgedWithKey: the header names the place of the
+// newest entry, onto which the entries posted since are linked. Sealed
+// with the key to name another record, it is caught (that record is not the
+// newest in chain order): the spine is walked, and the new version is not
+// reported on a broken spine.
+func TestSpineIndexNewestForgedWithKey(t *testing.T) {
+	f, tok, line, header, body := keptThree(t)
+	// After the head: first entry a break affects (-1), its seq (-1), no
+	// message, no check, 3 records, 3 hashes, the newest at place 1 (each
+	// a zigzag varint of one byte).
+	at := bytes.Index(header, f.rawOid(refs.Spine("test-writer"))) + 20
+	if want := []byte{1, 1, 0, 0, 6, 6, 2}; at < 20 || !bytes.Equal(header[at:at+7], want) {
+		t.Fatalf("header after the head: %v, want %v", header[at:at+7], want)
+	}
+	forged := append(slices.Clone(header), body...)
+	forged[at+6] = 0 // the newest at place 0: SN-1 v1
+	f.writeSpineIndex(line, forged, true)
+	s := f.open()
+	f.post(s, "SN-1", "k", "agent", tok, report("three"))
+	s.Close()
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified,k v3 verified" {
+		t.Fatalf("with the newest entry forged: %s", got)
+	}
+}
+
+// TestSpineIndexOrderForgedWithKey: every record names its place in chain
+// order; sealed with the key so that two name the same one, or one a place
+// past the last, a whole read (the list of productions) finds it and walks
+// the spines.
+func TestSpineIndexOrderForgedWithKey(t *testing.T) {
+	f, _, line, header, body := keptThree(t)
+	i := bytes.Index(body, []byte("\x04SN-2"))
+	if i < 0 || body[i+5] != 2 {
+		t.Fatalf("SN-2's record (task, then its place in chain order, 1) not found")
+	}
+	for _, c := range []struct {
+		name string
+		ord  byte
+	}{{"two records at one place in chain order", 0}, {"a record past the last place", 0x7e}} {
+		forged := slices.Clone(body)
+		forged[i+5] = c.ord // a zigzag varint: 0, or 63
+		f.writeSpineIndex(line, append(slices.Clone(header), forged...), true)
+		s := f.open()
+		prods, err := s.Productions()
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range prods {
+			got = append(got, p.URI+" "+strconv.Itoa(p.Productions))
+		}
+		if strings.Join(got, ",") != "bernstein://SN-1/k 2,bernstein://SN-2/k 1" {
+			t.Fatalf("productions with %s: %v", c.name, got)
+		}
 	}
 }
