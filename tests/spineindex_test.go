@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -492,6 +493,57 @@ func TestSpineIndexOrderForgedWithKey(t *testing.T) {
 		}
 		if strings.Join(got, ",") != "bernstein://SN-1/k 2,bernstein://SN-2/k 1" {
 			t.Fatalf("productions with %s: %v", c.name, got)
+		}
+	}
+}
+
+// TestSpineIndexBlocksForgedWithKey: the header's hashes are one a 4 KiB
+// block of the body its length gives. Sealed with the key to give a longer
+// body than it hashes, the header is refused: the spine is walked.
+func TestSpineIndexBlocksForgedWithKey(t *testing.T) {
+	f, _, _, header, body := keptThree(t)
+	at := bytes.Index(header, f.rawOid(refs.Spine("test-writer"))) + 20 + 7 // the body's length, after the newest place
+	if _, w := binary.Varint(header[at:]); w <= 0 || len(header) != at+w+32 {
+		t.Fatalf("the header does not end with the body's length and one block's hash")
+	}
+	_, w := binary.Varint(header[at:])
+	forged := binary.AppendVarint(slices.Clone(header[:at]), 3*4096) // three blocks, one hash
+	forged = append(forged, header[at+w:]...)
+	f.writeSpineIndex("x "+strconv.Itoa(len(forged)), append(forged, body...), true)
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("with a header that hashes fewer blocks than it gives: %s", got)
+	}
+}
+
+// TestSpineIndexRewrittenAfterManyPosts: a read that walked 32 entries or
+// more onto the kept index keeps the index again, at the spine's head, and
+// reads from it every version as git shows them.
+func TestSpineIndexRewrittenAfterManyPosts(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SM-1", "agent")
+	f.post(s, "SM-1", "k", "agent", tok, report("v1"))
+	s.Close()
+	f.states("SM-1")
+	_, before := f.readSpineIndex()
+	s = f.open()
+	for i := 2; i <= 34; i++ {
+		f.post(s, "SM-1", "k", "agent", tok, report("v"+strconv.Itoa(i)))
+	}
+	s.Close()
+	for round := 0; round < 2; round++ { // the read that rewrites, then one from the rewritten index
+		got := f.states("SM-1")
+		if rows := strings.TrimSpace(f.git("rev-list", "--count", refs.Journal("SM-1"))); rows != "34" || len(got) != 34 {
+			t.Fatalf("round %d: the journal has %s rows; read %d versions", round, rows, len(got))
+		}
+		for _, g := range got {
+			if !strings.HasSuffix(g, " verified") {
+				t.Fatalf("round %d: %v", round, got)
+			}
+		}
+		_, after := f.readSpineIndex()
+		if bytes.Equal(before, after) || bytes.Count(after, f.rawOid(refs.Spine("test-writer"))) != 2 {
+			t.Fatalf("round %d: the kept index is not the spine's at its head after 33 new entries", round)
 		}
 	}
 }
