@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"io"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -38,8 +39,11 @@ type keptIndex struct {
 	recs   map[int]keptRec  // decoded records, by place
 	strs   interner
 	bad    bool
-	whole  []*SpineRecord // every entry, oldest first, once read whole
-	places []keptRec      // every record by place, once read whole
+	whole  []*SpineRecord            // every entry, oldest first, once read whole
+	places []keptRec                 // every record by place, once read whole
+	byTask map[string][]*SpineRecord // every record by task, once read whole
+	// searches counts the tasks searched for (task).
+	searches int
 }
 
 type keptRec struct {
@@ -209,6 +213,12 @@ func (k *keptIndex) decodeAt(whole []byte, p int) (keptRec, bool) {
 func (k *keptIndex) task(task string) []*SpineRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.searches++; k.searches > k.searchesBeforeWhole() && k.byTask == nil && !k.bad {
+		k.readWhole()
+	}
+	if k.byTask != nil {
+		return k.byTask[task]
+	}
 	cmp := func(p int) int {
 		kr, ok := k.rec(p)
 		if !ok {
@@ -276,11 +286,25 @@ func (k *keptIndex) last() *SpineRecord {
 	return kr.r
 }
 
+// searchesBeforeWhole is how many tasks a reader searches for before it
+// reads the index whole: a listing reads every task's records, which one
+// pass over the body costs less than a search each. A search decodes about
+// 2 log2(n) records, a whole read n: past n / (4 log2 n) searches, half the
+// records would have been decoded anyway.
+func (k *keptIndex) searchesBeforeWhole() int {
+	return max(16, k.n/(4*bits.Len(uint(k.n))))
+}
+
 // all returns every entry, oldest first, reading the body whole (one read,
 // every block checked).
 func (k *keptIndex) all() []*SpineRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.readWhole()
+}
+
+// readWhole reads the body whole and files every record by task (under mu).
+func (k *keptIndex) readWhole() []*SpineRecord {
 	if k.whole != nil || k.bad {
 		return k.whole
 	}
@@ -310,7 +334,11 @@ func (k *keptIndex) all() []*SpineRecord {
 		}
 		out[kr.ord], places[p] = kr.r, kr
 	}
-	k.whole, k.places = out, places
+	byTask := map[string][]*SpineRecord{}
+	for _, kr := range places { // by task, then chain order
+		byTask[kr.task] = append(byTask[kr.task], kr.r)
+	}
+	k.whole, k.places, k.byTask = out, places, byTask
 	return out
 }
 
