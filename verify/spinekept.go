@@ -339,6 +339,9 @@ func (k *keptIndex) readWhole() []*SpineRecord {
 		byTask[kr.task] = append(byTask[kr.task], kr.r)
 	}
 	k.whole, k.places, k.byTask = out, places, byTask
+	if c, ok := k.body.(io.Closer); ok {
+		c.Close() // every block is read: the file is not read again
+	}
 	return out
 }
 

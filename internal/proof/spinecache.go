@@ -87,8 +87,17 @@ func (s spineCache) load(f *os.File, writer string) ([]byte, io.ReaderAt) {
 	if err != nil || !id.CheckMAC(spineMACInput(writer, header), string(mac)) {
 		return nil, nil
 	}
-	return header, io.NewSectionReader(f, start+n, st.Size()-start-n)
+	return header, keptBody{io.NewSectionReader(f, start+n, st.Size()-start-n), f}
 }
+
+// keptBody is the body of a kept index, read in place until it is closed
+// (once read whole); otherwise the file is closed when it is collected.
+type keptBody struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (b keptBody) Close() error { return b.f.Close() }
 
 // Save keeps header and body as writer's index; failures are ignored (a
 // read-only repository, or a process without the writer's key, keeps
