@@ -362,7 +362,11 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	cache := ix.env.SpineCache
 	var base *keptIndex
 	if h, body := cache.Load(writer); h != nil {
-		base = openKept(h, body, writer, tag)
+		if base = openKept(h, body, writer, tag); base == nil {
+			if c, ok := body.(io.Closer); ok {
+				c.Close()
+			}
+		}
 	}
 	if base != nil && base.head == head {
 		ix.addWriter(writer, &writerIndex{head: head, first: base.first, msg: base.msg, check: base.check, base: base, extends: true})
