@@ -340,7 +340,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			rec.Seq = int64(offset + i)
 		}
 	}
-	wi := &writerIndex{head: head, first: -1, extends: met}
+	wi := &writerIndex{head: head, first: -1}
 	if met {
 		wi.base = base
 	}

@@ -74,13 +74,12 @@ const spineCacheMinNew = 32
 // base is set, recs are the entries walked since base's head, and base
 // holds the older ones (first then counts from base's first entry).
 type writerIndex struct {
-	head    gitstore.Oid
-	recs    []*SpineRecord
-	first   int // the first entry a broken link affects, or -1
-	msg     string
-	check   string
-	extends bool // the walk that made it met the kept index's head
-	base    *keptIndex
+	head  gitstore.Oid
+	recs  []*SpineRecord
+	first int // the first entry a broken link affects, or -1
+	msg   string
+	check string
+	base  *keptIndex
 }
 
 const spineCacheMagic = "bernstein spine index v2\n"

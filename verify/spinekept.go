@@ -369,7 +369,7 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 		}
 	}
 	if base != nil && base.head == head {
-		ix.addWriter(writer, &writerIndex{head: head, first: base.first, msg: base.msg, check: base.check, base: base, extends: true})
+		ix.addWriter(writer, &writerIndex{head: head, first: base.first, msg: base.msg, check: base.check, base: base})
 		return
 	}
 	wi, added := ix.indexWriter(writer, head, nil, base)
