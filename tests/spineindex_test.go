@@ -2,9 +2,12 @@ package tests
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,36 +23,51 @@ import (
 
 // spineIndexPath is where the reader keeps the test writer's spine index.
 func (f *fixture) spineIndexPath() string {
-	return filepath.Join(f.dir, ".git", "bernstein", "cache", "spine", hex.EncodeToString([]byte("test-writer"))+".idx")
+	return filepath.Join(f.dir, ".git", "bernstein", "cache", "spine", hex.EncodeToString([]byte("test-writer"))+".v2.idx")
 }
 
-// readSpineIndex returns the kept index's MAC line and content.
+// readSpineIndex returns the kept index's first line (its MAC and the
+// header's length) and content (the header, then the body).
 func (f *fixture) readSpineIndex() (string, []byte) {
 	f.t.Helper()
 	b, err := os.ReadFile(f.spineIndexPath())
 	if err != nil {
 		f.t.Fatalf("no spine index kept after a read: %v", err)
 	}
-	mac, content, ok := bytes.Cut(b, []byte("\n"))
+	line, content, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
 		f.t.Fatalf("spine index without a MAC line")
 	}
-	return string(mac), content
+	return string(line), content
 }
 
 // writeSpineIndex writes content as the kept index; with the writer's key
-// it is MAC'd as the reader's own (a forger holding the key), else it keeps
-// mac.
-func (f *fixture) writeSpineIndex(mac string, content []byte, withKey bool) {
+// it is sealed as the reader's own (a forger holding the key): the hash of
+// every 4 KiB block of the body in the header's last bytes, the HMAC over
+// the header (docs/format.md, Derived cache). Without the key it keeps line.
+func (f *fixture) writeSpineIndex(line string, content []byte, withKey bool) {
 	f.t.Helper()
 	if withKey {
+		_, size, _ := strings.Cut(line, " ")
+		n, err := strconv.Atoi(size)
+		if err != nil || n > len(content) {
+			f.t.Fatalf("first line %q", line)
+		}
+		content = append([]byte(nil), content...)
+		header, body := content[:n], content[n:]
+		blocks := (len(body) + 4095) / 4096
+		table := header[len(header)-32*blocks:]
+		for i := 0; i < blocks; i++ {
+			sum := sha256.Sum256(body[i*4096 : min((i+1)*4096, len(body))])
+			copy(table[32*i:], sum[:])
+		}
 		id, err := keys.Load(f.home)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		mac = id.MAC([]byte("bernstein spine index cache v1\ntest-writer\n--\n" + string(content)))
+		line = id.MAC([]byte("bernstein spine index cache v2\ntest-writer\n--\n"+string(header))) + " " + size
 	}
-	if err := os.WriteFile(f.spineIndexPath(), append([]byte(mac+"\n"), content...), 0o644); err != nil {
+	if err := os.WriteFile(f.spineIndexPath(), append([]byte(line+"\n"), content...), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -285,6 +303,247 @@ func TestSpineIndexForgedWithKey(t *testing.T) {
 		f.writeSpineIndex(mac, c.content, true)
 		if got := strings.Join(f.states("SF-1"), ","); got != "k v1 verified,k v2 tampered" {
 			t.Errorf("rolled back, index forged (%s): %s", c.name, got)
+		}
+	}
+}
+
+// journalRolledBack makes SB-1 with versions v1 and v2 of k and SB-2 with
+// one, reads SB-1 (the index is kept at the spine head, SB-1's records
+// filed before SB-2's), then moves SB-1's journal back one row with plain
+// git: the spine seals v2, which the journal no longer holds.
+func journalRolledBack(t *testing.T) (f *fixture, line string, content []byte) {
+	f = newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SB-1", "agent")
+	tok2 := f.claimed(s, "SB-2", "agent")
+	f.post(s, "SB-1", "k", "agent", tok, report("one"))
+	f.post(s, "SB-1", "k", "agent", tok, report("two"))
+	f.post(s, "SB-2", "k", "agent", tok2, report("other"))
+	s.Close()
+	if got := strings.Join(f.states("SB-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("before the rollback: %s", got)
+	}
+	line, content = f.readSpineIndex()
+	f.git("update-ref", refs.Journal("SB-1"), refs.Journal("SB-1")+"~1")
+	if rows := strings.TrimSpace(f.git("rev-list", "--count", refs.Journal("SB-1"))); rows != "1" {
+		t.Fatalf("the journal holds %s rows after the rollback", rows)
+	}
+	return f, line, content
+}
+
+// lacksV2 checks that a read of SB-1 reports the spine entry of v2 the
+// journal does not hold.
+func (f *fixture) lacksV2(what string) {
+	f.t.Helper()
+	s := f.open()
+	defer s.Close()
+	rep, err := s.Artifacts("SB-1")
+	if err != nil {
+		f.t.Fatalf("%s: %v", what, err)
+	}
+	if !rep.ChainBroken || !strings.Contains(rep.ChainReason, "seals k v2 at journal index 1, which the journal does not hold") {
+		f.t.Fatalf("%s: the read does not report the entry of v2 the journal lacks: broken %v, %q", what, rep.ChainBroken, rep.ChainReason)
+	}
+}
+
+// TestSpineIndexBodyEditedWithoutKey: a read of one task reads only some
+// blocks of the kept index. v2's record, edited without the key to be filed
+// under SB-2 (the records stay sorted: the edit moves the end of SB-1's run
+// before it), is the record the search reads as that end: its block does
+// not hash to the header's, the index is dropped, and the read still finds
+// the spine entry the rolled-back journal lacks.
+func TestSpineIndexBodyEditedWithoutKey(t *testing.T) {
+	f, line, content := journalRolledBack(t)
+	f.lacksV2("with the index as kept")
+	v2 := f.rawOid(refs.Spine("test-writer"))
+	at := bytes.LastIndex(content, v2) // v2's record (the first is the header's head)
+	i := bytes.LastIndex(content[:at], []byte("SB-1"))
+	if i < 0 || bytes.Count(content, v2) != 2 {
+		t.Fatalf("v2's record not found in the kept index")
+	}
+	edited := append([]byte(nil), content...)
+	copy(edited[i:], "SB-2")
+	f.writeSpineIndex(line, edited, false)
+	f.lacksV2("with v2's record refiled without the key")
+	// Read whole (the list of productions), every block is checked.
+	f.writeSpineIndex(line, edited, false)
+	f.productions("with v2's record refiled without the key")
+	f.writeSpineIndex(line, edited, false)
+	f.lacksV2("with v2's record refiled without the key")
+	// The index that did not hold is replaced by the one the read walked.
+	if _, now := f.readSpineIndex(); bytes.Equal(now, edited) {
+		t.Fatalf("the edited index is still kept after a read dropped it")
+	}
+	f.lacksV2("with the index kept again")
+}
+
+// TestSpineIndexPlaceOutsideForgedWithKey: an index sealed with the key
+// whose first record lies, by the table of places, outside the body: it is
+// dropped (no read outside it, no crash), for a read of one task and for
+// the list of every production alike.
+func TestSpineIndexPlaceOutsideForgedWithKey(t *testing.T) {
+	f, line, content := journalRolledBack(t)
+	_, size, _ := strings.Cut(line, " ")
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := append([]byte(nil), content...)
+	copy(forged[n:], []byte{0xff, 0xff, 0xff, 0x00}) // the body opens with the places of the records, 4 bytes each
+	f.writeSpineIndex(line, forged, true)
+	f.lacksV2("with a place outside the body")
+	f.writeSpineIndex(line, forged, true)
+	f.productions("with a place outside the body")
+}
+
+// productions checks the list of productions: SB-1/k twice, SB-2/k once,
+// as the spine holds them.
+func (f *fixture) productions(what string) {
+	f.t.Helper()
+	s := f.open()
+	defer s.Close()
+	prods, err := s.Productions()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var got []string
+	for _, p := range prods {
+		got = append(got, p.URI+" "+strconv.Itoa(p.Productions))
+	}
+	if strings.Join(got, ",") != "bernstein://SB-1/k 2,bernstein://SB-2/k 1" {
+		f.t.Fatalf("productions %s: %v", what, got)
+	}
+}
+
+// keptThree makes SN-1 with v1 and v2 of k and SN-2 with one (posted
+// between them), reads SN-1, and returns the kept index: three records,
+// filed SN-1 v1, SN-1 v2, SN-2 v1, the newest (SN-1 v2) at place 1.
+func keptThree(t *testing.T) (f *fixture, tok, line string, header, body []byte) {
+	f = newFixture(t)
+	s := f.open()
+	tok = f.claimed(s, "SN-1", "agent")
+	tok2 := f.claimed(s, "SN-2", "agent")
+	f.post(s, "SN-1", "k", "agent", tok, report("one"))
+	f.post(s, "SN-2", "k", "agent", tok2, report("other"))
+	f.post(s, "SN-1", "k", "agent", tok, report("two"))
+	s.Close()
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("first read: %s", got)
+	}
+	line, content := f.readSpineIndex()
+	_, size, _ := strings.Cut(line, " ")
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, tok, line, content[:n:n], content[n:]
+}
+
+// TestSpineIndexNewestForgedWithKey: the header names the place of the
+// newest entry, onto which the entries posted since are linked. Sealed
+// with the key to name another record, it is caught (that record is not the
+// newest in chain order): the spine is walked, and the new version is not
+// reported on a broken spine.
+func TestSpineIndexNewestForgedWithKey(t *testing.T) {
+	f, tok, line, header, body := keptThree(t)
+	// After the head: first entry a break affects (-1), its seq (-1), no
+	// message, no check, 3 records, 3 hashes, the newest at place 1 (each
+	// a zigzag varint of one byte).
+	at := bytes.Index(header, f.rawOid(refs.Spine("test-writer"))) + 20
+	if want := []byte{1, 1, 0, 0, 6, 6, 2}; at < 20 || !bytes.Equal(header[at:at+7], want) {
+		t.Fatalf("header after the head: %v, want %v", header[at:at+7], want)
+	}
+	forged := append(slices.Clone(header), body...)
+	forged[at+6] = 0 // the newest at place 0: SN-1 v1
+	f.writeSpineIndex(line, forged, true)
+	s := f.open()
+	f.post(s, "SN-1", "k", "agent", tok, report("three"))
+	s.Close()
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified,k v3 verified" {
+		t.Fatalf("with the newest entry forged: %s", got)
+	}
+}
+
+// TestSpineIndexOrderForgedWithKey: every record names its place in chain
+// order; sealed with the key so that two name the same one, or one a place
+// past the last, a whole read (the list of productions) finds it and walks
+// the spines.
+func TestSpineIndexOrderForgedWithKey(t *testing.T) {
+	f, _, line, header, body := keptThree(t)
+	i := bytes.Index(body, []byte("\x04SN-2"))
+	if i < 0 || body[i+5] != 2 {
+		t.Fatalf("SN-2's record (task, then its place in chain order, 1) not found")
+	}
+	for _, c := range []struct {
+		name string
+		ord  byte
+	}{{"two records at one place in chain order", 0}, {"a record past the last place", 0x7e}} {
+		forged := slices.Clone(body)
+		forged[i+5] = c.ord // a zigzag varint: 0, or 63
+		f.writeSpineIndex(line, append(slices.Clone(header), forged...), true)
+		s := f.open()
+		prods, err := s.Productions()
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range prods {
+			got = append(got, p.URI+" "+strconv.Itoa(p.Productions))
+		}
+		if strings.Join(got, ",") != "bernstein://SN-1/k 2,bernstein://SN-2/k 1" {
+			t.Fatalf("productions with %s: %v", c.name, got)
+		}
+	}
+}
+
+// TestSpineIndexBlocksForgedWithKey: the header's hashes are one a 4 KiB
+// block of the body its length gives. Sealed with the key to give a longer
+// body than it hashes, the header is refused: the spine is walked.
+func TestSpineIndexBlocksForgedWithKey(t *testing.T) {
+	f, _, _, header, body := keptThree(t)
+	at := bytes.Index(header, f.rawOid(refs.Spine("test-writer"))) + 20 + 7 // the body's length, after the newest place
+	if _, w := binary.Varint(header[at:]); w <= 0 || len(header) != at+w+32 {
+		t.Fatalf("the header does not end with the body's length and one block's hash")
+	}
+	_, w := binary.Varint(header[at:])
+	forged := binary.AppendVarint(slices.Clone(header[:at]), 3*4096) // three blocks, one hash
+	forged = append(forged, header[at+w:]...)
+	f.writeSpineIndex("x "+strconv.Itoa(len(forged)), append(forged, body...), true)
+	if got := strings.Join(f.states("SN-1"), ","); got != "k v1 verified,k v2 verified" {
+		t.Fatalf("with a header that hashes fewer blocks than it gives: %s", got)
+	}
+}
+
+// TestSpineIndexRewrittenAfterManyPosts: a read that walked 32 entries or
+// more onto the kept index keeps the index again, at the spine's head, and
+// reads from it every version as git shows them.
+func TestSpineIndexRewrittenAfterManyPosts(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SM-1", "agent")
+	f.post(s, "SM-1", "k", "agent", tok, report("v1"))
+	s.Close()
+	f.states("SM-1")
+	_, before := f.readSpineIndex()
+	s = f.open()
+	for i := 2; i <= 34; i++ {
+		f.post(s, "SM-1", "k", "agent", tok, report("v"+strconv.Itoa(i)))
+	}
+	s.Close()
+	for round := 0; round < 2; round++ { // the read that rewrites, then one from the rewritten index
+		got := f.states("SM-1")
+		if rows := strings.TrimSpace(f.git("rev-list", "--count", refs.Journal("SM-1"))); rows != "34" || len(got) != 34 {
+			t.Fatalf("round %d: the journal has %s rows; read %d versions", round, rows, len(got))
+		}
+		for _, g := range got {
+			if !strings.HasSuffix(g, " verified") {
+				t.Fatalf("round %d: %v", round, got)
+			}
+		}
+		_, after := f.readSpineIndex()
+		if bytes.Equal(before, after) || bytes.Count(after, f.rawOid(refs.Spine("test-writer"))) != 2 {
+			t.Fatalf("round %d: the kept index is not the spine's at its head after 33 new entries", round)
 		}
 	}
 }

@@ -260,7 +260,7 @@ func Repository(env *Env, o Options) (*Report, error) {
 		rep.Failures = append(rep.Failures, o.Logs.failures()...)
 	}
 	for _, w := range ix.Writers {
-		for _, r := range ix.Records[w] {
+		for _, r := range ix.writerRecords(w) {
 			if !r.parsed {
 				continue
 			}
@@ -486,7 +486,7 @@ func taskSet(env *Env, ix *SpineIndex, audits *auditIndex, only string) ([]strin
 		}
 	}
 	for _, w := range ix.Writers {
-		for _, r := range ix.Records[w] {
+		for _, r := range ix.writerRecords(w) {
 			if r.Artifact != nil {
 				set[r.Artifact.TaskID] = true
 			}
@@ -932,12 +932,14 @@ func divergences(env *Env, ix *SpineIndex, tasks []TaskResult) ([]Resolution, []
 	}
 	res := []Resolution{}
 	var taskIDs []string
-	for t := range ix.Supersedes {
+	// audit verify walks every spine (it reads no kept index): the walked
+	// supersede entries are all of them.
+	for t := range ix.walkedSups {
 		taskIDs = append(taskIDs, t)
 	}
 	sort.Strings(taskIDs)
 	for _, t := range taskIDs {
-		for _, r := range ix.Supersedes[t] {
+		for _, r := range ix.walkedSups[t] {
 			if r.ChainErr != "" {
 				continue
 			}

@@ -316,7 +316,7 @@ func (v *Verifier) explainRow(task, writer, kind string, h record.Hash) (*Diverg
 // superseded reports whether writer's spine holds a supersede entry of
 // task, signed by a key that checks, for which match holds.
 func (ix *SpineIndex) superseded(writer, task string, match func(*record.SpineSupersedeEntry) bool) bool {
-	for _, r := range ix.Supersedes[task] {
+	for _, r := range ix.ofTask(task).sups {
 		if r.Writer != writer || r.ChainErr != "" || !match(r.Supersede) {
 			continue
 		}

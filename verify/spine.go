@@ -110,16 +110,29 @@ type SpineIndex struct {
 	mu      sync.Mutex // lazy signature checks
 	byHash  []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
 	Writers []string
-	Records map[string][]*SpineRecord // by writer, in chain order
-	Seals   map[string][]*SpineRecord // by task
-	ByTask  map[string][]*SpineRecord // artifact entries, by task
-	// Supersedes are the supersede entries (task adopt), by task.
-	Supersedes map[string][]*SpineRecord
-	Problems   []Failure // chain-level problems found while indexing
-	Entries    int
+	// The walked entries (all of them when no kept index is read): by
+	// writer in chain order; seals, artifact entries and supersede entries
+	// (task adopt) by task. Readers go through ofTask and writerRecords.
+	walkedRecs  map[string][]*SpineRecord
+	walkedSeals map[string][]*SpineRecord
+	walkedArts  map[string][]*SpineRecord
+	walkedSups  map[string][]*SpineRecord
+	Problems    []Failure // chain-level problems found while indexing
+	Entries     int
 
 	cached   bool // some writer's entries were read from env.SpineCache
 	poisoned bool // a cached entry did not hold against its commit (under mu)
+
+	// kept are the writers whose older entries are read in place from
+	// their kept index (spinekept.go); the maps above hold the entries
+	// walked since. A reader asks for them through ofTask, lookup and
+	// writerRecords, which put both together.
+	kept map[string]*keptIndex
+	// walked are the writers' spines walked whole, in Writers' order
+	// (when no kept index was read).
+	walked []*writerIndex
+	kmu    sync.Mutex
+	tasks  map[string]*taskEntries // by task, as read so far (under kmu)
 }
 
 // BuildSpineIndex walks every refs/bernstein/spine/* chain. Signatures are
@@ -141,22 +154,20 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 	if err != nil {
 		return nil, err
 	}
-	ix := &SpineIndex{env: env, strs: interner{}, Records: map[string][]*SpineRecord{}, Seals: map[string][]*SpineRecord{}, ByTask: map[string][]*SpineRecord{},
-		Supersedes: map[string][]*SpineRecord{}}
+	ix := &SpineIndex{env: env, strs: interner{}, walkedRecs: map[string][]*SpineRecord{}, walkedSeals: map[string][]*SpineRecord{}, walkedArts: map[string][]*SpineRecord{},
+		walkedSups: map[string][]*SpineRecord{}}
 	tag := env.bindingTag()
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
 		if !cached {
-			ix.indexWriter(writer, vals[name], pool, nil)
+			wi, _ := ix.indexWriter(writer, vals[name], pool, nil)
+			ix.addWriter(writer, wi)
+			ix.walked = append(ix.walked, wi)
 			continue
 		}
 		ix.cached = true
-		base := decodeWriterIndex(env.SpineCache.Load(writer), writer, tag, ix.strs)
-		wi, added := ix.indexWriter(writer, vals[name], nil, base)
-		if base == nil || added >= spineCacheMinNew || wi.head != base.head && !wi.extends {
-			env.SpineCache.Save(writer, encodeWriterIndex(wi, tag))
-		}
+		ix.keptWriter(writer, vals[name], tag)
 	}
 	if pool != nil {
 		pool.wait()
@@ -188,6 +199,31 @@ type hashSlot struct {
 
 // find returns the entry whose hash has bytes h, or nil.
 func (ix *SpineIndex) find(h [32]byte) *SpineRecord {
+	walked := ix.findWalked(h)
+	if len(ix.kept) == 0 {
+		return walked
+	}
+	// The first of equal hashes in writer and chain order: a writer's kept
+	// entries are older than its walked ones.
+	for _, w := range ix.Writers {
+		if k := ix.kept[w]; k != nil {
+			if r := k.find(h); r != nil {
+				return r
+			}
+			if k.failed() {
+				ix.poison()
+				return nil
+			}
+		}
+		if walked != nil && walked.Writer == w {
+			return walked
+		}
+	}
+	return walked
+}
+
+// findWalked returns the walked entry whose hash has bytes h, or nil.
+func (ix *SpineIndex) findWalked(h [32]byte) *SpineRecord {
 	i := sort.Search(len(ix.byHash), func(i int) bool { return bytes.Compare(ix.byHash[i].h[:], h[:]) >= 0 })
 	if i < len(ix.byHash) && ix.byHash[i].h == h {
 		return ix.byHash[i].r
@@ -201,11 +237,7 @@ func (ix *SpineIndex) find(h [32]byte) *SpineRecord {
 // head and links the entries written since onto base's; a head that does
 // not lead back to base's is walked whole. It returns the writer's index
 // and how many entries it walked.
-func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool, base *writerIndex) (*writerIndex, int) {
-	if base != nil && base.head == head {
-		ix.addWriter(writer, base)
-		return base, 0
-	}
+func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool, base *keptIndex) (*writerIndex, int) {
 	var stop gitstore.Oid
 	if base != nil {
 		stop = base.head
@@ -283,10 +315,14 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		return true
 	})
 	flush()
-	var older []*SpineRecord // base's entries, when the walk met its head
-	if met && len(base.recs) > 0 {
-		older = base.recs
-		if last := older[len(older)-1]; newer != nil && last.parsed {
+	offset := 0 // how many of base's entries come before the walked ones
+	if met {
+		offset = base.n
+		last := base.last()
+		if last == nil {
+			return nil, 0 // the kept index does not read: walk whole
+		}
+		if newer != nil && last.parsed {
 			// The oldest entry walked must link onto base's newest.
 			i := len(recs) - 1
 			if newer.seq != last.Seq+1 {
@@ -301,10 +337,13 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 	n := len(recs)
 	for i, rec := range recs {
 		if !rec.parsed {
-			rec.Seq = int64(len(older) + i)
+			rec.Seq = int64(offset + i)
 		}
 	}
-	wi := &writerIndex{head: head, first: -1, extends: met}
+	wi := &writerIndex{head: head, first: -1}
+	if met {
+		wi.base = base
+	}
 	if met && base.first >= 0 {
 		wi.first, wi.msg, wi.check = base.first, base.msg, base.check
 	}
@@ -312,15 +351,14 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		// recs[k] (oldest first) = walk index n-1-k; a break at walk index b
 		// affects the entries from position n-1-b on.
 		first := n - 1 - breakAt
-		wi.first = len(older) + first
+		wi.first = offset + first
 		wi.msg = fmt.Sprintf("spine of %s is broken at seq %d: %s", writer, recs[first].Seq, reasons[breakAt])
 		wi.check = "spine_chain"
 		if strings.HasPrefix(reasons[breakAt], ForeignWord) {
 			wi.msg, wi.check = fmt.Sprintf("spine of %s is %s", writer, reasons[breakAt]), CheckRepositoryBinding
 		}
 	}
-	wi.recs = append(slices.Clip(older), recs...)
-	ix.addWriter(writer, wi)
+	wi.recs = recs
 	return wi, n
 }
 
@@ -335,11 +373,21 @@ func (ix *SpineIndex) fill(rec *SpineRecord, e record.SpineEntry) {
 }
 
 // addWriter adds a writer's indexed spine to the index.
+// With wi.base, the base's entries are read in place and recs are the ones
+// walked since, which a break in the base affects whole.
 func (ix *SpineIndex) addWriter(writer string, wi *writerIndex) {
 	recs := wi.recs
+	offset := 0
+	if k := wi.base; k != nil {
+		offset = k.n
+		ix.addKept(k)
+	}
 	if wi.first >= 0 {
-		ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[wi.first].Seq), Check: wi.check, Reason: wi.msg})
-		for _, rec := range recs[wi.first:] {
+		from := max(wi.first-offset, 0)
+		if wi.first >= offset {
+			ix.Problems = append(ix.Problems, Failure{Writer: writer, Seq: i64(recs[from].Seq), Check: wi.check, Reason: wi.msg})
+		}
+		for _, rec := range recs[from:] {
 			rec.ChainErr = wi.msg
 		}
 	}
@@ -350,16 +398,18 @@ func (ix *SpineIndex) addWriter(writer string, wi *writerIndex) {
 		}
 		ix.byHash = append(ix.byHash, hashSlot{rec.hash, rec, len(ix.byHash)})
 		if rec.Seal != nil {
-			ix.Seals[rec.Seal.TaskID] = append(ix.Seals[rec.Seal.TaskID], rec)
+			ix.walkedSeals[rec.Seal.TaskID] = append(ix.walkedSeals[rec.Seal.TaskID], rec)
 		}
 		if rec.Artifact != nil {
-			ix.ByTask[rec.Artifact.TaskID] = append(ix.ByTask[rec.Artifact.TaskID], rec)
+			ix.walkedArts[rec.Artifact.TaskID] = append(ix.walkedArts[rec.Artifact.TaskID], rec)
 		}
 		if rec.Supersede != nil {
-			ix.Supersedes[rec.Supersede.TaskID] = append(ix.Supersedes[rec.Supersede.TaskID], rec)
+			ix.walkedSups[rec.Supersede.TaskID] = append(ix.walkedSups[rec.Supersede.TaskID], rec)
 		}
 	}
-	ix.Records[writer] = recs
+	if len(recs) > 0 || wi.base == nil {
+		ix.walkedRecs[writer] = recs
+	}
 }
 
 func reverse[T any](xs []T) {
@@ -468,7 +518,15 @@ type Production struct {
 func (ix *SpineIndex) Productions() []Production {
 	counts := map[[2]string]int{}
 	for _, w := range ix.Writers {
-		for _, r := range ix.Records[w] {
+		recs := ix.writerRecords(w)
+		if ix.Poisoned() {
+			// A kept index that does not read: the spines are walked.
+			if whole, err := buildSpineIndexWith(ix.env, nil, false); err == nil {
+				return whole.Productions()
+			}
+			return nil
+		}
+		for _, r := range recs {
 			if a := r.Artifact; a != nil {
 				counts[[2]string{a.TaskID, a.Key}]++
 			}

@@ -1,7 +1,13 @@
 package verify
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"io"
+	"math/bits"
+	"slices"
+	"strings"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
@@ -17,6 +23,11 @@ import (
 // A head that does not lead back to the kept one (a spine rewritten or
 // rolled back) is walked whole.
 //
+// A read of one task uses the kept index in place (spinekept.go): its
+// records are laid out sorted by task, and by hash through a table of
+// their places, so a read searches them and decodes only the records it
+// lands on, never the whole file.
+//
 // The kept index is derived data. What it says is used in two ways:
 //
 //   - every entry a read decides on (the entries of the task read, its
@@ -31,36 +42,50 @@ import (
 //   - that an entry is in its writer's chain from the root (no broken link
 //     under it) and that the index lists every entry of a task (a journal
 //     rolled back behind its spine is found by the entries it lacks) cannot
-//     be read from one commit. The cache's store authenticates the index
-//     (internal/proof: an HMAC under a key only the local writer holds, the
-//     fold cache's rule, docs/format.md, Derived cache), the index names the
-//     repository identity it was built under, and its head is proven an
-//     ancestor of the spine's current head by the walk back to it.
+//     be read from one commit. They rest on the index being the one the
+//     local writer wrote: its header is authenticated whole (internal/proof:
+//     an HMAC under a key only the local writer holds, the fold cache's
+//     rule, docs/format.md, Derived cache) and carries the SHA-256 of every
+//     4 KiB block of the body, and every byte a read takes from the body
+//     comes from a block whose hash it checked first. A search reads only
+//     a few blocks, but it decides only on bytes it read: the bounds of a
+//     task's run of records are the records it read on either side, so an
+//     edit anywhere it looked fails a block's hash, and an edit where it did
+//     not look cannot change what it found. The index names the repository
+//     identity it was built under, and its head is proven an ancestor of
+//     the spine's current head by the walk back to it.
 //
 // audit verify never reads it.
 
 // SpineCache keeps a writer's spine index: Load returns what Save was given
-// last for writer, or nil when nothing that authenticates is kept.
+// last for writer (the header whole and authenticated, the body to read in
+// ranges, each checked against the header's block hashes), or a nil header
+// when nothing that authenticates is kept.
 type SpineCache interface {
-	Load(writer string) []byte
-	Save(writer string, data []byte)
+	Load(writer string) (header []byte, body io.ReaderAt)
+	Save(writer string, header, body []byte)
 }
 
 // spineCacheMinNew is how many newly walked entries make rewriting a kept
 // index worth it: a read walks at most this many entries more.
 const spineCacheMinNew = 32
 
-// writerIndex is one writer's spine as indexed at head, oldest first.
+// writerIndex is one writer's spine as indexed at head, oldest first. When
+// base is set, recs are the entries walked since base's head, and base
+// holds the older ones (first then counts from base's first entry).
 type writerIndex struct {
-	head    gitstore.Oid
-	recs    []*SpineRecord
-	first   int // the first entry a broken link affects, or -1
-	msg     string
-	check   string
-	extends bool // the walk that made it met the kept index's head
+	head  gitstore.Oid
+	recs  []*SpineRecord
+	first int // the first entry a broken link affects, or -1
+	msg   string
+	check string
+	base  *keptIndex
 }
 
-const spineCacheMagic = "bernstein spine index v1\n"
+const spineCacheMagic = "bernstein spine index v2\n"
+
+// spineBlock is the size of the body's blocks, each hashed in the header.
+const spineBlock = 4096
 
 // bindingTag names the repository identity an index was built under: the
 // roots of the chains were checked against it.
@@ -79,62 +104,134 @@ const (
 	recSupersede
 )
 
-// encodeWriterIndex writes wi in the kept form.
-func encodeWriterIndex(wi *writerIndex, tag string) []byte {
-	b := make([]byte, 0, 64+len(wi.recs)*128)
+// recTask is the task a record is filed under ("" for an entry that did
+// not parse); an entry is of one kind only.
+func recTask(r *SpineRecord) string {
+	switch {
+	case r.Artifact != nil:
+		return r.Artifact.TaskID
+	case r.Seal != nil:
+		return r.Seal.TaskID
+	case r.Supersede != nil:
+		return r.Supersede.TaskID
+	}
+	return ""
+}
+
+// encodeWriterIndex writes a writer's whole spine (recs, oldest first) in
+// the kept form: the header, then the body (docs/format.md, Derived cache).
+// It returns nil when the spine cannot be kept.
+func encodeWriterIndex(recs []*SpineRecord, head gitstore.Oid, first int, msg, check, tag string) (header, body []byte) {
+	n := len(recs)
+	if n == 0 || n >= 1<<31 || first >= n {
+		return nil, nil
+	}
+	order := make([]int, n) // task order: by task, then chain order
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(recTask(recs[a]), recTask(recs[b])) })
+	place := make([]uint32, n) // chain position -> place in task order
+	for p, i := range order {
+		place[i] = uint32(p)
+	}
+	var byHash []int // chain positions of parsed entries, by hash, first of equal hashes
+	for i, r := range recs {
+		if r.parsed {
+			byHash = append(byHash, i)
+		}
+	}
+	slices.SortStableFunc(byHash, func(a, b int) int { return bytes.Compare(recs[a].hash[:], recs[b].hash[:]) })
+	byHash = slices.CompactFunc(byHash, func(a, b int) bool { return recs[a].hash == recs[b].hash })
+	tables := 4 * (n + len(byHash))
+	body = make([]byte, tables, tables+n*96)
+	for k, i := range byHash {
+		binary.BigEndian.PutUint32(body[4*(n+k):], place[i])
+	}
+	newest := int(place[n-1])
+	for p, i := range order {
+		binary.BigEndian.PutUint32(body[4*p:], uint32(len(body)))
+		if body = appendRecord(body, recs[i], i); body == nil {
+			return nil, nil
+		}
+	}
+	if len(body) >= 1<<32 {
+		return nil, nil
+	}
+	h := make([]byte, 0, 128+len(body)/spineBlock*32)
+	str := func(s string) { h = binary.AppendUvarint(h, uint64(len(s))); h = append(h, s...) }
+	num := func(v int64) { h = binary.AppendVarint(h, v) }
+	h = append(h, spineCacheMagic...)
+	str(tag)
+	h = append(h, head[:]...)
+	firstSeq := int64(-1)
+	if first >= 0 {
+		firstSeq = recs[first].Seq
+	}
+	num(int64(first))
+	num(firstSeq)
+	str(msg)
+	str(check)
+	num(int64(n))
+	num(int64(len(byHash)))
+	num(int64(newest))
+	num(int64(len(body)))
+	for off := 0; off < len(body); off += spineBlock {
+		sum := sha256.Sum256(body[off:min(off+spineBlock, len(body))])
+		h = append(h, sum[:]...)
+	}
+	return h, body
+}
+
+// appendRecord appends the kept form of r, the entry at chain position ord.
+func appendRecord(b []byte, r *SpineRecord, ord int) []byte {
 	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
 	num := func(v int64) { b = binary.AppendVarint(b, v) }
-	b = append(b, spineCacheMagic...)
-	str(tag)
-	b = append(b, wi.head[:]...)
-	num(int64(wi.first))
-	str(wi.msg)
-	str(wi.check)
-	num(int64(len(wi.recs)))
-	for _, r := range wi.recs {
-		var flags byte
-		if r.parsed {
-			flags |= recParsed
+	var flags byte
+	if r.parsed {
+		flags |= recParsed
+	}
+	if r.Artifact != nil {
+		flags |= recArtifact
+	}
+	if r.Seal != nil {
+		flags |= recSeal
+	}
+	if r.Supersede != nil {
+		flags |= recSupersede
+	}
+	if bits.OnesCount8(flags&^recParsed) > 1 {
+		return nil // one kind an entry: a record is filed under one task
+	}
+	str(recTask(r))
+	num(int64(ord))
+	b = append(b, flags)
+	num(r.Seq)
+	b = append(b, r.Commit[:]...)
+	if r.parsed {
+		b = append(b, r.hash[:]...)
+	}
+	if a := r.Artifact; a != nil {
+		str(a.Key)
+		num(a.Version)
+		num(a.JournalIndex)
+		b = append(b, a.binding[:]...)
+	}
+	if s := r.Seal; s != nil {
+		num(int64(s.V))
+		str(string(s.Prev))
+		str(s.Kind)
+		str(string(s.Head))
+		num(s.Rows)
+		num(s.LedgerIndex)
+		str(s.Transition)
+	}
+	if s := r.Supersede; s != nil {
+		bs, err := record.Canonical(s)
+		if err != nil {
+			return nil
 		}
-		if r.Artifact != nil {
-			flags |= recArtifact
-		}
-		if r.Seal != nil {
-			flags |= recSeal
-		}
-		if r.Supersede != nil {
-			flags |= recSupersede
-		}
-		b = append(b, flags)
-		num(r.Seq)
-		b = append(b, r.Commit[:]...)
-		if r.parsed {
-			b = append(b, r.hash[:]...)
-		}
-		if a := r.Artifact; a != nil {
-			str(a.TaskID)
-			str(a.Key)
-			num(a.Version)
-			num(a.JournalIndex)
-			b = append(b, a.binding[:]...)
-		}
-		if s := r.Seal; s != nil {
-			num(int64(s.V))
-			str(string(s.Prev))
-			str(s.Kind)
-			str(s.TaskID)
-			str(string(s.Head))
-			num(s.Rows)
-			num(s.LedgerIndex)
-			str(s.Transition)
-		}
-		if s := r.Supersede; s != nil {
-			bs, err := record.Canonical(s)
-			if err != nil {
-				return nil
-			}
-			str(string(bs))
-		}
+		str(string(bs))
 	}
 	return b
 }
@@ -175,65 +272,45 @@ func (d *decoder) str() string {
 	return string(d.take(int(v)))
 }
 
-// decodeWriterIndex reads a kept index of writer's spine, nil when there is
-// none or it is not one built under tag.
-func decodeWriterIndex(data []byte, writer, tag string, strs interner) *writerIndex {
-	if len(data) < len(spineCacheMagic) || string(data[:len(spineCacheMagic)]) != spineCacheMagic {
-		return nil
+// decodeRecord reads the record b holds, of writer's spine: its task, its
+// chain position and the entry; ok is false when b is not one record.
+func decodeRecord(b []byte, writer string, strs interner) (task string, ord int64, r *SpineRecord, ok bool) {
+	d := &decoder{b: b}
+	task, ord = strs.of(d.str()), d.num()
+	r = &SpineRecord{Writer: writer, cached: true}
+	flags := d.take(1)
+	if d.bad {
+		return "", 0, nil, false
 	}
-	d := &decoder{b: data[len(spineCacheMagic):]}
-	if d.str() != tag {
-		return nil
+	r.Seq = d.num()
+	copy(r.Commit[:], d.take(20))
+	if flags[0]&recParsed != 0 {
+		r.parsed = true
+		copy(r.hash[:], d.take(32))
 	}
-	wi := &writerIndex{}
-	copy(wi.head[:], d.take(20))
-	wi.first = int(d.num())
-	wi.msg, wi.check = d.str(), d.str()
-	n := d.num()
-	if d.bad || n <= 0 || n > int64(len(d.b)) || wi.first < -1 || int64(wi.first) >= n {
-		return nil
+	if flags[0]&recArtifact != 0 {
+		a := &ArtifactSeal{TaskID: task, Key: strs.of(d.str()), Version: d.num(), JournalIndex: d.num()}
+		copy(a.binding[:], d.take(32))
+		r.Artifact = a
 	}
-	wi.recs = make([]*SpineRecord, n)
-	for i := range wi.recs {
-		r := &SpineRecord{Writer: writer, cached: true}
-		flags := d.take(1)
-		if d.bad {
-			return nil
-		}
-		r.Seq = d.num()
-		copy(r.Commit[:], d.take(20))
-		if flags[0]&recParsed != 0 {
-			r.parsed = true
-			copy(r.hash[:], d.take(32))
-		}
-		if flags[0]&recArtifact != 0 {
-			a := &ArtifactSeal{TaskID: strs.of(d.str()), Key: strs.of(d.str()), Version: d.num(), JournalIndex: d.num()}
-			copy(a.binding[:], d.take(32))
-			r.Artifact = a
-		}
-		if flags[0]&recSeal != 0 {
-			s := &record.SpineSealEntry{}
-			s.V, s.Writer, s.Seq = int(d.num()), writer, r.Seq
-			s.Prev, s.Kind = record.Hash(d.str()), d.str()
-			s.TaskID, s.Head, s.Rows, s.LedgerIndex, s.Transition = d.str(), record.Hash(d.str()), d.num(), d.num(), d.str()
-			r.Seal = s
-		}
-		if flags[0]&recSupersede != 0 {
-			e, err := record.ParseSpineEntry([]byte(d.str()))
-			if err != nil || e.Supersede == nil {
-				return nil
-			}
-			r.Supersede = e.Supersede
-		}
-		if d.bad {
-			return nil
-		}
-		wi.recs[i] = r
+	if flags[0]&recSeal != 0 {
+		s := &record.SpineSealEntry{TaskID: task}
+		s.V, s.Writer, s.Seq = int(d.num()), writer, r.Seq
+		s.Prev, s.Kind = record.Hash(d.str()), d.str()
+		s.Head, s.Rows, s.LedgerIndex, s.Transition = record.Hash(d.str()), d.num(), d.num(), d.str()
+		r.Seal = s
 	}
-	if len(d.b) != 0 {
-		return nil
+	if flags[0]&recSupersede != 0 {
+		e, err := record.ParseSpineEntry([]byte(d.str()))
+		if err != nil || e.Supersede == nil || e.Supersede.TaskID != task {
+			return "", 0, nil, false
+		}
+		r.Supersede = e.Supersede
 	}
-	return wi
+	if d.bad || len(d.b) != 0 || recTask(r) != task || bits.OnesCount8(flags[0]&^recParsed) > 1 {
+		return "", 0, nil, false
+	}
+	return task, ord, r, true
 }
 
 // prove reads a kept entry's commit again and reports whether it holds
@@ -298,7 +375,8 @@ func (ix *SpineIndex) proveTask(task string) {
 	if !ix.cached {
 		return
 	}
-	for _, list := range [][]*SpineRecord{ix.ByTask[task], ix.Seals[task], ix.Supersedes[task]} {
+	ts := ix.ofTask(task)
+	for _, list := range [][]*SpineRecord{ts.arts, ts.seals, ts.sups} {
 		for _, r := range list {
 			ix.prove(r)
 		}

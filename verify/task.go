@@ -239,6 +239,9 @@ func (v *Verifier) walkSpines() error {
 	if err != nil {
 		return err
 	}
+	if v.Spine.cached {
+		ix.keepWalked() // the kept index did not hold: keep the walked one instead
+	}
 	v.Spine = ix
 	return nil
 }
@@ -499,7 +502,7 @@ func (v *Verifier) checkSpineCoverage(rep *TaskReport) {
 		have[ver.SpineEntryHash] = true
 	}
 	// ByTask lists writers in name order and each spine in chain order.
-	for _, r := range v.Spine.ByTask[rep.Task] {
+	for _, r := range v.Spine.ofTask(rep.Task).arts {
 		a := r.Artifact
 		if have[r.Hash()] {
 			continue
@@ -538,7 +541,7 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 	// A seal whose transition is in its writer's fork of the ledger (the
 	// writer's chain diverged from the task's) seals that fork, not the task.
 	var seals []*SpineRecord
-	for _, s := range v.Spine.Seals[rep.Task] {
+	for _, s := range v.Spine.ofTask(rep.Task).seals {
 		if !v.explainSeal(rep.Task, s) {
 			seals = append(seals, s)
 		}

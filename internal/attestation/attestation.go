@@ -170,7 +170,7 @@ func Journal(identity func() (*keys.Identity, error), r *Read, task string) (*At
 	}
 	// The seal that decided the identity: the one with the most rows.
 	var best *verify.SpineRecord
-	for _, r := range r.Verifier.Spine.Seals[task] {
+	for _, r := range r.Verifier.Spine.TaskSeals(task) {
 		if best == nil || r.Seal.Rows > best.Seal.Rows {
 			best = r
 		}

@@ -4,64 +4,110 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/bernstein/bernstein/internal/core"
 )
 
 // spineCache keeps each writer's spine index (verify/spinecache.go) under
 // <git dir>/bernstein/cache/spine/, one file a writer: a line with an HMAC
-// under a key only the local writer holds, then the index. A file whose MAC
-// does not check, or a process without the writer's key, reads as nothing
-// kept: the spines are walked. Deleting the folder changes no output.
+// under a key only the local writer holds and the header's length, the
+// header, then the body. The HMAC covers the header, and the header the
+// hash of every block of the body (verify/spinekept.go checks each block it
+// reads against it). A file whose MAC does not check, or a process without
+// the writer's key, reads as nothing kept: the spines are walked. Deleting
+// the folder changes no output.
 type spineCache struct{ c *core.Repo }
 
 // spineCacheDomain separates these MACs from the audit mirror's and the
 // fold cache's, made with the same writer key.
-const spineCacheDomain = "bernstein spine index cache v1\n"
+const spineCacheDomain = "bernstein spine index cache v2\n"
+
+// spineHeaderMax bounds the header a first line may announce.
+const spineHeaderMax = 64 << 20
+
+// spineFirstLine bounds the first line (a MAC and a length).
+const spineFirstLine = 256
 
 func (s spineCache) path(writer string) string {
-	return filepath.Join(s.c.GitDir, "bernstein", "cache", "spine", hex.EncodeToString([]byte(writer))+".idx")
+	return filepath.Join(s.c.GitDir, "bernstein", "cache", "spine", hex.EncodeToString([]byte(writer))+".v2.idx")
 }
 
-func spineMACInput(writer string, content []byte) []byte {
+func spineMACInput(writer string, header []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(spineCacheDomain)
 	b.WriteString(writer)
 	b.WriteString("\n--\n")
-	b.Write(content)
+	b.Write(header)
 	return b.Bytes()
 }
 
-// Load returns the index kept for writer when its MAC checks.
-func (s spineCache) Load(writer string) []byte {
-	b, err := os.ReadFile(s.path(writer))
+// Load returns the header kept for writer when its MAC checks, and the body
+// to read in place. The file stays open while the body is read (it is
+// replaced by a rename, never rewritten in place).
+func (s spineCache) Load(writer string) ([]byte, io.ReaderAt) {
+	f, err := os.Open(s.path(writer))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	mac, content, ok := bytes.Cut(b, []byte("\n"))
-	if !ok {
-		return nil
+	header, body := s.load(f, writer)
+	if header == nil {
+		f.Close()
 	}
-	id, err := s.c.Identity()
-	if err != nil || !id.CheckMAC(spineMACInput(writer, content), string(mac)) {
-		return nil
-	}
-	return content
+	return header, body
 }
 
-// Save keeps data as writer's index; failures are ignored (a read-only
-// repository, or a process without the writer's key, keeps nothing).
-func (s spineCache) Save(writer string, data []byte) {
-	if data == nil {
-		return
+func (s spineCache) load(f *os.File, writer string) ([]byte, io.ReaderAt) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil
 	}
+	first := make([]byte, min(spineFirstLine, st.Size()))
+	if _, err := f.ReadAt(first, 0); err != nil {
+		return nil, nil
+	}
+	line, _, ok := bytes.Cut(first, []byte("\n"))
+	if !ok {
+		return nil, nil
+	}
+	mac, size, ok := bytes.Cut(line, []byte(" "))
+	n, err := strconv.ParseInt(string(size), 10, 64)
+	start := int64(len(line) + 1)
+	if !ok || err != nil || n <= 0 || n > spineHeaderMax || start+n > st.Size() {
+		return nil, nil
+	}
+	header := make([]byte, n)
+	if _, err := f.ReadAt(header, start); err != nil {
+		return nil, nil
+	}
+	id, err := s.c.Identity()
+	if err != nil || !id.CheckMAC(spineMACInput(writer, header), string(mac)) {
+		return nil, nil
+	}
+	return header, keptBody{io.NewSectionReader(f, start+n, st.Size()-start-n), f}
+}
+
+// keptBody is the body of a kept index, read in place until it is closed
+// (once read whole); otherwise the file is closed when it is collected.
+type keptBody struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (b keptBody) Close() error { return b.f.Close() }
+
+// Save keeps header and body as writer's index; failures are ignored (a
+// read-only repository, or a process without the writer's key, keeps
+// nothing).
+func (s spineCache) Save(writer string, header, body []byte) {
 	id, err := s.c.Identity()
 	if err != nil {
 		return
 	}
-	mac := id.MAC(spineMACInput(writer, data))
+	mac := id.MAC(spineMACInput(writer, header))
 	path := s.path(writer)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return
@@ -69,7 +115,10 @@ func (s spineCache) Save(writer string, data []byte) {
 	var r [6]byte
 	rand.Read(r[:])
 	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
-	if err := os.WriteFile(tmp, append(append([]byte(mac), '\n'), data...), 0o644); err != nil {
+	data := make([]byte, 0, len(mac)+24+len(header)+len(body))
+	data = append(data, mac+" "+strconv.Itoa(len(header))+"\n"...)
+	data = append(append(data, header...), body...)
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return
 	}
 	if err := os.Rename(tmp, path); err != nil {
