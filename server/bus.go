@@ -888,7 +888,10 @@ func (b *Bus) Scan() error {
 		return err
 	}
 	stamp := b.packedStamp()
-	view, err := b.store.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
+	// One view of every task's chains and of what proving them reads:
+	// the tasks it finds moved are read from it, not each from a view of
+	// its own (which read the writers' refs once per task).
+	view, err := b.store.FeedsView()
 	if err != nil {
 		return err
 	}
@@ -914,7 +917,7 @@ func (b *Bus) Scan() error {
 	}
 	b.mu.Unlock()
 	b.audit, b.packed, b.recheck = audit, stamp, nil
-	b.readTasksLocked(tasks)
+	b.readTasksLocked(tasks, view)
 	return nil
 }
 
@@ -957,13 +960,15 @@ func (b *Bus) scanChanged(named map[string]bool) error {
 	}
 	sort.Strings(tasks)
 	b.audit, b.recheck = now, walked
-	b.readTasksLocked(tasks)
+	b.readTasksLocked(tasks, nil)
 	return nil
 }
 
 // readTasksLocked reads tasks (sorted) from the heads the bus last reached
-// and publishes what they gained, in one batch; scanMu is held.
-func (b *Bus) readTasksLocked(tasks []string) {
+// and publishes what they gained, in one batch; scanMu is held. A task is
+// read from view (a FeedsView) when there is one, else from a view of its
+// own.
+func (b *Bus) readTasksLocked(tasks []string, view *refs.Snapshot) {
 	b.mu.Lock()
 	fresh := b.fresh
 	b.mu.Unlock()
@@ -973,7 +978,13 @@ func (b *Bus) readTasksLocked(tasks []string) {
 		b.mu.Lock()
 		since, known := b.heads[task]
 		b.mu.Unlock()
-		feed, err := b.store.TaskFeed(task, since)
+		var feed *bernstein.Feed
+		var err error
+		if view != nil {
+			feed, err = b.store.TaskFeedIn(view, task, since)
+		} else {
+			feed, err = b.store.TaskFeed(task, since)
+		}
 		if err != nil {
 			if !errors.Is(err, bernstein.ErrUnknownTask) {
 				b.logger.Warn("feed", "task", task, "err", err)

@@ -142,7 +142,20 @@ type headsFile struct {
 	appended map[string]*Mark
 	lines    int // appended lines read
 	reads    int // preads of the snapshot (tests count them)
+	// searches counts the snapshot's searches since the file was opened;
+	// past memAfter, mem holds the file up to the snapshot's end and the
+	// searches read it instead of the file (the snapshot of an open file
+	// never changes: a rewrite is a new file).
+	searches int
+	mem      []byte
 }
+
+// memAfter is how many searches of one snapshot a process makes with
+// preads before it reads the snapshot whole: a process that reads many
+// heads (a server's scan of every task) pays for the snapshot once, not
+// a binary search of preads per chain, and one that reads a few pays for
+// those few.
+const memAfter = 256
 
 func newHeadsFile(path, writer string) *headsFile {
 	return &headsFile{path: path, writer: writer}
@@ -213,6 +226,24 @@ func (h *headsFile) closeLocked() {
 		h.f.Close()
 	}
 	h.f, h.ino, h.appended, h.lines = nil, 0, nil, 0
+	h.searches, h.mem = 0, nil
+}
+
+// readAt reads the file at off, from mem once the snapshot is in memory
+// (whose reads never go past the snapshot's end).
+func (h *headsFile) readAt(b []byte, off int64) (int, error) {
+	if h.mem == nil {
+		h.reads++
+		return h.f.ReadAt(b, off)
+	}
+	if off >= int64(len(h.mem)) {
+		return 0, io.EOF
+	}
+	n := copy(b, h.mem[off:])
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func inode(fi os.FileInfo) uint64 {
@@ -245,6 +276,12 @@ func (h *headsFile) get(chain string) (Mark, bool) {
 // search binary-searches the snapshot for chain with preads: each step
 // reads the line that starts after the middle of the range.
 func (h *headsFile) search(chain string) (entry, bool) {
+	if h.searches++; h.searches > memAfter && h.mem == nil {
+		mem := make([]byte, h.end)
+		if n, err := h.f.ReadAt(mem, 0); n == len(mem) && (err == nil || err == io.EOF) {
+			h.mem = mem
+		}
+	}
 	lo, hi := h.start, h.end // every line starting before lo sorts before chain; none at or after hi is it
 	const window = 4096
 	for hi-lo > window {
@@ -269,8 +306,7 @@ func (h *headsFile) search(chain string) (entry, bool) {
 	}
 	// The rest in one read: the lines that start in [lo, hi).
 	b := make([]byte, min(h.end-lo, hi-lo+1024))
-	h.reads++
-	n, err := h.f.ReadAt(b, lo)
+	n, err := h.readAt(b, lo)
 	if err != nil && err != io.EOF {
 		return entry{}, false
 	}
@@ -293,8 +329,7 @@ func (h *headsFile) search(chain string) (entry, bool) {
 func (h *headsFile) lineAfter(off, limit int64) (int64, []byte, bool) {
 	buf := make([]byte, 1024)
 	for {
-		h.reads++
-		n, err := h.f.ReadAt(buf, off)
+		n, err := h.readAt(buf, off)
 		if n == 0 {
 			return 0, nil, false
 		}
@@ -312,8 +347,7 @@ func (h *headsFile) lineAfter(off, limit int64) (int64, []byte, bool) {
 			return 0, nil, false
 		}
 		lb := make([]byte, 1024)
-		h.reads++
-		m, _ := h.f.ReadAt(lb, at)
+		m, _ := h.readAt(lb, at)
 		end := bytes.IndexByte(lb[:m], '\n')
 		if end < 0 {
 			return 0, nil, false
