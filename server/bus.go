@@ -134,6 +134,7 @@ type Bus struct {
 	logW   *os.File    // the leader's log, appended to
 	logR   *os.File    // a follower's log, read from offset
 	offset int64       // the log's bytes read, to the end of its last whole batch
+	base   int64       // the end of the log's first batch (its snapshot of every task)
 	maxID  int64       // the largest id the log names, whole batch or not
 	whole  bool        // the log holds at least one whole batch
 	// The leader's batch in progress: its events and their log entries.
@@ -288,6 +289,7 @@ func (b *Bus) readLogLocked() error {
 	cr := &countReader{r: f}
 	batches, off, maxID, err := parseBatches(cr, b.offset)
 	b.opened.Add(cr.n)
+	b.noteBase(b.offset, batches)
 	if err != nil {
 		return err
 	}
@@ -450,6 +452,7 @@ func (b *Bus) followLocked() error {
 	if err != nil {
 		return err
 	}
+	b.noteBase(b.offset, batches)
 	b.offset, b.maxID = off, max(b.maxID, maxID)
 	if err := b.publishFollowed(batches); err != nil {
 		return err
@@ -1084,7 +1087,7 @@ func (b *Bus) endBatch(heads map[string]bernstein.Heads) {
 	b.whole = true
 	b.publishLocked(evs)
 	b.mu.Unlock()
-	if b.offset >= b.segment {
+	if b.sealDue() {
 		if err := b.sealLocked(); err != nil {
 			b.logger.Warn("event log", "err", err)
 		}
@@ -1108,7 +1111,11 @@ func (b *Bus) append(entries []logEntry) error {
 	}
 	n, err := b.logW.Write(buf.Bytes())
 	if err == nil {
+		first := b.offset == 0
 		b.offset += int64(n)
+		if first {
+			b.base = b.offset
+		}
 		if last := entries[len(entries)-1]; last.End {
 			b.mu.Lock()
 			b.markLocked(last.Last, b.offset)

@@ -143,11 +143,11 @@ type headsFile struct {
 	lines    int // appended lines read
 	reads    int // preads of the snapshot (tests count them)
 	// searches counts the snapshot's searches since the file was opened;
-	// past memAfter, mem holds the file up to the snapshot's end and the
-	// searches read it instead of the file (the snapshot of an open file
-	// never changes: a rewrite is a new file).
+	// past memAfter, index holds the whole snapshot, read once, and
+	// answers the searches (the snapshot of an open file never changes: a
+	// rewrite is a new file).
 	searches int
-	mem      []byte
+	index    map[string]Mark
 }
 
 // memAfter is how many searches of one snapshot a process makes with
@@ -226,24 +226,7 @@ func (h *headsFile) closeLocked() {
 		h.f.Close()
 	}
 	h.f, h.ino, h.appended, h.lines = nil, 0, nil, 0
-	h.searches, h.mem = 0, nil
-}
-
-// readAt reads the file at off, from mem once the snapshot is in memory
-// (whose reads never go past the snapshot's end).
-func (h *headsFile) readAt(b []byte, off int64) (int, error) {
-	if h.mem == nil {
-		h.reads++
-		return h.f.ReadAt(b, off)
-	}
-	if off >= int64(len(h.mem)) {
-		return 0, io.EOF
-	}
-	n := copy(b, h.mem[off:])
-	if n < len(b) {
-		return n, io.EOF
-	}
-	return n, nil
+	h.searches, h.index = 0, nil
 }
 
 func inode(fi os.FileInfo) uint64 {
@@ -276,11 +259,14 @@ func (h *headsFile) get(chain string) (Mark, bool) {
 // search binary-searches the snapshot for chain with preads: each step
 // reads the line that starts after the middle of the range.
 func (h *headsFile) search(chain string) (entry, bool) {
-	if h.searches++; h.searches > memAfter && h.mem == nil {
-		mem := make([]byte, h.end)
-		if n, err := h.f.ReadAt(mem, 0); n == len(mem) && (err == nil || err == io.EOF) {
-			h.mem = mem
+	if h.searches++; h.searches > memAfter && h.index == nil {
+		if all, err := h.snapshotLocked(); err == nil {
+			h.index = all
 		}
+	}
+	if h.index != nil {
+		m, ok := h.index[chain]
+		return entry{chain: chain, mark: &m}, ok
 	}
 	lo, hi := h.start, h.end // every line starting before lo sorts before chain; none at or after hi is it
 	const window = 4096
@@ -306,7 +292,8 @@ func (h *headsFile) search(chain string) (entry, bool) {
 	}
 	// The rest in one read: the lines that start in [lo, hi).
 	b := make([]byte, min(h.end-lo, hi-lo+1024))
-	n, err := h.readAt(b, lo)
+	h.reads++
+	n, err := h.f.ReadAt(b, lo)
 	if err != nil && err != io.EOF {
 		return entry{}, false
 	}
@@ -329,7 +316,8 @@ func (h *headsFile) search(chain string) (entry, bool) {
 func (h *headsFile) lineAfter(off, limit int64) (int64, []byte, bool) {
 	buf := make([]byte, 1024)
 	for {
-		n, err := h.readAt(buf, off)
+		h.reads++
+		n, err := h.f.ReadAt(buf, off)
 		if n == 0 {
 			return 0, nil, false
 		}
@@ -347,7 +335,8 @@ func (h *headsFile) lineAfter(off, limit int64) (int64, []byte, bool) {
 			return 0, nil, false
 		}
 		lb := make([]byte, 1024)
-		m, _ := h.readAt(lb, at)
+		h.reads++
+		m, _ := h.f.ReadAt(lb, at)
 		end := bytes.IndexByte(lb[:m], '\n')
 		if end < 0 {
 			return 0, nil, false
