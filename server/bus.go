@@ -158,6 +158,7 @@ type Bus struct {
 	packed  packedStamp
 	recheck []string
 	scans   atomic.Int64 // scans of every task a leader made (for tests)
+	feeds   atomic.Int64 // tasks a leader read from their chains (for tests)
 	// marks index the log by event id (under mu; markEvery bytes apart,
 	// every tests lowers it); replayed counts the log bytes replays read.
 	marks    []logMark
@@ -983,6 +984,7 @@ func (b *Bus) readTasksLocked(tasks []string, view *refs.Snapshot) {
 		b.mu.Unlock()
 		var feed *bernstein.Feed
 		var err error
+		b.feeds.Add(1)
 		if view != nil {
 			feed, err = b.store.TaskFeedIn(view, task, since)
 		} else {
