@@ -102,14 +102,7 @@ func (s *Store) editWitnesses(edit func(*wlog.Config) error) (*WitnessList, erro
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.Config()
-	if err != nil {
-		return nil, err
-	}
-	if err := edit(c); err != nil {
-		return nil, err
-	}
-	if err := h.SaveConfig(c); err != nil {
+	if err := h.UpdateConfig(edit); err != nil {
 		return nil, err
 	}
 	return s.Witnesses()

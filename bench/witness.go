@@ -124,7 +124,8 @@ func (b *bench) witnessRounds(tb *testing.B) error {
 	b.printf("  one has litewitness (filippo.io/torchwood v0.6.1, on 127.0.0.1, its key in ssh-agent) configured with quorum 1,\n")
 	b.printf("  the other none. Per round, %d new posts to each, then `Store.Push` of each (the witnessed one signs a checkpoint,\n", k)
 	b.printf("  has it cosigned with a consistency proof and pushes it), then `Store.Fetch` by a reader of each (the witnessed\n")
-	b.printf("  reader checks the log against the checkpoint, its cosignature and its memory); rotated order; medians\n\n")
+	b.printf("  reader checks the log against the checkpoint, its cosignature and its memory), then 3 reads of the task by\n")
+	b.printf("  each reader (Store.Artifacts: the witnessed one checks the log on every read); rotated order; medians\n\n")
 	t0 := time.Now()
 	wit, err := b.witnessSide("on", n)
 	if err != nil {
@@ -174,7 +175,7 @@ func (b *bench) witnessRounds(tb *testing.B) error {
 }
 
 func (b *bench) witnessMeasure(wit, plain *witnessSide, k int) error {
-	push, fetch := map[string]durations{}, map[string]durations{}
+	push, fetch, read := map[string]durations{}, map[string]durations{}, map[string]durations{}
 	for r := 0; r < *flagRounds; r++ {
 		sides := []*witnessSide{wit, plain}
 		if r%2 == 1 {
@@ -198,16 +199,26 @@ func (b *bench) witnessMeasure(wit, plain *witnessSide, k int) error {
 			if side == wit && (len(res.Logs) != 1 || res.Logs[0].State != "cosigned") {
 				return fmt.Errorf("the witnessed reader's fetch found the log %+v, want cosigned", res.Logs)
 			}
+			// A read of the task, as artifact list reads it: the witnessed
+			// reader checks the writer's log against its checkpoint and its
+			// memory on every read.
+			for range 3 {
+				t0 = time.Now()
+				if _, err := side.reader.Artifacts("w-1"); err != nil {
+					return fmt.Errorf("read (%s): %w", side.name, err)
+				}
+				read[side.name] = append(read[side.name], time.Since(t0))
+			}
 		}
 	}
 	for _, m := range []struct {
 		what string
 		d    map[string]durations
-	}{{"push", push}, {"fetch", fetch}} {
+	}{{fmt.Sprintf("push of %d new posts", k), push}, {fmt.Sprintf("fetch of %d new posts", k), fetch}, {"read of the task (Store.Artifacts)", read}} {
 		on, off := m.d["on"].median(), m.d["off"].median()
 		rt := ratio(float64(on), float64(off))
-		b.printf("  %-6s %d new posts: with a witness %s (%s), without %s (%s): %s\n", m.what, k, ms(on), m.d["on"].span(), ms(off), m.d["off"].span(), rt)
-		b.summary(fmt.Sprintf("%s of %d new posts, with a witness against without", m.what, k), ms(on), ms(off), rt, "", false)
+		b.printf("  %s: with a witness %s (%s), without %s (%s): %s\n", m.what, ms(on), m.d["on"].span(), ms(off), m.d["off"].span(), rt)
+		b.summary(m.what+", with a witness against without", ms(on), ms(off), rt, "", false)
 	}
 	b.printf("  machine load: %s\n", strings.TrimSpace(machineLoad()))
 	return nil

@@ -241,31 +241,12 @@ func (t *Transactor) removeDeadPackedLock(us []Update) {
 	if checkCreations(us) != nil {
 		return
 	}
-	lock := packedLockPath(t.GitDir)
-	for {
-		data, err := os.ReadFile(lock)
-		if err != nil {
-			return
-		}
+	t.removeLockHolding(packedLockPath(t.GitDir), func() ([]byte, bool) {
 		old, err := os.ReadFile(packedPath(t.GitDir))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return
+			return nil, false
 		}
 		want, err := mergePacked(old, us)
-		if err != nil || !bytes.HasPrefix(want, data) {
-			return
-		}
-		if len(data) < len(want) {
-			fi, err := os.Stat(lock)
-			if err != nil {
-				return
-			}
-			if age := time.Since(fi.ModTime()); age < deadLockAge {
-				time.Sleep(deadLockAge - age)
-				continue
-			}
-		}
-		os.Remove(lock)
-		return
-	}
+		return want, err == nil
+	})
 }

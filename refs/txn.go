@@ -629,13 +629,24 @@ func syncRefDirsUp(gitDir string, us []Update) error {
 // stayed so for deadLockAge.
 func (t *Transactor) removeDeadLock(u Update) {
 	lock := filepath.Join(t.GitDir, filepath.FromSlash(u.Ref)) + ".lock"
-	want := []byte(u.New.String() + "\n")
+	t.removeLockHolding(lock, func() ([]byte, bool) { return []byte(u.New.String() + "\n"), true })
+}
+
+// removeLockHolding removes lock when it holds what want returns (read
+// again at each look), or a prefix of it that has stayed so for
+// deadLockAge: a writer killed between creating its lock and filling it.
+// Anything else in the lock is a live writer's, and stays.
+func (t *Transactor) removeLockHolding(lock string, want func() ([]byte, bool)) {
 	for {
 		data, err := os.ReadFile(lock)
-		if err != nil || !bytes.HasPrefix(want, data) {
+		if err != nil {
 			return
 		}
-		if len(data) < len(want) {
+		w, ok := want()
+		if !ok || !bytes.HasPrefix(w, data) {
+			return
+		}
+		if len(data) < len(w) {
 			fi, err := os.Stat(lock)
 			if err != nil {
 				return

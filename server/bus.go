@@ -21,6 +21,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -392,6 +393,12 @@ func (b *Bus) tryLeadLocked() (bool, error) {
 		return false, err
 	}
 	f, err := os.OpenFile(b.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		// The log's name is on the disk before a batch is synced into it.
+		if err = gitstore.SyncDir(b.dir); err != nil {
+			f.Close()
+		}
+	}
 	if err != nil {
 		syscall.Flock(int(b.lock.Fd()), syscall.LOCK_UN)
 		return false, err
@@ -1097,7 +1104,8 @@ func (b *Bus) endBatch(heads map[string]bernstein.Heads) {
 }
 
 // append writes entries to the log in one write (best effort: it is
-// derived data), so that a follower reads a batch whole or not at all.
+// derived data), so that a follower reads a batch whole or not at all, and
+// syncs it.
 func (b *Bus) append(entries []logEntry) error {
 	var buf bytes.Buffer
 	for _, e := range entries {
@@ -1123,6 +1131,11 @@ func (b *Bus) append(entries []logEntry) error {
 			b.markLocked(last.Last, b.offset)
 			b.mu.Unlock()
 		}
+		// On the disk before its events are published: after a power
+		// loss the log still holds every id a client was given, so the
+		// next leader numbers on past them and never gives an id a client
+		// holds to another event.
+		err = b.logW.Sync()
 	}
 	return err
 }

@@ -12,6 +12,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/atomicfile"
 )
 
 // The event log is kept in segments, so that what a bus reads as it starts
@@ -104,8 +107,11 @@ func (b *Bus) sealLocked() error {
 		return err
 	}
 	line = append(line, '\n')
+	// The next segment is on the disk before it is named log, and both
+	// names are before any batch goes into it: a power loss leaves the old
+	// segment as log or the new one, never a log that lost a synced batch.
 	next := filepath.Join(b.dir, "log.next")
-	if err := os.WriteFile(next, line, 0o644); err != nil {
+	if err := atomicfile.Write(next, line, 0o644); err != nil {
 		return err
 	}
 	name := fmt.Sprintf("%s%020d", sealedPrefix, snap.Last)
@@ -113,6 +119,9 @@ func (b *Bus) sealLocked() error {
 		return err
 	}
 	if err := os.Rename(next, b.logPath()); err != nil {
+		return err
+	}
+	if err := gitstore.SyncDir(b.dir); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(b.logPath(), os.O_WRONLY|os.O_APPEND, 0o644)

@@ -27,6 +27,14 @@ import (
 var cliBin string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("BERNSTEIN_TEST_EVENTLOG_CHILD"); dir != "" {
+		if err := server.EventLogChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "eventlog child:", err)
+			os.Exit(1)
+		}
+		fmt.Println("eventlog child ok")
+		os.Exit(0)
+	}
 	var err error
 	if cliBin, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -75,6 +75,7 @@ func newRootCmd(sio *IO) *cobra.Command {
 	root.PersistentFlags().StringVar(&f.allowedSigners, "allowed-signers", "", "pin writer keys from this allowed_signers file (default $BERNSTEIN_ALLOWED_SIGNERS)")
 	root.AddCommand(newServeCmd(f, nil), newMCPCmd(f, nil))
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetUsageTemplate(servecmd.UsageTemplate(root.UsageTemplate()))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	})

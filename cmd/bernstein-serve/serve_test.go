@@ -13,10 +13,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bernstein/bernstein/internal/servecmd"
 	"github.com/bernstein/bernstein/internal/testbin"
 	"github.com/bernstein/bernstein/server"
+	"github.com/spf13/cobra"
 )
 
 // cliEnv is a fresh repository with a writer identity, made by the
@@ -261,5 +263,23 @@ func TestErrorsAsBernsteinPrintsThem(t *testing.T) {
 	var mcpErr bytes.Buffer
 	if code := run([]string{"--repo", e.repo, "mcp"}, &IO{Out: io.Discard, Err: &mcpErr}); code != 1 || !strings.Contains(mcpErr.String(), "pass --http ADDR") {
 		t.Errorf("mcp without --http: exit %d %q", code, mcpErr.String())
+	}
+}
+
+// TestHelpFitsEightyColumns: this program's --help, as bernstein's, reads on
+// an 80-column terminal.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCmd(&IO{In: strings.NewReader(""), Out: &out, Err: &out})
+	for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
+		out.Reset()
+		if err := c.Help(); err != nil || !strings.Contains(out.String(), "Usage:") {
+			t.Fatalf("%s --help: %v\n%s", c.CommandPath(), err, out.String())
+		}
+		for i, l := range strings.Split(out.String(), "\n") {
+			if w := utf8.RuneCountInString(l); w > 80 {
+				t.Errorf("%s --help, line %d is %d columns: %q", c.CommandPath(), i+1, w, l)
+			}
+		}
 	}
 }

@@ -283,7 +283,7 @@ func newArtifactShowCmd(f *factory, runF func(*artifactShowOptions) error) *cobr
 	var version int64
 	cmd := &cobra.Command{
 		Use:   "show <task> <key>",
-		Short: "Show the latest (or a given) version of an artifact, with its history",
+		Short: "Show an artifact's latest (or a given) version, with its history",
 		Long:  artifactShowLong,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

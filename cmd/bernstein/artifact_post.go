@@ -71,9 +71,10 @@ Batch: --stdin (no task or key arguments) reads one post per line, as a JSON
 object whose fields are the flags' names:
 
   {"task": "T-1", "key": "notes", "type": "report", "body": "# Notes"}
-  {"task": "T-1", "key": "grid", "type": "table", "column": ["a", "b"], "row": ["1,2"]}
-  {"task": "T-2", "key": "site", "type": "link", "url": "https://x.test", "kind": "preview",
-   "agent": "agent-2", "claim-token": "bct_..."}
+  {"task": "T-1", "key": "grid", "type": "table", "column": ["a", "b"],
+   "row": ["1,2"]}
+  {"task": "T-2", "key": "site", "type": "link", "url": "https://x.test",
+   "kind": "preview", "agent": "agent-2", "claim-token": "bct_..."}
 
 (each object on one line; "body-file" and "csv" name files, not stdin; blank
 lines are skipped). "agent" and "claim-token" default to --agent and

@@ -66,10 +66,10 @@ public-key hint (the key's SSH fingerprint) and no transparency log entry.
 
 The subject is the version's payload: the sha256 of its canonical bytes and
 its git blob id ('git cat-file blob <id>' prints those bytes). The predicate
-(` + "`" + `docs/attest.md` + "`" + `, artifact-version v1) carries the journal row, the spine entry hash,
-the version's position in the run and the progress vector at that position.
-The version is re-verified first; only a verified one is attested. Nothing is
-written to the repository.
+(` + "`" + `docs/attest.md` + "`" + `, artifact-version v1) carries the journal row, the spine
+entry hash, the version's position in the run and the progress vector at that
+position. The version is re-verified first; only a verified one is attested.
+Nothing is written to the repository.
 
 ` + attestExit
 
@@ -94,6 +94,9 @@ func newArtifactAttestCmd(f *factory, runF func(*artifactAttestOptions) error) *
 	}
 	o.flags(cmd)
 	cmd.Flags().Int64Var(&version, "version", 0, "attest version N instead of the latest")
+	// The synopsis names every flag but the global ones; " [flags]" would
+	// take it past 80 columns.
+	cmd.DisableFlagsInUseLine = true
 	return cmd
 }
 

@@ -34,9 +34,10 @@ every payload and output blob re-hashed (sha256 and git object id); every
 journal row bound to exactly one spine entry and every spine entry to a row;
 the audit mirrors carrying every post and transition; every spine and audit
 commit signature checked against the writer's pinned key (the local writer's
-own, one pinned with 'bernstein keys pin', or --allowed-signers); every HMAC recomputed where the writer's HMAC key
-is on this host (elsewhere it is reported as not checked, never as tampered).
-Journal seals decide each task's journal_identity.
+own, one pinned with 'bernstein keys pin', or --allowed-signers); every HMAC
+recomputed where the writer's HMAC key is on this host (elsewhere it is
+reported as not checked, never as tampered). Journal seals decide each task's
+journal_identity.
 
 Each failure is one line that stands alone: FAIL, where (the task, then the
 key, version and journal index of an artifact version, the journal index of a
@@ -52,7 +53,8 @@ The JSON document carries the same fields (task_id, key, version,
 journal_index, writer, seq, check, reason). "N signatures checked" counts
 every commit signature checked; those by writers whose keys are published
 (refs/bernstein/writers/<writer>) but not pinned here are counted apart: they
-prove nothing until pinned ('bernstein keys list', 'bernstein keys pin'). Nothing is written to the repository and no key is created.
+prove nothing until pinned ('bernstein keys list', 'bernstein keys pin').
+Nothing is written to the repository and no key is created.
 
 Chains this host's writer extended are also checked against the heads it
 wrote (kept in BERNSTEIN_HOME): one that no longer contains them was rolled
@@ -69,7 +71,8 @@ the audit mirror both ways; a ref that no longer contains its head at the
 checkpoint is reported (rolled back or rewritten). Its cost follows what was
 added, not the history. What spans the checkpoint is left to the full
 verify: a task's journal identity (reported unverifiable) and the link from
-a key's last version before the checkpoint to its first one after. Give both to move a checkpoint forward:
+a key's last version before the checkpoint to its first one after. Give both
+to move a checkpoint forward:
   bernstein audit verify --since nightly --checkpoint nightly
 A checkpoint taken under keys this host no longer trusts cannot be used
 (exit 2): run a full verify. The full verify stays the default.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -804,4 +805,33 @@ func TestHelpHasNoStrayBreaks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHelpFitsEightyColumns: every command's --help, flags included, reads
+// on an 80-column terminal without a line wrapped by the terminal.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCmd(&IO{In: strings.NewReader(""), Out: &out, Err: &out})
+	n := 0
+	walk(root, func(c *cobra.Command) {
+		if strings.HasPrefix(c.Name(), "__") {
+			return
+		}
+		out.Reset()
+		if err := c.Help(); err != nil {
+			t.Fatalf("%s --help: %v", c.CommandPath(), err)
+		}
+		if !strings.Contains(out.String(), "Usage:") {
+			t.Fatalf("%s --help printed no usage:\n%s", c.CommandPath(), out.String())
+		}
+		n++
+		for i, l := range strings.Split(out.String(), "\n") {
+			if w := utf8.RuneCountInString(l); w > 80 {
+				t.Errorf("%s --help, line %d is %d columns: %q", c.CommandPath(), i+1, w, l)
+			}
+		}
+	})
+	if n < 30 {
+		t.Fatalf("walked only %d commands", n)
+	}
 }

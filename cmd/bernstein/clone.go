@@ -44,7 +44,7 @@ func newCloneCmd(f *factory, runF func(*cloneOptions) error) *cobra.Command {
 	o := &cloneOptions{IO: f.IO, Options: f.Options}
 	cmd := &cobra.Command{
 		Use:   "clone URL [DIR]",
-		Short: "Clone a repository with its refs/bernstein/* and list the writers' keys",
+		Short: "Clone a repository with refs/bernstein/*; list the writers' keys",
 		Long:  cloneLong,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {

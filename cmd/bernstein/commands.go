@@ -207,6 +207,8 @@ of --type and --kind.
 
 ` + parentExitStatus
 	for _, sh := range comp.Commands() {
+		// cobra's bash text, said in 80 columns.
+		sh.Long = strings.Replace(sh.Long, "you can install it via your OS's package manager", "install it with your OS's package manager", 1)
 		sh.Long = strings.TrimRight(sh.Long, "\n") + "\n\nExit status: 0 script printed; 1 error."
 	}
 }

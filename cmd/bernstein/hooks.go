@@ -22,18 +22,21 @@ func newHooksCmd(f *factory) *cobra.Command {
 		Short: "Git hooks that guard a remote, check pushes and record checkpoints",
 		Long: `Install git hooks that keep bernstein's history honest where plain git moves it:
 
-  install --remote-guard     a pre-receive hook in a bare repository (a remote): it
-                             refuses a push that deletes or rewinds a refs/bernstein/*
-                             ref, carries a commit no pinned key signed, substitutes a
-                             writer's key, or adds rows that do not chain, payloads that
-                             do not hash to their rows, or spine entries that do not
-                             bind the rows they seal. It checks only what the push adds.
-  install --pre-push         a pre-push hook in a working repository: the same checks
-                             on what is about to leave, against this host's pinned keys,
-                             for git push and bernstein push alike.
+  install --remote-guard     a pre-receive hook in a bare repository (a remote):
+                             it refuses a push that deletes or rewinds a
+                             refs/bernstein/* ref, carries a commit no pinned
+                             key signed, substitutes a writer's key, or adds
+                             rows that do not chain, payloads that do not hash
+                             to their rows, or spine entries that do not bind
+                             the rows they seal. It checks only what the push
+                             adds.
+  install --pre-push         a pre-push hook in a working repository: the same
+                             checks on what is about to leave, against this
+                             host's pinned keys, for git push and bernstein push
+                             alike.
   install --checkpoint TASK  a post-commit hook: every commit is recorded as a
-                             checkpoint row of TASK, so progress is earned as commits
-                             are made. It never blocks a commit.
+                             checkpoint row of TASK, so progress is earned as
+                             commits are made. It never blocks a commit.
 
 Each hook is a one-line script that runs 'bernstein hooks run NAME' with the
 absolute path of the binary that installed it and its BERNSTEIN_HOME, so it
@@ -110,18 +113,19 @@ type hooksInstallOptions struct {
 
 const hooksInstallLong = `Install a hook into the repository (--repo DIR, else the current directory):
 
-  --remote-guard    in a bare repository: the pre-receive guard. It trusts the keys
-                    pinned for that repository in the pin file of this BERNSTEIN_HOME
-                    (pin them with 'bernstein keys pin --repo DIR ...' as the operator,
-                    after checking their fingerprints); with --trust-first-use it pins
-                    the first key each writer publishes and refuses any other later.
-  --pre-push        in a working repository: the same checks before a push leaves.
-  --checkpoint TASK in a working repository: record each new commit as a checkpoint
-                    row of TASK (which must exist).
+  --remote-guard    in a bare repository: the pre-receive guard. It trusts the
+                    keys pinned for that repository in the pin file of this
+                    BERNSTEIN_HOME (pinned by the operator, after checking their
+                    fingerprints, with 'bernstein keys pin --repo DIR ...');
+                    with --trust-first-use it pins the first key each writer
+                    publishes and refuses any other later.
+  --pre-push        in a working repository: those checks before a push leaves.
+  --checkpoint TASK in a working repository: record each new commit as a
+                    checkpoint row of TASK (which must exist).
 
-The script calls this binary by its absolute path with this BERNSTEIN_HOME. A hook
-that is already there and is not bernstein's is renamed NAME.chained and run after
-ours; installing the same hook again changes nothing.
+The script calls this binary by its absolute path with this BERNSTEIN_HOME. A
+hook that is already there and is not bernstein's is renamed NAME.chained and
+run after ours; installing the same hook again changes nothing.
 
 Exit status: 0 installed (or installed already); 1 error (wrong kind of
 repository, unknown task, a hook in the way), nothing written.`
@@ -129,7 +133,7 @@ repository, unknown task, a hook in the way), nothing written.`
 func newHooksInstallCmd(f *factory, runF func(*hooksInstallOptions) error) *cobra.Command {
 	o := &hooksInstallOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "install --remote-guard [--trust-first-use] | --pre-push | --checkpoint TASK",
+		Use:   "install --remote-guard|--pre-push|--checkpoint TASK",
 		Short: "Install one of bernstein's git hooks",
 		Long:  hooksInstallLong,
 		Args:  cobra.NoArgs,
@@ -264,14 +268,14 @@ type hooksUninstallOptions struct {
 func newHooksUninstallCmd(f *factory, runF func(*hooksUninstallOptions) error) *cobra.Command {
 	o := &hooksUninstallOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "uninstall --remote-guard | --pre-push | --checkpoint",
+		Use:   "uninstall --remote-guard|--pre-push|--checkpoint",
 		Short: "Remove one of bernstein's git hooks",
 		Long: `Remove bernstein's hook from the repository (--repo DIR, else the current
-directory) and put back the hook it had kept as NAME.chained, if any. A hook that is
-not bernstein's is left alone.
+directory) and put back the hook it had kept as NAME.chained, if any. A hook
+that is not bernstein's is left alone.
 
-Exit status: 0 removed; 1 error (no bernstein hook of that name there, wrong kind
-of repository), nothing changed.`,
+Exit status: 0 removed; 1 error (no bernstein hook of that name there, wrong
+kind of repository), nothing changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Repo = hookRepo(f)
@@ -318,8 +322,8 @@ func newHooksRunCmd(f *factory, runF func(*hooksRunOptions) error) *cobra.Comman
 		Long: `Run one of bernstein's hooks with git's arguments and input. The installed
 scripts call it; see 'bernstein hooks --help'.
 
-Exit status: 0 accepted (post-commit: always 0); 1 refused, one line per problem on
-stderr; 2 the check could not run (the push is refused as well).`,
+Exit status: 0 accepted (post-commit: always 0); 1 refused, one line per
+problem on stderr; 2 the check could not run (the push is refused as well).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Hook, o.Args = args[0], args[1:]

@@ -30,11 +30,11 @@ refs/bernstein/writers/<writer>.<key> (the key's SHA-256 in hex), together with
 a git allowed_signers line (other hosts pin it with 'bernstein keys pin'). A
 repository that holds no chain yet gets its identity, minted once
 (refs/bernstein/repository, docs/format.md); one that holds chains and no
-identity is in storage format 1 and is left so ('bernstein upgrade'). Pointed at an empty or missing folder, it runs
-'git init' there first. Unless core.fsync is already configured, it sets it
-to "pack,derived-metadata,reference" in the repository's config, so that git's
-own ref maintenance (pack-refs, gc) syncs what it moves. Running it again
-changes nothing.
+identity is in storage format 1 and is left so ('bernstein upgrade'). Pointed
+at an empty or missing folder, it runs 'git init' there first. Unless core.fsync
+is already configured, it sets it to "pack,derived-metadata,reference" in the
+repository's config, so that git's own ref maintenance (pack-refs, gc) syncs
+what it moves. Running it again changes nothing.
 
 With --ssh-agent the signing key never touches the disk: it is a key that
 ssh-agent holds (a hardware token, or a PKCS#11 key loaded with 'ssh-add -s'),

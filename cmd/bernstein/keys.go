@@ -36,15 +36,16 @@ publishes it, and its trust:
 
   own                    this host's writer
   pinned                 the published key is the pinned one
-  unpinned               published, nothing pins it: its signatures prove nothing
+  unpinned               published, not pinned: its signatures prove nothing
   CHANGED                pinned, but the published key is another one
   pinned, not published  pinned here, no ref publishes a key for it
   UNREADABLE             the writer's key ref holds no key that can be read
 
 A CHANGED key (also this host's own writer's, when its ref publishes
 another key) and an UNREADABLE key ref are printed as warnings on stderr as
-well: someone published a new key under a writer's name. Until it is pinned (after checking with the
-writer's owner), that writer's new signatures do not verify.
+well: someone published a new key under a writer's name. Until it is pinned
+(after checking with the writer's owner), that writer's new signatures do
+not verify.
 
 Exit status: 0 listed; 1 error.`
 
@@ -52,7 +53,7 @@ func newKeysListCmd(f *factory, runF func(*keysListOptions) error) *cobra.Comman
 	o := &keysListOptions{IO: f.IO, Store: f.Store}
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "Every writer's key: fingerprint, where it came from, whether it is pinned",
+		Short: "Each writer's key: fingerprint, where it came from, whether pinned",
 		Long:  keysListLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -28,12 +28,15 @@ const mcpConfigLong = `Print the configuration an MCP client needs to start bern
 stdio (or, with --http URL, to reach 'bernstein serve' or 'bernstein mcp --http'
 at URL), in the client's own format:
 
-  claude-code  .mcp.json          mcpServers; ${BERNSTEIN_AGENT}, ${BERNSTEIN_CLAIM_TOKEN}
-  cursor       .cursor/mcp.json   mcpServers; ${env:BERNSTEIN_AGENT}, ${env:BERNSTEIN_CLAIM_TOKEN}
+  claude-code  .mcp.json          mcpServers; ${BERNSTEIN_AGENT},
+                                  ${BERNSTEIN_CLAIM_TOKEN}
+  cursor       .cursor/mcp.json   mcpServers; ${env:BERNSTEIN_AGENT},
+                                  ${env:BERNSTEIN_CLAIM_TOKEN}
   vscode       .vscode/mcp.json   servers, and inputs that prompt for the agent
                                   and the token (the token as a password)
-  inspector    mcp-inspector.json mcpServers, for the MCP Inspector's --config; the
-                                  caller goes on its command line: -e BERNSTEIN_AGENT=...
+  inspector    mcp-inspector.json mcpServers, for the MCP Inspector's --config;
+                                  the caller goes on its command line:
+                                  -e BERNSTEIN_AGENT=...
                                   -e BERNSTEIN_CLAIM_TOKEN=... (stdio) or
                                   --header "Authorization: Bearer ..." (HTTP)
 
@@ -51,8 +54,8 @@ merged (nothing written).`
 func newMCPConfigCmd(f *factory, runF func(*mcpConfigOptions) error) *cobra.Command {
 	o := &mcpConfigOptions{IO: f.IO, WorkTree: func() (string, error) { return workTree(f) }}
 	cmd := &cobra.Command{
-		Use:   "config --client claude-code|cursor|vscode|inspector [--http URL] [--write]",
-		Short: "Print (or merge into the client's file) an MCP client configuration",
+		Use:   "config --client CLIENT [--http URL] [--write]",
+		Short: "Print an MCP client configuration (or merge it into its file)",
 		Long:  mcpConfigLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -77,7 +77,7 @@ func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
 	o := &pushOptions{IO: f.IO, Store: f.Store}
 	cmd := &cobra.Command{
 		Use:   "push [REMOTE]",
-		Short: "Push every refs/bernstein/* ref this host moved, in one atomic push",
+		Short: "Push each refs/bernstein/* ref this host moved, in one atomic push",
 		Long:  pushLong,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -34,7 +34,7 @@ const remoteSetupLong = `Configure REMOTE (default origin) so that plain git mov
 safely, fast-forward only (no refspec carries '+'):
 
   remote.REMOTE.fetch = refs/bernstein/*:refs/bernstein-remotes/REMOTE/*
-  remote.REMOTE.push  = HEAD                    (only when it had no push refspec)
+  remote.REMOTE.push  = HEAD                    (only if it had no push refspec)
   remote.REMOTE.push  = refs/bernstein/*:refs/bernstein/*
 
 A plain 'git fetch' brings the objects and the remote's heads into the

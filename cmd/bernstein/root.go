@@ -70,6 +70,7 @@ func newRootCmd(io *IO) *cobra.Command {
 		newRemoteCmd(f), newWitnessCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
 		newHooksCmd(f), newUpgradeCmd(f, nil),
 	)
+	root.SetUsageTemplate(servecmd.UsageTemplate(root.UsageTemplate()))
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()

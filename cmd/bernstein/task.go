@@ -48,10 +48,11 @@ type taskCreateOptions struct {
 
 const taskCreateLong = `Create a task: the first row of its ledger, task.created.
 
---evidence NAME=CMD declares a required evidence producer and --optional-evidence
-NAME=CMD an optional one ('bernstein evidence run' executes them); --gate
-NAME=CMD declares a gate ('bernstein gate run'). Task ids are 1 to 128 of
-letters, digits and _ . : - starting with a letter or digit, without "..".
+--evidence NAME=CMD declares a required evidence producer and
+--optional-evidence NAME=CMD an optional one ('bernstein evidence run' executes
+them); --gate NAME=CMD declares a gate ('bernstein gate run'). Task ids are
+1 to 128 of letters, digits and _ . : - starting with a letter or digit,
+without "..".
 
 Exit status: 0 created; 1 bad input, the task exists already, or error
 (nothing written).`

@@ -46,7 +46,7 @@ func newTaskAdoptCmd(f *factory, runF func(*taskAdoptOptions) error) *cobra.Comm
 	o := &taskAdoptOptions{IO: f.IO, Store: f.Store}
 	cmd := &cobra.Command{
 		Use:   "adopt TASK [REMOTE]",
-		Short: "Resolve a divergence: take the remote's chains of a task, record this host's rows again on top",
+		Short: "Resolve a divergence: the remote's chains, this host's rows on top",
 		Long:  taskAdoptLong,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -252,8 +252,21 @@ describe('the live task page in chromium', { timeout: 600_000 }, () => {
     assert.equal(await md.locator('td').first().textContent(), 'c', 'the markdown table cell keeps its text, not its markup');
     assert.equal(await page.locator('#no-artifacts').isVisible(), false);
     // The Copy button of an inserted version copies its spine entry hash.
+    // "Copied" shows for 1.5 s only, which a poll of a loaded browser can
+    // miss: an observer set before the click records that it showed.
+    await art.locator('button.copy').evaluate((b) => {
+      window.copiedShown = new Promise((resolve) => {
+        setTimeout(() => resolve(false), 15000);
+        new MutationObserver((_, o) => {
+          if (b.dataset.copied === 'true' && b.textContent === 'Copied') {
+            o.disconnect();
+            resolve(true);
+          }
+        }).observe(b, { attributes: true, attributeFilter: ['data-copied'], childList: true, characterData: true, subtree: true });
+      });
+    });
     await art.locator('button.copy').click();
-    await art.locator('button.copy[data-copied="true"]').waitFor();
+    assert.equal(await page.evaluate(() => window.copiedShown), true, 'the button never showed Copied');
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), r.spine_entry_hash);
     await assertNoNavigation();
   });

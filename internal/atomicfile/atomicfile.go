@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write replaces path with data (mode perm). A reader sees the old file or
@@ -51,4 +52,22 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Locked runs fn holding an exclusive lock on path+".lock" (created in
+// path's folder, which must exist), so that read-modify-write updates of
+// path by several processes of this host follow one another instead of
+// losing each other's writes. The lock dies with its process.
+func Locked(path string, fn func() error) error {
+	lock := path + ".lock"
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", lock, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return fn()
 }

@@ -29,8 +29,11 @@ import (
 // Program is the name of the server program.
 const Program = "bernstein-serve"
 
+// InstallCommand installs bernstein and the server program side by side.
+const InstallCommand = "go install github.com/bernstein/bernstein/cmd/...@latest"
+
 // Install says how the server program is installed.
-const Install = "go install github.com/bernstein/bernstein/cmd/...@latest (installs bernstein and bernstein-serve side by side; 'make build' builds both into bin/)"
+const Install = InstallCommand + " (installs bernstein and bernstein-serve side by side; 'make build' builds both into bin/)"
 
 // DefaultAddr is where 'bernstein serve' listens unless told otherwise
 // (server.DefaultAddr, which a test of bernstein-serve holds equal).
@@ -38,15 +41,16 @@ const DefaultAddr = "127.0.0.1:7420"
 
 // MCPTools lists the MCP tools in the help of 'bernstein mcp' and 'serve'.
 const MCPTools = `Tools:
-  bernstein_post_artifact  task_id, key, artifact_type (report | table | link) and
-                           per type body | columns + rows | url + link_kind: post a
-                           version to a task whose live claim the caller holds
+  bernstein_post_artifact  task_id, key, artifact_type (report | table | link)
+                           and per type body | columns + rows | url + link_kind:
+                           post a version to a task whose live claim the
+                           caller holds
   bernstein_task_handle    task_id: taskId, status, journalHead, spineHead,
                            progress, progressHash and receiptHash of a task`
 
 // ServeUse and ServeShort are the first lines of serve's help.
 const (
-	ServeUse   = "serve [--addr 127.0.0.1:7420] [--allow-remote] [--read-token T]"
+	ServeUse   = "serve [--addr ADDR] [--allow-remote] [--read-token T]"
 	ServeShort = "Serve bernstein over HTTP: the pages, the task API, events and MCP"
 )
 
@@ -77,9 +81,13 @@ streams and MCP sessions are capped, and idle MCP sessions are closed.
 Port 0 picks a free port. The URL is printed on stderr once the server
 listens.
 
-The server is the program bernstein-serve, installed beside bernstein
-(` + Install + `): 'bernstein serve' runs it in its own place, with the
-same arguments, environment and streams.
+The server is the program bernstein-serve, installed beside bernstein: 'make
+build' builds both into bin/, and this installs both side by side:
+
+  ` + InstallCommand + `
+
+'bernstein serve' runs it in its own place, with the same arguments,
+environment and streams.
 
 Exit status: 0 on SIGINT/SIGTERM; 1 on bad flags, a repository that cannot
 be opened, an address that cannot be listened on, or no bernstein-serve.`
@@ -183,4 +191,12 @@ func WithStore(open func() (*bernstein.Store, error), use func(*bernstein.Store)
 	}
 	defer s.Close()
 	return use(s)
+}
+
+// UsageTemplate is cobra's usage template t fitted to 80 columns, as the
+// rest of both programs' --help is written: flag descriptions wrap aligned
+// under their column, and the closing line is shorter.
+func UsageTemplate(t string) string {
+	t = strings.ReplaceAll(t, ".FlagUsages |", ".FlagUsagesWrapped 80 |")
+	return strings.ReplaceAll(t, "--help\" for more information about a command.", "--help\" for more about a command.")
 }

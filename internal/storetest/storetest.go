@@ -1,7 +1,8 @@
 // Package storetest makes repositories for the tests of the library's
 // internal packages: wired as the root's Open wires them, but without the
-// root (which imports those packages), initialised with writer test-writer
-// whose key is published (as bernstein init leaves it), and open.
+// root (which imports those packages), initialised as bernstein init leaves
+// a new one (its identity minted, writer test-writer's key published), and
+// open.
 package storetest
 
 import (
@@ -42,7 +43,18 @@ func New(t testing.TB) *Repo {
 		t.Fatal(err)
 	}
 	r := Open(t, dir, home)
-	if _, err := r.Writer.Submit(func(t *txn.Tx) (any, error) { return t.PublishKey() }); err != nil {
+	// As bernstein init leaves a new repository: its identity minted (the
+	// current storage format) and the writer's key published.
+	if _, err := r.Writer.Submit(func(t *txn.Tx) (any, error) {
+		rid, err := txn.NewRepositoryID()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.MintRepository(rid); err != nil {
+			return nil, err
+		}
+		return t.PublishKey()
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -18,7 +18,7 @@ func TestApplyLockedPacksAreDistinct(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	r := storetest.New(t)
 	s := r.Writer
-	head, err := r.Core.Refs.Read("refs/bernstein/writers/test-writer")
+	head, err := r.Core.Refs.Read(refs.Repository)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,8 @@ func (h Host) Config() (*Config, error) {
 	return c, nil
 }
 
-// SaveConfig writes the configuration whole (temporary file, sync, rename).
-func (h Host) SaveConfig(c *Config) error {
+// saveConfig writes the configuration whole (temporary file, sync, rename).
+func (h Host) saveConfig(c *Config) error {
 	if c.Quorum < 0 {
 		return fmt.Errorf("a quorum of %d witnesses", c.Quorum)
 	}
@@ -168,10 +168,54 @@ func (h Host) Seen(writer string) ([]byte, error) {
 
 // Remember records cp as the newest cosigned checkpoint of writer's log
 // this host has verified. Call it only once cp and its cosignatures
-// checked, and only with a checkpoint at least as large as Seen's.
+// checked. Two reads that verified different sizes at once keep the
+// larger: the memory never moves back.
 func (h Host) Remember(writer string, cp []byte) error {
-	if err := keys.MkdirDurable(filepath.Dir(h.seenPath(writer))); err != nil {
+	path := h.seenPath(writer)
+	if err := keys.MkdirDurable(filepath.Dir(path)); err != nil {
 		return err
 	}
-	return atomicfile.Write(h.seenPath(writer), cp, 0o600)
+	return atomicfile.Locked(path, func() error {
+		old, err := h.Seen(writer)
+		if err != nil {
+			return err
+		}
+		if old != nil && noteSize(old) > noteSize(cp) {
+			return nil
+		}
+		return atomicfile.Write(path, cp, 0o600)
+	})
+}
+
+// noteSize is the size a checkpoint note's body names (its second line),
+// -1 when it names none; the note was checked before it was remembered.
+func noteSize(raw []byte) int64 {
+	lines := strings.SplitN(string(raw), "\n", 3)
+	if len(lines) < 3 {
+		return -1
+	}
+	n, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// UpdateConfig applies edit to the witness configuration and writes it,
+// under a lock, so that two edits at once (witness add in two terminals)
+// both land.
+func (h Host) UpdateConfig(edit func(*Config) error) error {
+	if err := keys.MkdirDurable(filepath.Dir(h.ConfigPath())); err != nil {
+		return err
+	}
+	return atomicfile.Locked(h.ConfigPath(), func() error {
+		c, err := h.Config()
+		if err != nil {
+			return err
+		}
+		if err := edit(c); err != nil {
+			return err
+		}
+		return h.saveConfig(c)
+	})
 }

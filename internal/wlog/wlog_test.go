@@ -214,9 +214,9 @@ func signWith(t *testing.T, origin string, size int64, root tlog.Hash) []byte {
 	return b
 }
 
-// TestForgedCheckpoints: a checkpoint another key signed, and one whose
-// root is not the spine's, are refused as forged; the writer's own of its
-// spine is not.
+// TestForgedCheckpoints: a checkpoint another key signed, one whose root
+// is not the spine's, and one whose commit names another size than its
+// signed note are refused as forged; the writer's own of its spine is not.
 func TestForgedCheckpoints(t *testing.T) {
 	r := logRepo(t, 3)
 	id := identity(t, r)
@@ -232,15 +232,17 @@ func TestForgedCheckpoints(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		signed []byte
+		size   int64 // what the checkpoint commit's record says
 		want   string
 	}{
-		{"the writer's", good, ""},
-		{"another key's", signWith(t, origin, 3, root), "not signed by the writer's key"},
-		{"another root", bad, "does not match the checkpoint's root"},
+		{"the writer's", good, 3, ""},
+		{"another key's", signWith(t, origin, 3, root), 3, "not signed by the writer's key"},
+		{"another root", bad, 3, "does not match the checkpoint's root"},
+		{"a commit that says another size", good, 2, "its commit says writer test-writer and 2 entries"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r2 := storetest.Open(t, r.Dir, r.Home)
-			cp := commitCheckpoint(t, r2, 3, c.signed)
+			cp := commitCheckpoint(t, r2, c.size, c.signed)
 			st, err := checker(r2, t.TempDir()).Check(context.Background(), "test-writer", pubs, spine, cp)
 			if c.want == "" {
 				if err != nil || st.Size != 3 || st.State != wlog.StateNotCosigned {
