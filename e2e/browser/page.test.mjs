@@ -93,6 +93,22 @@ describe('the live task page in chromium', { timeout: 600_000 }, () => {
   // securitypolicyviolation events) and main-frame navigations.
   async function watch(p, counter) {
     await p.addInitScript(() => {
+      // Every highlight the page shows ('fresh' lasts 2.5 to 4 s), as it
+      // is shown: a poll of a loaded browser can miss the class, this
+      // record cannot.
+      window.__highlighted = [];
+      const record = (el) => {
+        if (el.nodeType === 1 && el.classList.contains('fresh')) {
+          window.__highlighted.push({ id: el.id, key: el.dataset.key, version: el.dataset.version, inserted: el.dataset.inserted,
+            vector: el.dataset.vectorHash, earned: el.dataset.earnedSteps });
+        }
+      };
+      new MutationObserver((ms) => {
+        for (const m of ms) {
+          if (m.type === 'attributes') record(m.target);
+          else m.addedNodes.forEach(record);
+        }
+      }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['class'] });
       window.__cspViolations = [];
       document.addEventListener('securitypolicyviolation', (e) => {
         window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
@@ -152,9 +168,16 @@ describe('the live task page in chromium', { timeout: 600_000 }, () => {
 
   // assertLive waits for the version of receipt r to be inserted from the
   // stream, highlighted, verified, at its run position, posted by AGENT.
+  // highlighted waits until the page has highlighted an element whose
+  // record (see watch) has every field of want.
+  async function highlighted(want) {
+    await page.waitForFunction((w) => window.__highlighted.some((h) => Object.keys(w).every((k) => h[k] === w[k])), want, { polling: 50 });
+  }
+
   async function assertLive(r, checkpoint) {
     const sel = version(r.key, r.version);
-    const art = page.locator(`${sel}.fresh[data-inserted="live"]`);
+    await highlighted({ key: r.key, version: String(r.version), inserted: 'live' });
+    const art = page.locator(`${sel}[data-inserted="live"]`);
     await art.waitFor();
     assert.equal(await page.locator(sel).count(), 1, `${sel} is on the page once`);
     const runText = (await art.locator('.run-position').textContent()).replace(/\s+/g, ' ');
@@ -319,7 +342,7 @@ describe('the live task page in chromium', { timeout: 600_000 }, () => {
     assert.notEqual(commit2, commit1);
     assert.equal(cp.progress.checkpoints, 2);
     assert.equal(cp.progress.earned_steps, 2, 'a new commit earns a step');
-    await page.locator(`#progress-strip.fresh[data-vector-hash="${cp.progress.vector_hash}"][data-earned-steps="2"]`).waitFor();
+    await highlighted({ id: 'progress-strip', vector: cp.progress.vector_hash, earned: '2' });
     assert.notEqual(cp.progress.vector_hash, before);
     assert.equal(await strip.locator('[data-field="checkpoints"]').textContent(), '2');
     assert.equal(await strip.locator('[data-field="earned_steps"]').textContent(), '2');

@@ -51,6 +51,11 @@ func (e *TamperedError) Error() string {
 	}
 	switch e.Kind {
 	case "rolled back":
+		if e.Witness != "" {
+			// A witness knows the writer's log, not this copy's history: a
+			// copy the writer has not pushed to since reads the same.
+			return fmt.Sprintf("writer %s's log was rolled back, or this is a copy the writer has not pushed to since: it holds %d entries, but %s has cosigned a checkpoint of %d (fetch from the remote the writer pushes to): %s", e.Writer, e.Size, who, e.Seen, e.Why)
+		}
 		return fmt.Sprintf("writer %s's log was rolled back: it holds %d entries, but %s has seen a cosigned checkpoint of %d: %s", e.Writer, e.Size, who, e.Seen, e.Why)
 	case "forked":
 		return fmt.Sprintf("writer %s's log forked: its first %d entries are not those of the cosigned checkpoint of %d entries %s has seen (the log holds %d): %s", e.Writer, e.Seen, e.Seen, who, e.Size, e.Why)
