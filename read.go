@@ -210,6 +210,35 @@ func (s *Store) TaskFeed(task string, since Heads) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.taskFeed(view, task, since)
+}
+
+// FeedsView takes one consistent view of every task's chains and of what
+// proving them reads (keys, writers, spines, checkpoints): a reader of
+// many tasks' feeds (the first scan of `bernstein serve`) reads the refs
+// once, not once per task.
+func (s *Store) FeedsView() (*refs.Snapshot, error) {
+	scope := []string{refs.JournalPrefix, refs.LedgerPrefix}
+	for _, sc := range taskScope("") {
+		// Every ref but the task's own chains, which the prefixes cover (a
+		// read outside the view is an error, never a zero).
+		if !strings.HasPrefix(sc, refs.JournalPrefix) && !strings.HasPrefix(sc, refs.LedgerPrefix) {
+			scope = append(scope, sc)
+		}
+	}
+	return s.core.Refs.Snapshot(scope...)
+}
+
+// TaskFeedIn is TaskFeed read from view, a FeedsView.
+func (s *Store) TaskFeedIn(view *refs.Snapshot, task string, since Heads) (*Feed, error) {
+	if err := validateTask(task); err != nil {
+		return nil, err
+	}
+	return s.taskFeed(view, task, since)
+}
+
+// taskFeed is TaskFeed of view.
+func (s *Store) taskFeed(view *refs.Snapshot, task string, since Heads) (*Feed, error) {
 	f, err := s.feeds.Since(view, task, since)
 	if err != nil {
 		return nil, err

@@ -135,6 +135,7 @@ type Bus struct {
 	logW   *os.File    // the leader's log, appended to
 	logR   *os.File    // a follower's log, read from offset
 	offset int64       // the log's bytes read, to the end of its last whole batch
+	base   int64       // the end of the log's first batch (its snapshot of every task)
 	maxID  int64       // the largest id the log names, whole batch or not
 	whole  bool        // the log holds at least one whole batch
 	// The leader's batch in progress: its events and their log entries.
@@ -158,6 +159,7 @@ type Bus struct {
 	packed  packedStamp
 	recheck []string
 	scans   atomic.Int64 // scans of every task a leader made (for tests)
+	feeds   atomic.Int64 // tasks a leader read from their chains (for tests)
 	// marks index the log by event id (under mu; markEvery bytes apart,
 	// every tests lowers it); replayed counts the log bytes replays read.
 	marks    []logMark
@@ -289,6 +291,7 @@ func (b *Bus) readLogLocked() error {
 	cr := &countReader{r: f}
 	batches, off, maxID, err := parseBatches(cr, b.offset)
 	b.opened.Add(cr.n)
+	b.noteBase(b.offset, batches)
 	if err != nil {
 		return err
 	}
@@ -457,6 +460,7 @@ func (b *Bus) followLocked() error {
 	if err != nil {
 		return err
 	}
+	b.noteBase(b.offset, batches)
 	b.offset, b.maxID = off, max(b.maxID, maxID)
 	if err := b.publishFollowed(batches); err != nil {
 		return err
@@ -895,7 +899,10 @@ func (b *Bus) Scan() error {
 		return err
 	}
 	stamp := b.packedStamp()
-	view, err := b.store.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
+	// One view of every task's chains and of what proving them reads:
+	// the tasks it finds moved are read from it, not each from a view of
+	// its own (which read the writers' refs once per task).
+	view, err := b.store.FeedsView()
 	if err != nil {
 		return err
 	}
@@ -921,7 +928,7 @@ func (b *Bus) Scan() error {
 	}
 	b.mu.Unlock()
 	b.audit, b.packed, b.recheck = audit, stamp, nil
-	b.readTasksLocked(tasks)
+	b.readTasksLocked(tasks, view)
 	return nil
 }
 
@@ -964,13 +971,15 @@ func (b *Bus) scanChanged(named map[string]bool) error {
 	}
 	sort.Strings(tasks)
 	b.audit, b.recheck = now, walked
-	b.readTasksLocked(tasks)
+	b.readTasksLocked(tasks, nil)
 	return nil
 }
 
 // readTasksLocked reads tasks (sorted) from the heads the bus last reached
-// and publishes what they gained, in one batch; scanMu is held.
-func (b *Bus) readTasksLocked(tasks []string) {
+// and publishes what they gained, in one batch; scanMu is held. A task is
+// read from view (a FeedsView) when there is one, else from a view of its
+// own.
+func (b *Bus) readTasksLocked(tasks []string, view *refs.Snapshot) {
 	b.mu.Lock()
 	fresh := b.fresh
 	b.mu.Unlock()
@@ -980,7 +989,14 @@ func (b *Bus) readTasksLocked(tasks []string) {
 		b.mu.Lock()
 		since, known := b.heads[task]
 		b.mu.Unlock()
-		feed, err := b.store.TaskFeed(task, since)
+		var feed *bernstein.Feed
+		var err error
+		b.feeds.Add(1)
+		if view != nil {
+			feed, err = b.store.TaskFeedIn(view, task, since)
+		} else {
+			feed, err = b.store.TaskFeed(task, since)
+		}
 		if err != nil {
 			if !errors.Is(err, bernstein.ErrUnknownTask) {
 				b.logger.Warn("feed", "task", task, "err", err)
@@ -1080,7 +1096,7 @@ func (b *Bus) endBatch(heads map[string]bernstein.Heads) {
 	b.whole = true
 	b.publishLocked(evs)
 	b.mu.Unlock()
-	if b.offset >= b.segment {
+	if b.sealDue() {
 		if err := b.sealLocked(); err != nil {
 			b.logger.Warn("event log", "err", err)
 		}
@@ -1105,7 +1121,11 @@ func (b *Bus) append(entries []logEntry) error {
 	}
 	n, err := b.logW.Write(buf.Bytes())
 	if err == nil {
+		first := b.offset == 0
 		b.offset += int64(n)
+		if first {
+			b.base = b.offset
+		}
 		if last := entries[len(entries)-1]; last.End {
 			b.mu.Lock()
 			b.markLocked(last.Last, b.offset)

@@ -275,3 +275,65 @@ func newInternalStore(t *testing.T) (*bernstein.Store, string) {
 	t.Cleanup(func() { s.Close() })
 	return s, dir
 }
+
+// TestBusRestartReadsWhatChanged: a bus that starts over a log holding the
+// repository's state reads no task's chains; one that starts after a post
+// made while no server ran reads that task only, and publishes its events.
+func TestBusRestartReadsWhatChanged(t *testing.T) {
+	s, _ := newInternalStore(t)
+	var tok string
+	for _, id := range []string{"T-1", "T-2", "T-3", "T-4"} {
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: id, Title: id}); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if tok, err = s.Claim(id, "agent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *Bus {
+		t.Helper()
+		b, err := NewBus(s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Scan(); err != nil {
+			b.Close()
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := start()
+	if n := b.feeds.Load(); n != 4 {
+		t.Fatalf("a first start read %d tasks, want 4", n)
+	}
+	b.Close()
+	b = start()
+	if n := b.feeds.Load(); n != 0 {
+		t.Fatalf("a start over an up-to-date log read %d tasks", n)
+	}
+	last := b.LastID()
+	b.Close()
+	if _, err := s.Post(bernstein.PostRequest{Task: "T-4", Key: "k", Agent: "agent", ClaimToken: tok,
+		Payload: artifact.Payload{Type: "report", Body: "while down"}}); err != nil {
+		t.Fatal(err)
+	}
+	b = start()
+	defer b.Close()
+	if n := b.feeds.Load(); n != 1 {
+		t.Fatalf("a start after one task moved read %d tasks, want 1", n)
+	}
+	evs, _, _, err := b.since(last, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arts []string
+	for _, e := range evs {
+		if e.Type == EventArtifact {
+			arts = append(arts, e.Task)
+		}
+	}
+	if len(arts) != 1 || arts[0] != "T-4" {
+		t.Fatalf("events after the restart: %s", eventIDs(evs))
+	}
+}

@@ -70,6 +70,27 @@ func (b *Bus) segments() ([]sealedSegment, error) {
 	return out, nil
 }
 
+// sealDue reports whether the leader seals the log now: once what was
+// appended after the segment's first batch (its snapshot of every task)
+// holds segmentBytes, and at least as many bytes as that batch. A
+// snapshot grows with the tasks (about 290 bytes a task: 2.9 MB at 10,000
+// tasks); were a segment sealed at segmentBytes whatever its snapshot, a
+// snapshot past segmentBytes would seal the log after every batch (each
+// batch would write every task's heads again, and the kept segments would
+// hold a few batches each). So a snapshot costs at most as many bytes
+// as the events written after it.
+func (b *Bus) sealDue() bool {
+	return b.offset-b.base >= max(b.segment, b.base)
+}
+
+// noteBase notes where the log's first batch ends when batches were read
+// from the log's start.
+func (b *Bus) noteBase(from int64, batches []batch) {
+	if from == 0 && len(batches) > 0 {
+		b.base = batches[0].end
+	}
+}
+
 // snapshotEntry is the batch a segment starts with.
 func (b *Bus) snapshotEntry() logEntry {
 	b.mu.Lock()
@@ -108,7 +129,7 @@ func (b *Bus) sealLocked() error {
 		return err
 	}
 	b.logW.Close()
-	b.logW, b.offset = f, int64(len(line))
+	b.logW, b.offset, b.base = f, int64(len(line)), int64(len(line))
 	b.mu.Lock()
 	b.sealedMarks[name], b.marks = b.marks, nil
 	b.mu.Unlock()

@@ -231,3 +231,61 @@ func TestEventLogFollowerAcrossSeals(t *testing.T) {
 		t.Fatalf("the follower published %s, the leader %s", got, want)
 	}
 }
+
+// TestEventLogSnapshotLargerThanSegment: a snapshot of every task larger
+// than a segment does not seal the log after every batch (each batch would
+// write every task's heads again): the log is sealed once the events after
+// its snapshot hold as many bytes as the snapshot, and a restarted bus
+// still reads every task's heads from it.
+func TestEventLogSnapshotLargerThanSegment(t *testing.T) {
+	s, open, tok := segmentedBus(t, 8)
+	for i := 0; i < 30; i++ {
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: fmt.Sprintf("U-%d", i), Title: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := open() // b.segment is 1 byte: every snapshot is larger
+	if err := b.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := b.offset // the first batch: every task's heads
+	for posts := 1; ; posts++ {
+		postAndScan(t, s, b, tok, 1)
+		segs, err := b.segments()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(segs) == 0 {
+			if posts > 200 {
+				t.Fatalf("%d posts and the log (%d bytes) was never sealed", posts, b.offset)
+			}
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(b.dir, segs[0].name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(segs) != 1 || fi.Size() < 2*snapshot || posts < 2 {
+			t.Fatalf("after %d posts %d segments sealed, the first of %d bytes; the snapshot is %d bytes", posts, len(segs), fi.Size(), snapshot)
+		}
+		break
+	}
+	// The next segment starts with a snapshot of the 31 tasks, and is
+	// not sealed by the next batch either.
+	postAndScan(t, s, b, tok, 1)
+	if segs, _ := b.segments(); len(segs) != 1 {
+		t.Fatalf("the batch after a seal sealed again: %d segments", len(segs))
+	}
+	last := b.LastID()
+	b.Close()
+	b2 := open()
+	if b2.LastID() != last || len(b2.heads) != 31 {
+		t.Fatalf("a restarted bus: last id %d (want %d), %d tasks' heads (want 31)", b2.LastID(), last, len(b2.heads))
+	}
+	// It knows where the log's snapshot ends: its next batch does not
+	// seal the log either.
+	postAndScan(t, s, b2, tok, 1)
+	if segs, _ := b2.segments(); len(segs) != 1 {
+		t.Fatalf("a restarted bus's first batch sealed the log: %d segments", len(segs))
+	}
+}

@@ -23,8 +23,11 @@ type Limits struct {
 	// An event stream (GET /api/v1/events, GET /mcp) is released from it
 	// once its request is read.
 	ReadTimeout time.Duration
-	// WriteTimeout bounds a response, from the moment its request is read:
-	// a client that does not take it in time loses the connection. The
+	// WriteTimeout bounds the sending of a response, from its first byte
+	// (its header, a write or a flush): a client that does not take it in
+	// time loses the connection. The time a handler takes to compute its
+	// answer does not count, so a slow answer is never cut off before it
+	// begins (a client would read an EOF, no error). The
 	// event stream instead bounds each write (a slow subscriber is dropped
 	// and resumes with Last-Event-ID); the MCP GET stream lives as long as
 	// its session.
@@ -323,8 +326,15 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer tc.l.end(tc)
 	}
 	if !isStream(r) {
-		rc.SetWriteDeadline(time.Now().Add(g.lim.WriteTimeout))
-		g.h.ServeHTTP(w, r)
+		// The write deadline runs from the response's first byte: a
+		// handler that takes long to compute its answer (a cold listing of
+		// many tasks) is not cut off with an EOF before it has written
+		// anything; a client that does not take the response still loses
+		// the connection WriteTimeout after it began.
+		rc.SetWriteDeadline(time.Time{})
+		sw := &sendingWriter{ResponseWriter: w, rc: rc, timeout: g.lim.WriteTimeout}
+		g.h.ServeHTTP(sw, r)
+		sw.begin() // what net/http still writes after the handler
 		return
 	}
 	if g.streams.Add(1) > int64(g.lim.MaxStreams) {
@@ -342,6 +352,44 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.SetWriteDeadline(time.Time{})
 	g.h.ServeHTTP(w, r)
 }
+
+// sendingWriter sets the connection's write deadline when the response
+// begins (its header, its first byte or a flush), WriteTimeout from then.
+type sendingWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	begun   bool
+}
+
+func (w *sendingWriter) begin() {
+	if !w.begun {
+		w.begun = true
+		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+func (w *sendingWriter) WriteHeader(code int) {
+	w.begin()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sendingWriter) Write(b []byte) (int, error) {
+	w.begin()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush and FlushError begin the response too (an MCP answer flushes its
+// header first).
+func (w *sendingWriter) Flush() { w.FlushError() }
+
+func (w *sendingWriter) FlushError() error {
+	w.begin()
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *sendingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ServeLimits serves h on l until ctx ends, within lim (zero fields take
 // their defaults), then shuts down gracefully.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -232,6 +233,46 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 		t.Logf("the handler's write failed after %v", took.Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
 		t.Fatal("a client that does not read held its handler for 10 s")
+	}
+}
+
+// TestSlowAnswerIsNotCutOff checks that a handler that computes its answer
+// for longer than WriteTimeout (a cold listing of many tasks) still sends
+// it whole: the write deadline runs from the response's first byte, so the
+// client never reads an EOF in place of an answer.
+func TestSlowAnswerIsNotCutOff(t *testing.T) {
+	const timeout = time.Second
+	body := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
+	wrote := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The computation outlasts the write timeout, measured from
+		// before the handler began.
+		<-time.After(timeout + timeout/2)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, err := w.Write(body)
+		wrote <- err
+	})
+	l, err := server.Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go server.ServeLimits(ctx, l, h, server.Limits{WriteTimeout: timeout})
+	resp, err := http.Get(server.URL(l) + "/slow")
+	if err != nil {
+		t.Fatalf("a slow answer was cut off: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading a slow answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("a slow answer: %s, %d bytes of %d", resp.Status, len(got), len(body))
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("the handler's write failed: %v", err)
 	}
 }
 

@@ -142,7 +142,20 @@ type headsFile struct {
 	appended map[string]*Mark
 	lines    int // appended lines read
 	reads    int // preads of the snapshot (tests count them)
+	// searches counts the snapshot's searches since the file was opened;
+	// past memAfter, index holds the whole snapshot, read once, and
+	// answers the searches (the snapshot of an open file never changes: a
+	// rewrite is a new file).
+	searches int
+	index    map[string]Mark
 }
+
+// memAfter is how many searches of one snapshot a process makes with
+// preads before it reads the snapshot whole: a process that reads many
+// heads (a server's scan of every task) pays for the snapshot once, not
+// a binary search of preads per chain, and one that reads a few pays for
+// those few.
+const memAfter = 256
 
 func newHeadsFile(path, writer string) *headsFile {
 	return &headsFile{path: path, writer: writer}
@@ -213,6 +226,7 @@ func (h *headsFile) closeLocked() {
 		h.f.Close()
 	}
 	h.f, h.ino, h.appended, h.lines = nil, 0, nil, 0
+	h.searches, h.index = 0, nil
 }
 
 func inode(fi os.FileInfo) uint64 {
@@ -245,6 +259,15 @@ func (h *headsFile) get(chain string) (Mark, bool) {
 // search binary-searches the snapshot for chain with preads: each step
 // reads the line that starts after the middle of the range.
 func (h *headsFile) search(chain string) (entry, bool) {
+	if h.searches++; h.searches > memAfter && h.index == nil {
+		if all, err := h.snapshotLocked(); err == nil {
+			h.index = all
+		}
+	}
+	if h.index != nil {
+		m, ok := h.index[chain]
+		return entry{chain: chain, mark: &m}, ok
+	}
 	lo, hi := h.start, h.end // every line starting before lo sorts before chain; none at or after hi is it
 	const window = 4096
 	for hi-lo > window {

@@ -162,3 +162,48 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// A process that reads many heads reads the snapshot whole once (past
+// memAfter searches) and then searches it in memory with the same answers;
+// a rewrite of the file (a new snapshot) is read again, never answered
+// from the old one held in memory.
+func TestHeadsFileManyReadsReadSnapshotOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.heads")
+	h := newHeadsFile(path, "w")
+	const n = 5000
+	snap := map[string]Mark{}
+	for i := 0; i < n; i++ {
+		snap[fmt.Sprintf("journal/T-%d", i)] = mark(i)
+	}
+	if err := h.rewrite(snap); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if m, ok := h.get(fmt.Sprintf("journal/T-%d", i)); !ok || m != mark(i) {
+			t.Fatalf("T-%d: %+v %v", i, m, ok)
+		}
+	}
+	if _, ok := h.get("journal/T-x"); ok {
+		t.Fatal("a chain the file does not name has a head")
+	}
+	if h.reads > memAfter*40 {
+		t.Fatalf("%d gets took %d preads: the snapshot was not read once", n, h.reads)
+	}
+	// Rewritten by another process with other heads: the next get reads
+	// the new file.
+	for i := 0; i < n; i++ {
+		snap[fmt.Sprintf("journal/T-%d", i)] = mark(n + i)
+	}
+	delete(snap, "journal/T-7")
+	if err := newHeadsFile(path, "w").rewrite(snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		if m, ok := h.get(fmt.Sprintf("journal/T-%d", i)); !ok || m != mark(n+i) {
+			t.Fatalf("T-%d after the rewrite: %+v %v (want %+v)", i, m, ok, mark(n+i))
+		}
+	}
+	if _, ok := h.get("journal/T-7"); ok {
+		t.Fatal("a head the rewrite dropped is still read")
+	}
+}
