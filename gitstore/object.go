@@ -104,10 +104,13 @@ func NewObject(t ObjectType, data []byte) Object {
 // EmptyTree is the id of the tree with no entries.
 var EmptyTree = HashObject(TypeTree, nil)
 
-// Tree entry modes.
+// Tree entry modes. A gitlink (mode 160000) names a commit, not a blob or a
+// tree: git neither follows it for reachability nor descends into it, and it
+// sorts as a file does (by its name alone), as every mode but ModeTree does.
 const (
-	ModeFile = "100644"
-	ModeTree = "40000"
+	ModeFile    = "100644"
+	ModeTree    = "40000"
+	ModeGitlink = "160000"
 )
 
 // TreeEntry is one entry of a tree object.
@@ -121,7 +124,8 @@ type TreeEntry struct {
 func (e TreeEntry) IsTree() bool { return e.Mode == ModeTree }
 
 // sortKey is git's tree order: names compared bytewise, a subtree as if its
-// name ended in '/'.
+// name ended in '/'; a gitlink sorts by its name alone, as a file does (git
+// appends '/' only for S_ISDIR modes, and 160000 is not one).
 func (e TreeEntry) sortKey() string {
 	if e.IsTree() {
 		return e.Name + "/"

@@ -1,0 +1,103 @@
+// Package archive is the codec of the archive of ended tasks
+// (docs/archive.md): the tree of an archive commit, which holds each
+// archived task's two chain heads as gitlinks at t/<hh>/<task>/journal and
+// t/<hh>/<task>/ledger beside the commit's record and its signature.
+//
+// It builds such trees (rewriting only the shards an update touches) and
+// reads them (one entry, every entry, or what changed between two commits),
+// through a *gitstore.Repo, and refuses a tree that is not in that exact
+// shape with one error naming what is wrong: anyone can write a tree, so a
+// reader takes nothing on trust. It does not write objects or refs, and it
+// does not read or check the record: that is its callers' part.
+package archive
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// Names in an archive commit's tree.
+const (
+	// TasksDir is the root's subtree of shards.
+	TasksDir = "t"
+	// RecordFile and SigFile are the record blob and its signature.
+	RecordFile = "record"
+	SigFile    = "record.sig"
+	// JournalLink and LedgerLink are a task tree's two gitlinks.
+	JournalLink = "journal"
+	LedgerLink  = "ledger"
+)
+
+// MaxAdd is the most tasks one archive commit adds: its parents are the
+// previous commit and two heads a task, 513 at most.
+const MaxAdd = 256
+
+// Entry is one archived task: the heads of its journal and its ledger.
+type Entry struct {
+	Task    string
+	Journal gitstore.Oid
+	Ledger  gitstore.Oid
+}
+
+// Shard is the shard of a task: the first byte of the SHA-256 of the task
+// id, in lowercase hex.
+func Shard(task string) string {
+	sum := sha256.Sum256([]byte(task))
+	return hex.EncodeToString(sum[:1])
+}
+
+// Path is the task's tree in an archive commit: t/<hh>/<escaped task>, the
+// escape being the one of ref names (refs.EscapeTask).
+func Path(task string) string {
+	return TasksDir + "/" + Shard(task) + "/" + refs.EscapeTask(task)
+}
+
+// Parents are the parents of an archive commit: the previous archive commit
+// (none for the first), then the journal and ledger heads of each entry it
+// adds, in the order given, each once. Git follows no gitlink, neither for
+// reachability nor in gc, fsck, push or clone; these parents are what keep
+// every archived chain reachable from the archive ref alone.
+func Parents(prev gitstore.Oid, add []Entry) []gitstore.Oid {
+	out := make([]gitstore.Oid, 0, 1+2*len(add))
+	seen := map[gitstore.Oid]bool{}
+	put := func(id gitstore.Oid) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	if !prev.IsZero() {
+		put(prev)
+	}
+	for _, e := range add {
+		put(e.Journal)
+		put(e.Ledger)
+	}
+	return out
+}
+
+// taskTree is the tree of one entry.
+func taskTree(e Entry) gitstore.Object {
+	return gitstore.NewObject(gitstore.TypeTree, gitstore.EncodeTree([]gitstore.TreeEntry{
+		{Mode: gitstore.ModeGitlink, Name: JournalLink, ID: e.Journal},
+		{Mode: gitstore.ModeGitlink, Name: LedgerLink, ID: e.Ledger},
+	}))
+}
+
+// MalformedError is an archive tree that is not in the archive's shape.
+type MalformedError struct {
+	Tree gitstore.Oid // the tree at fault
+	What string
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("malformed archive tree %s: %s", e.Tree, e.What)
+}
+
+func malformed(tree gitstore.Oid, format string, args ...any) error {
+	return &MalformedError{Tree: tree, What: fmt.Sprintf(format, args...)}
+}
