@@ -197,7 +197,7 @@ func TestSpineIndexTailEditedWithoutKey(t *testing.T) {
 
 // tailRecords splits a tail into what precedes its records (without their
 // count) and its records.
-func tailRecords(t *testing.T, b []byte) (prefix []byte, recs [][]byte) {
+func tailRecords(t *testing.T, b []byte) (prefix []byte, firstAt int, recs [][]byte) {
 	t.Helper()
 	at := len("bernstein spine tail v2\n")
 	str := func() {
@@ -211,9 +211,10 @@ func tailRecords(t *testing.T, b []byte) (prefix []byte, recs [][]byte) {
 	}
 	str()    // tag
 	at += 32 // the index's header hash
-	num()    // first broken
-	str()    // why
-	str()    // check
+	firstAt = at
+	num() // first broken
+	str() // why
+	str() // check
 	prefix = slices0(b[:at])
 	n := num()
 	for i := int64(0); i < n; i++ {
@@ -224,7 +225,7 @@ func tailRecords(t *testing.T, b []byte) (prefix []byte, recs [][]byte) {
 	if at != len(b) {
 		t.Fatalf("tail of %d bytes read to %d", len(b), at)
 	}
-	return prefix, recs
+	return prefix, firstAt, recs
 }
 
 func slices0(b []byte) []byte { return append([]byte(nil), b...) }
@@ -273,13 +274,17 @@ func TestSpineIndexTailForgedWithKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix, recs := tailRecords(t, content)
+	prefix, firstAt, recs := tailRecords(t, content)
 	spine := refs.Spine("test-writer")
 	v2, other := f.rawOid(spine+"~1"), f.rawOid(spine)
 	if len(recs) != 2 || !bytes.Contains(recs[0], v2) || !bytes.Contains(recs[1], other) {
 		t.Fatalf("the tail does not hold v2's entry, then SF-2's: %d records", len(recs))
 	}
 	ord0 := recOrd(recs[0])
+	// A break named in the index's entries, which the index does not name.
+	broken := binary.AppendVarint(slices0(prefix[:firstAt]), ord0-1)
+	broken = append(append(broken, 1, 'x'), 11)
+	broken = append(broken, "spine_chain"...)
 	const want = "k v1 verified,k v2 verified"
 	for _, c := range []struct {
 		name    string
@@ -289,6 +294,7 @@ func TestSpineIndexTailForgedWithKey(t *testing.T) {
 		{"v2's entry in SF-2's entry's commit", bytes.Replace(joinTail(prefix, recs, ord0), v2, other, 1)},
 		{"positions one off", joinTail(prefix, recs, ord0+1)},
 		{"positions one back", joinTail(prefix, recs, ord0-1)},
+		{"a break in the index's entries", joinTail(broken, recs, ord0)},
 	} {
 		if err := os.WriteFile(f.spineIndexPath(), index, 0o644); err != nil {
 			t.Fatal(err)
