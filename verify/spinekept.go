@@ -34,7 +34,7 @@ type keptIndex struct {
 	sums     [][32]byte
 	body     io.ReaderAt
 
-	id     [32]byte // the SHA-256 of the header: a tail names it
+	id [32]byte // the SHA-256 of the header: a tail names it
 
 	mu     sync.Mutex
 	blocks map[int64][]byte // checked blocks
