@@ -161,7 +161,7 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
 		if !cached {
-			wi, _ := ix.indexWriter(writer, vals[name], pool, nil)
+			wi, _ := ix.indexWriter(writer, vals[name], pool, nil, nil)
 			ix.addWriter(writer, wi)
 			ix.walked = append(ix.walked, wi)
 			continue
@@ -235,12 +235,17 @@ func (ix *SpineIndex) findWalked(h [32]byte) *SpineRecord {
 // link as it goes, and marks every entry from the first broken link on.
 // With base (the spine as kept at an older head), the walk stops at base's
 // head and links the entries written since onto base's; a head that does
-// not lead back to base's is walked whole. It returns the writer's index
-// and how many entries it walked.
-func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool, base *keptIndex) (*writerIndex, int) {
+// not lead back to base's is walked whole. With tail (the entries kept
+// after base's head), the walk stops at tail's newest entry instead, and
+// the entries walked follow tail's. It returns the writer's index and how
+// many entries it walked.
+func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPool, base *keptIndex, tail *keptTail) (*writerIndex, int) {
 	var stop gitstore.Oid
 	if base != nil {
 		stop = base.head
+	}
+	if tail != nil {
+		stop = tail.head()
 	}
 	met := false
 	var recs []*SpineRecord // newest first while walking
@@ -319,6 +324,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 	if met {
 		offset = base.n
 		last := base.last()
+		if tail != nil {
+			offset, last = base.n+len(tail.recs), tail.recs[len(tail.recs)-1]
+		}
 		if last == nil {
 			return nil, 0 // the kept index does not read: walk whole
 		}
@@ -347,6 +355,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 	if met && base.first >= 0 {
 		wi.first, wi.msg, wi.check = base.first, base.msg, base.check
 	}
+	if met && tail != nil && tail.first >= 0 {
+		wi.first, wi.msg, wi.check = tail.first, tail.msg, tail.check
+	}
 	if wi.first < 0 && breakAt >= 0 {
 		// recs[k] (oldest first) = walk index n-1-k; a break at walk index b
 		// affects the entries from position n-1-b on.
@@ -359,6 +370,9 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 		}
 	}
 	wi.recs = recs
+	if met && tail != nil {
+		wi.recs = append(slices.Clip(tail.recs), recs...)
+	}
 	return wi, n
 }
 

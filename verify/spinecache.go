@@ -61,13 +61,19 @@ import (
 // last for writer (the header whole and authenticated, the body to read in
 // ranges, each checked against the header's block hashes), or a nil header
 // when nothing that authenticates is kept.
+//
+// LoadTail returns what SaveTail was given last for writer when it
+// authenticates (the entries after the index's head, spinetail.go), or nil;
+// Save makes the tail kept before it one that is no longer read.
 type SpineCache interface {
 	Load(writer string) (header []byte, body io.ReaderAt)
 	Save(writer string, header, body []byte)
+	LoadTail(writer string) []byte
+	SaveTail(writer string, content []byte)
 }
 
-// spineCacheMinNew is how many newly walked entries make rewriting a kept
-// index worth it: a read walks at most this many entries more.
+// spineCacheMinNew is the fewest entries a tail holds before the index is
+// rewritten with them (spinetail.go).
 const spineCacheMinNew = 32
 
 // writerIndex is one writer's spine as indexed at head, oldest first. When

@@ -34,6 +34,8 @@ type keptIndex struct {
 	sums     [][32]byte
 	body     io.ReaderAt
 
+	id [32]byte // the SHA-256 of the header: a tail names it
+
 	mu     sync.Mutex
 	blocks map[int64][]byte // checked blocks
 	recs   map[int]keptRec  // decoded records, by place
@@ -76,6 +78,7 @@ func openKept(header []byte, body io.ReaderAt, writer, tag string) *keptIndex {
 	if int64(len(d.b)) != nb*32 {
 		return nil
 	}
+	k.id = sha256.Sum256(header)
 	k.sums = make([][32]byte, nb)
 	for i := range k.sums {
 		copy(k.sums[i][:], d.b[32*i:])
@@ -356,8 +359,8 @@ type taskEntries struct {
 	arts, seals, sups []*SpineRecord
 }
 
-// keptWriter indexes writer's spine at head from its kept index and the
-// entries written since, and keeps it again when that is worth it.
+// keptWriter indexes writer's spine at head from its kept index, its tail
+// and the entries written since, and keeps them again (spinetail.go).
 func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	cache := ix.env.SpineCache
 	var base *keptIndex
@@ -368,27 +371,38 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 			}
 		}
 	}
-	if base != nil && base.head == head {
+	var tail *keptTail
+	if base != nil {
+		tail = openTail(cache.LoadTail(writer), base, writer, tag)
+	}
+	if base != nil && tail == nil && base.head == head {
 		ix.addWriter(writer, &writerIndex{head: head, first: base.first, msg: base.msg, check: base.check, base: base})
 		return
 	}
-	wi, added := ix.indexWriter(writer, head, nil, base)
+	wi, added := ix.indexWriter(writer, head, nil, base, tail)
 	if wi == nil { // the kept index does not read: walk whole
 		base = nil
-		wi, added = ix.indexWriter(writer, head, nil, nil)
+		wi, added = ix.indexWriter(writer, head, nil, nil, nil)
 	}
 	ix.addWriter(writer, wi)
 	if wi.base == nil {
 		save(cache, writer, wi.recs, wi, tag)
 		return
 	}
-	if added >= spineCacheMinNew {
+	if added == 0 {
+		return
+	}
+	if mergeTail(len(wi.recs), wi.base.n) {
 		older := wi.base.all()
 		if older == nil {
 			ix.poison()
 			return
 		}
 		save(cache, writer, append(slices.Clip(older), wi.recs...), wi, tag)
+		return
+	}
+	if t := encodeTail(wi, tag); t != nil {
+		cache.SaveTail(writer, t)
 	}
 }
 

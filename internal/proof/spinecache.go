@@ -36,6 +36,72 @@ func (s spineCache) path(writer string) string {
 	return filepath.Join(s.c.GitDir, "bernstein", "cache", "spine", hex.EncodeToString([]byte(writer))+".v2.idx")
 }
 
+// tailPath is where the entries kept after the index's head are: a small
+// file read and written whole (verify/spinekept.go).
+func (s spineCache) tailPath(writer string) string {
+	return filepath.Join(s.c.GitDir, "bernstein", "cache", "spine", hex.EncodeToString([]byte(writer))+".v2.tail")
+}
+
+// spineTailDomain separates the tail's MACs from the index's.
+const spineTailDomain = "bernstein spine index tail v2\n"
+
+// spineTailMax bounds the tail a reader reads.
+const spineTailMax = 64 << 20
+
+func spineTailMACInput(writer string, content []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(spineTailDomain)
+	b.WriteString(writer)
+	b.WriteString("\n--\n")
+	b.Write(content)
+	return b.Bytes()
+}
+
+// LoadTail returns the tail kept for writer when its MAC checks, or nil.
+func (s spineCache) LoadTail(writer string) []byte {
+	b, err := os.ReadFile(s.tailPath(writer))
+	if err != nil || len(b) > spineTailMax {
+		return nil
+	}
+	mac, content, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return nil
+	}
+	id, err := s.c.Identity()
+	if err != nil || !id.CheckMAC(spineTailMACInput(writer, content), string(mac)) {
+		return nil
+	}
+	return content
+}
+
+// SaveTail keeps content as writer's tail; failures are ignored.
+func (s spineCache) SaveTail(writer string, content []byte) {
+	id, err := s.c.Identity()
+	if err != nil {
+		return
+	}
+	mac := id.MAC(spineTailMACInput(writer, content))
+	s.write(s.tailPath(writer), append([]byte(mac+"\n"), content...))
+}
+
+// write replaces path with data by a rename.
+func (s spineCache) write(path string, data []byte) bool {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false
+	}
+	var r [6]byte
+	rand.Read(r[:])
+	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return false
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return false
+	}
+	return true
+}
+
 func spineMACInput(writer string, header []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(spineCacheDomain)
@@ -108,20 +174,11 @@ func (s spineCache) Save(writer string, header, body []byte) {
 		return
 	}
 	mac := id.MAC(spineMACInput(writer, header))
-	path := s.path(writer)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return
-	}
-	var r [6]byte
-	rand.Read(r[:])
-	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
 	data := make([]byte, 0, len(mac)+24+len(header)+len(body))
 	data = append(data, mac+" "+strconv.Itoa(len(header))+"\n"...)
 	data = append(append(data, header...), body...)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if s.write(s.path(writer), data) {
+		// The tail was bound to the index replaced: it is read no more.
+		os.Remove(s.tailPath(writer))
 	}
 }
