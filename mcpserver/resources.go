@@ -37,18 +37,37 @@ const (
 	uriScheme   = "bernstein://"
 	payloadMIME = "application/json"
 	latestTmpl  = uriScheme + "{task}/{key}/latest"
+	// latestPathTmpl is the template of the tasks whose id holds ':'.
+	latestPathTmpl = uriScheme + "/{task}/{key}/latest"
 )
+
+// A task id without ':' is the URI's authority: bernstein://T-1/notes/v1.
+// One holding ':' cannot be (build:lint reads as a host and a port, and
+// T: or T:01 would be read as T and T:1 by a WHATWG URL parser), so its
+// URI has an empty authority and the task, its ':' written %3A, as the
+// first path segment: bernstein:///build%3Alint/notes/v1. Both are what
+// RFC 6570 expansion of their template makes of the id. Every task has one
+// spelling: parseURI reads others (so the claim scope judges them alike)
+// and the handlers refuse them.
+
+// taskRoot is the URI of a task without its scheme.
+func taskRoot(task string) string {
+	if !strings.Contains(task, ":") {
+		return task
+	}
+	return "/" + strings.ReplaceAll(task, ":", "%3A")
+}
 
 // VersionURI names one artifact version.
 func VersionURI(task, key string, version int64) string {
-	return fmt.Sprintf("%s%s/%s/v%d", uriScheme, task, key, version)
+	return fmt.Sprintf("%s%s/%s/v%d", uriScheme, taskRoot(task), key, version)
 }
 
 // LatestURI names a key's latest version; subscribing to it follows the key.
-func LatestURI(task, key string) string { return uriScheme + task + "/" + key + "/latest" }
+func LatestURI(task, key string) string { return uriScheme + taskRoot(task) + "/" + key + "/latest" }
 
 // TaskURI is what a client subscribes to to follow every key of a task.
-func TaskURI(task string) string { return uriScheme + task }
+func TaskURI(task string) string { return uriScheme + taskRoot(task) }
 
 // resourceRef is a parsed bernstein:// URI: a task, a key's latest (version
 // 0), or one version.
@@ -57,12 +76,34 @@ type resourceRef struct {
 	version   int64
 }
 
+// uri is the one spelling of what r names.
+func (r resourceRef) uri() string {
+	switch {
+	case r.key == "":
+		return TaskURI(r.task)
+	case r.version == 0:
+		return LatestURI(r.task, r.key)
+	}
+	return VersionURI(r.task, r.key, r.version)
+}
+
+// parseURI reads a bernstein:// URI in the authority or the path form, its
+// percent-escapes decoded. It accepts spellings other than r.uri(): a
+// caller checks the claim scope on r.task first, then canonical.
 func parseURI(uri string) (resourceRef, error) {
 	rest, ok := strings.CutPrefix(uri, uriScheme)
 	if !ok {
 		return resourceRef{}, fmt.Errorf("not a bernstein:// URI: %q", uri)
 	}
+	rest = strings.TrimPrefix(rest, "/") // the path form
 	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		d, err := url.PathUnescape(p)
+		if err != nil {
+			return resourceRef{}, fmt.Errorf("%s: %w", uri, err)
+		}
+		parts[i] = d
+	}
 	var r resourceRef
 	switch len(parts) {
 	case 1:
@@ -86,6 +127,14 @@ func parseURI(uri string) (resourceRef, error) {
 		return resourceRef{}, fmt.Errorf("%s: %w", uri, err)
 	}
 	return r, nil
+}
+
+// canonical refuses a URI that names r in a spelling other than its own.
+func canonical(uri string, r resourceRef) error {
+	if want := r.uri(); uri != want {
+		return invalidParams("%s is not the URI of this resource of task %s: it is %s", uri, r.task, want)
+	}
+	return nil
 }
 
 func invalidParams(format string, args ...any) error {
@@ -191,9 +240,6 @@ func (r *resources) refreshLocked(ctx context.Context, task string) {
 			continue
 		}
 		uri := VersionURI(task, d.Key, d.Version)
-		if _, err := url.Parse(uri); err != nil {
-			continue // a task id with ':' has no authority form: it is read with the tools
-		}
 		if !r.seen[uri] {
 			r.seen[uri] = true
 			r.srv.AddResource(&mcp.Resource{
@@ -221,6 +267,9 @@ func (r *resources) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mc
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err := r.inScope(ctx, req.Extra, ref.task); err != nil {
+		return nil, err
+	}
+	if err := canonical(uri, ref); err != nil {
 		return nil, err
 	}
 	rep, err := r.s.store.Artifacts(ref.task)
@@ -267,6 +316,9 @@ func (r *resources) subscribe(ctx context.Context, req *mcp.SubscribeRequest) er
 		return invalidParams("%s: a version never changes; subscribe to %s or %s", req.Params.URI, LatestURI(ref.task, ref.key), TaskURI(ref.task))
 	}
 	if err := r.inScope(ctx, req.Extra, ref.task); err != nil {
+		return err
+	}
+	if err := canonical(req.Params.URI, ref); err != nil {
 		return err
 	}
 	r.track(ref.task)

@@ -100,8 +100,16 @@ func New(store *bernstein.Store, o Options) *mcp.Server {
 	res.srv = srv
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: latestTmpl, Name: "latest", Title: "The latest version of an artifact",
-		Description: "The latest version of an artifact key, re-verified on every read (a tampered version is an error, never content). " +
-			"Subscribe to bernstein://<task>/<key>/latest for a key, or bernstein://<task> for every key of a task.",
+		Description: "The latest version of an artifact key of a task whose id holds no ':', re-verified on every read " +
+			"(a tampered version is an error, never content). Subscribe to bernstein://<task>/<key>/latest for a key, " +
+			"or bernstein://<task> for every key of a task.",
+		MIMEType: payloadMIME,
+	}, res.read)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: latestPathTmpl, Name: "latest-path", Title: "The latest version of an artifact (task id with ':')",
+		Description: "The latest version of an artifact key of a task whose id holds ':', written %3A (build:lint is " +
+			"bernstein:///build%3Alint/<key>/latest), re-verified on every read. Subscribe to it for a key, or to " +
+			"bernstein:///<task> for every key of the task.",
 		MIMEType: payloadMIME,
 	}, res.read)
 	tasks := o.ResourceTasks

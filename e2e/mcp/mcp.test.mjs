@@ -16,6 +16,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ProgressNotificationSchema, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import { UriTemplate } from '@modelcontextprotocol/sdk/shared/uriTemplate.js';
 
 const BIN = process.env.BERNSTEIN_BIN;
 if (!BIN) {
@@ -429,7 +430,7 @@ function waitUpdated(client, uri, count = 1) {
 // The payload bytes of a version, read with plain git from its row's commit.
 function payloadBytes(ws, task, key, v) {
   const path = `artifacts/${key}/v${v}.json`;
-  for (const c of ws.git('rev-list', `refs/bernstein/journal/${task}`).trim().split('\n')) {
+  for (const c of ws.git('rev-list', `refs/bernstein/journal/${task.replaceAll(':', '%3A')}`).trim().split('\n')) {
     if (ws.git('ls-tree', '-r', '--name-only', c).split('\n').includes(path)) return ws.git('cat-file', 'blob', `${c}:${path}`);
   }
   throw new Error(`no commit holds ${path}`);
@@ -456,7 +457,7 @@ async function checkResources(ws, connect) {
   const { resources } = await client.listResources();
   assert.deepEqual(resources.map((r) => r.uri), ['bernstein://T-R/notes/v1'], 'only the claimed task\'s versions');
   const { resourceTemplates } = await client.listResourceTemplates();
-  assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate), ['bernstein://{task}/{key}/latest']);
+  assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate).sort(), ['bernstein:///{task}/{key}/latest', 'bernstein://{task}/{key}/latest']);
 
   const read = await client.readResource({ uri: 'bernstein://T-R/notes/v1' });
   const c0 = read.contents[0];
@@ -498,6 +499,73 @@ async function checkResources(ws, connect) {
   await client.close();
 }
 
+// A task whose id holds ':' (build:lint): its URIs are what the SDK's own
+// RFC 6570 implementation expands the advertised template to; they are
+// listed, read, followed (the update a CLI post sends) and unsubscribed;
+// another task is refused in any spelling as in its own.
+async function checkColonResources(ws, connect) {
+  ws.cli('task', 'create', 'build:lint', '--title', 'Lint');
+  const token = ws.cli('task', 'claim', 'build:lint', '--agent', 'agent-1').trim();
+  ws.cli('task', 'create', 'build:test', '--title', 'Not yours');
+  const other = ws.cli('task', 'claim', 'build:test', '--agent', 'agent-2').trim();
+  ws.cli('artifact', 'post', 'build:test', 'secret', '--type', 'report', '--body', 'not for agent-1', '--agent', 'agent-2', '--claim-token', other);
+  const client = await connect('agent-1', token);
+  // Closed before the workspace goes, even on a failure: a stdio server that
+  // subscribes reads the refs until its session ends.
+  try {
+    const { resourceTemplates } = await client.listResourceTemplates();
+    const tmpl = resourceTemplates.find((r) => r.uriTemplate === 'bernstein:///{task}/{key}/latest');
+    assert.ok(tmpl, 'a template for task ids with a colon');
+    const latest = new UriTemplate(tmpl.uriTemplate).expand({ task: 'build:lint', key: 'notes' });
+    assert.equal(latest, 'bernstein:///build%3Alint/notes/latest');
+    const v1 = latest.replace(/latest$/, 'v1');
+    const parsed = new URL(v1);
+    assert.equal(parsed.href, v1, 'a WHATWG URL parser keeps the URI as it is');
+    assert.equal(decodeURIComponent(parsed.pathname.split('/')[1]), 'build:lint');
+
+    const res = await call(client, POST, { task_id: 'build:lint', key: 'notes', artifact_type: 'report', body: '# one' });
+    assert.ok(!res.isError, textOf(res));
+    assert.equal(res.content.find((c) => c.type === 'resource_link')?.uri, v1, 'the post result links the new version');
+    assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), [v1]);
+    const read = (await client.readResource({ uri: v1 })).contents[0];
+    assert.equal(read.uri, v1);
+    assert.equal(read.text, payloadBytes(ws, 'build:lint', 'notes', 1), 'the payload, byte for byte as git holds it');
+    assert.equal(read._meta.state, 'verified');
+
+    const taskURI = 'bernstein:///build%3Alint';
+    await client.subscribeResource({ uri: latest });
+    await client.subscribeResource({ uri: taskURI });
+    ws.cli('artifact', 'post', 'build:lint', 'notes', '--type', 'report', '--body', '# two', '--agent', 'agent-1', '--claim-token', token);
+    await waitUpdated(client, latest);
+    await waitUpdated(client, taskURI);
+    assert.equal(JSON.parse((await client.readResource({ uri: latest })).contents[0].text).body, '# two');
+    assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), [v1, latest.replace(/latest$/, 'v2')]);
+    // Unsubscribed from the key, the next post notifies the task alone.
+    await client.unsubscribeResource({ uri: latest });
+    ws.cli('artifact', 'post', 'build:lint', 'notes', '--type', 'report', '--body', '# three', '--agent', 'agent-1', '--claim-token', token);
+    await waitUpdated(client, taskURI, 2);
+    assert.equal(client.updated.filter((u) => u === latest).length, 1, 'no update for the unsubscribed key');
+
+    // Another spelling of the caller's own task is refused, naming its URI.
+    await assert.rejects(client.subscribeResource({ uri: 'bernstein://build:lint' }), /it is bernstein:\/\/\/build%3Alint$/);
+    await assert.rejects(client.readResource({ uri: 'bernstein://build%3Alint/notes/latest' }), /it is bernstein:\/\/\/build%3Alint\/notes\/latest$/);
+    // Another task: refused in every spelling exactly as in its own.
+    const refusal = async (p) => p.then(() => assert.fail('accepted'), (err) => err.message);
+    const scope = await refusal(client.readResource({ uri: 'bernstein:///build%3Atest/secret/latest' }));
+    assert.match(scope, /task build:test is outside this caller's claim scope/);
+    for (const uri of ['bernstein://build%3Atest/secret/latest', 'bernstein:///build%3atest/secret/latest', 'bernstein:///build%3Atest/s%65cret/latest']) {
+      assert.equal(await refusal(client.readResource({ uri })), scope, uri);
+    }
+    const subScope = await refusal(client.subscribeResource({ uri: 'bernstein:///build%3Atest' }));
+    assert.match(subScope, /task build:test is outside this caller's claim scope/);
+    for (const uri of ['bernstein://build:test', 'bernstein://build%3Atest', 'bernstein:///build:test']) {
+      assert.equal(await refusal(client.subscribeResource({ uri })), subScope, uri);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
 test('stdio: artifacts as resources', async (t) => {
   const ws = workspace(t);
   const connect = stdioConnector(t, ws);
@@ -516,3 +584,18 @@ for (const [name, args] of [
     await server.stop();
   });
 }
+
+test('stdio: a task id with a colon as resources', async (t) => {
+  const ws = workspace(t);
+  await checkColonResources(ws, stdioConnector(t, ws));
+});
+
+test('http: bernstein serve: a task id with a colon as resources', async (t) => {
+  const ws = workspace(t);
+  const server = await httpServer(t, ws, ['serve', '--addr', '127.0.0.1:0']);
+  try {
+    await checkColonResources(ws, httpConnector(t, server));
+  } finally {
+    await server.stop();
+  }
+});
