@@ -45,22 +45,13 @@ func (s spineCache) tailPath(writer string) string {
 // spineTailDomain separates the tail's MACs from the index's.
 const spineTailDomain = "bernstein spine index tail v2\n"
 
-// spineTailMax bounds the tail a reader reads.
-const spineTailMax = 64 << 20
-
-func spineTailMACInput(writer string, content []byte) []byte {
-	var b bytes.Buffer
-	b.WriteString(spineTailDomain)
-	b.WriteString(writer)
-	b.WriteString("\n--\n")
-	b.Write(content)
-	return b.Bytes()
-}
+// spineTailMaxBytes bounds the tail file a reader reads.
+const spineTailMaxBytes = 64 << 20
 
 // LoadTail returns the tail kept for writer when its MAC checks, or nil.
 func (s spineCache) LoadTail(writer string) []byte {
 	b, err := os.ReadFile(s.tailPath(writer))
-	if err != nil || len(b) > spineTailMax {
+	if err != nil || len(b) > spineTailMaxBytes {
 		return nil
 	}
 	mac, content, ok := bytes.Cut(b, []byte("\n"))
@@ -68,7 +59,7 @@ func (s spineCache) LoadTail(writer string) []byte {
 		return nil
 	}
 	id, err := s.c.Identity()
-	if err != nil || !id.CheckMAC(spineTailMACInput(writer, content), string(mac)) {
+	if err != nil || !id.CheckMAC(spineMACInput(spineTailDomain, writer, content), string(mac)) {
 		return nil
 	}
 	return content
@@ -80,7 +71,7 @@ func (s spineCache) SaveTail(writer string, content []byte) {
 	if err != nil {
 		return
 	}
-	mac := id.MAC(spineTailMACInput(writer, content))
+	mac := id.MAC(spineMACInput(spineTailDomain, writer, content))
 	s.write(s.tailPath(writer), append([]byte(mac+"\n"), content...))
 }
 
@@ -102,12 +93,14 @@ func (s spineCache) write(path string, data []byte) bool {
 	return true
 }
 
-func spineMACInput(writer string, header []byte) []byte {
+// spineMACInput is what a kept index's header (domain spineCacheDomain) or
+// its tail (spineTailDomain) is MAC'd as.
+func spineMACInput(domain, writer string, data []byte) []byte {
 	var b bytes.Buffer
-	b.WriteString(spineCacheDomain)
+	b.WriteString(domain)
 	b.WriteString(writer)
 	b.WriteString("\n--\n")
-	b.Write(header)
+	b.Write(data)
 	return b.Bytes()
 }
 
@@ -150,7 +143,7 @@ func (s spineCache) load(f *os.File, writer string) ([]byte, io.ReaderAt) {
 		return nil, nil
 	}
 	id, err := s.c.Identity()
-	if err != nil || !id.CheckMAC(spineMACInput(writer, header), string(mac)) {
+	if err != nil || !id.CheckMAC(spineMACInput(spineCacheDomain, writer, header), string(mac)) {
 		return nil, nil
 	}
 	return header, keptBody{io.NewSectionReader(f, start+n, st.Size()-start-n), f}
@@ -173,7 +166,7 @@ func (s spineCache) Save(writer string, header, body []byte) {
 	if err != nil {
 		return
 	}
-	mac := id.MAC(spineMACInput(writer, header))
+	mac := id.MAC(spineMACInput(spineCacheDomain, writer, header))
 	data := make([]byte, 0, len(mac)+24+len(header)+len(body))
 	data = append(data, mac+" "+strconv.Itoa(len(header))+"\n"...)
 	data = append(append(data, header...), body...)
