@@ -91,6 +91,8 @@ const (
 	ChainLedger  = "ledger"
 	ChainSpine   = "spine"
 	ChainAudit   = "audit"
+	// ChainArchive is the kind of a writer's archive of ended tasks.
+	ChainArchive = "archive"
 )
 
 // Genesis is the prev of the first record of the chain of kind (journal,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Version is the record format version written in every record's "v".
@@ -344,6 +345,82 @@ func ParseAnchor(b []byte) (Anchor, error) {
 		return Anchor{}, errors.New("anchor: missing writer or task_id, or a negative seq")
 	}
 	return a, nil
+}
+
+// Archive is the record of an archive commit (docs/archive.md): commit
+// number Seq (from 0) of Writer's archive of ended tasks, whose tree holds
+// every task the writer archived. Prev is the Hash of the previous archive
+// commit's record; the first's is Genesis(repository id, ChainArchive,
+// Writer), which binds the chain to its repository. Add lists the tasks
+// this commit archives (or archives again at other heads), Remove those it
+// drops (a reopened task its ref now holds); both sorted by task id, no
+// task twice, each list non-nil.
+type Archive struct {
+	V      int            `json:"v"`
+	Writer string         `json:"writer"`
+	Seq    int64          `json:"seq"`
+	Prev   Hash           `json:"prev"`
+	Add    []ArchivedTask `json:"add"`
+	Remove []string       `json:"remove"`
+}
+
+// ArchivedTask is one task an archive commit adds: the heads of its journal
+// and ledger (commit ids, lowercase hex) and how many rows each holds.
+type ArchivedTask struct {
+	TaskID      string `json:"task_id"`
+	Journal     string `json:"journal"`
+	JournalRows int64  `json:"journal_rows"`
+	Ledger      string `json:"ledger"`
+	LedgerRows  int64  `json:"ledger_rows"`
+}
+
+// ParseArchive parses canonical archive record bytes and checks its shape:
+// version, writer, seq, the lists sorted with no task twice, heads of 40
+// lowercase hex digits and row counts of at least one. That Prev, the heads
+// and the commit's tree agree is the verifier's to check.
+func ParseArchive(b []byte) (Archive, error) {
+	var a Archive
+	if err := decodeExact(b, &a); err != nil {
+		if errors.Is(err, ErrNotCanonical) {
+			return Archive{}, err
+		}
+		return Archive{}, fmt.Errorf("archive record: %w", err)
+	}
+	if a.V != Version {
+		return Archive{}, fmt.Errorf("archive record: unsupported version %d", a.V)
+	}
+	if a.Seq < 0 || a.Writer == "" || a.Add == nil || a.Remove == nil {
+		return Archive{}, errors.New("archive record: missing writer, add or remove, or a negative seq")
+	}
+	seen := map[string]bool{}
+	for i, t := range a.Add {
+		if t.TaskID == "" || seen[t.TaskID] || i > 0 && t.TaskID < a.Add[i-1].TaskID {
+			return Archive{}, fmt.Errorf("archive record: add: task %q empty, repeated or out of order", t.TaskID)
+		}
+		seen[t.TaskID] = true
+		if !isCommitHex(t.Journal) || !isCommitHex(t.Ledger) || t.JournalRows < 1 || t.LedgerRows < 1 {
+			return Archive{}, fmt.Errorf("archive record: task %q: heads must be 40 lowercase hex digits and row counts at least 1", t.TaskID)
+		}
+	}
+	for i, id := range a.Remove {
+		if id == "" || seen[id] || i > 0 && id < a.Remove[i-1] {
+			return Archive{}, fmt.Errorf("archive record: remove: task %q empty, repeated, out of order or also added", id)
+		}
+		seen[id] = true
+	}
+	return a, nil
+}
+
+func isCommitHex(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return s != strings.Repeat("0", 40)
 }
 
 // LogCheckpoint is the record of a checkpoints commit: the writer's log

@@ -43,6 +43,10 @@ const (
 	// signed checkpoints, each with the witnesses' cosignatures
 	// (record.LogCheckpoint; docs/format.md, Checkpoints).
 	CheckpointsPrefix = Prefix + "checkpoints/"
+	// ArchivePrefix holds one ref per writer: the chain of its archive of
+	// ended tasks (record.Archive; docs/archive.md), whose trees hold the
+	// archived tasks' journal and ledger heads.
+	ArchivePrefix = Prefix + "archive/"
 )
 
 // KeyScope is what a snapshot needs to prove rows: the published keys and
@@ -169,6 +173,9 @@ func Audit(writer string) string { return AuditPrefix + writer }
 
 // Anchors is the ref of a writer's anchors.
 func Anchors(writer string) string { return AnchorsPrefix + writer }
+
+// Archive is the ref of a writer's archive of ended tasks.
+func Archive(writer string) string { return ArchivePrefix + writer }
 
 // Checkpoints returns the ref of writer's log checkpoints.
 func Checkpoints(writer string) string { return CheckpointsPrefix + writer }
