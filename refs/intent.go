@@ -115,6 +115,9 @@ func Order(us []Update) {
 // none does. cur returns a ref's value now.
 func (in Intent) committed(cur func(string) (gitstore.Oid, error)) (bool, error) {
 	for _, u := range in.Updates {
+		if u.Hold() {
+			continue // never moves: its value says nothing of the commit
+		}
 		v, err := cur(u.Ref)
 		if err != nil {
 			return false, err
