@@ -61,7 +61,9 @@ func ParseIntent(data []byte) (in Intent, ok bool, err error) {
 		}
 		old, err1 := gitstore.ParseOid(f[2])
 		nw, err2 := gitstore.ParseOid(f[3])
-		if err1 != nil || err2 != nil || nw.IsZero() || old == nw || seen[f[1]] {
+		// A hold keeps a nonzero value (old = new); a deletion takes a ref
+		// that exists (new zero, old not); nothing else is an update.
+		if err1 != nil || err2 != nil || old.IsZero() && nw.IsZero() || seen[f[1]] {
 			return Intent{}, true, fmt.Errorf("intent: bad update %q", line)
 		}
 		seen[f[1]] = true

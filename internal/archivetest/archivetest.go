@@ -64,7 +64,11 @@ func Commit(t testing.TB, dir, writer string, add []archive.Entry, remove []stri
 		rec.Add = append(rec.Add, record.ArchivedTask{TaskID: e.Task, Journal: e.Journal.String(), Ledger: e.Ledger.String()})
 	}
 	body := record.MustCanonical(rec)
-	tree, new, err := archive.Build(objs, prev, archive.Update{Add: add, Remove: remove, Record: body, Sig: []byte("unsigned")})
+	var prevTree gitstore.Oid
+	if !prev.IsZero() {
+		prevTree = oidOf(t, Git(t, dir, "", "rev-parse", prev.String()+"^{tree}"))
+	}
+	tree, new, err := archive.Build(objs, prevTree, archive.Update{Add: add, Remove: remove, Record: body, Sig: []byte("unsigned")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,4 +117,13 @@ func Tasks(t testing.TB, dir, writer string, tasks ...string) gitstore.Oid {
 	fmt.Fprintf(&script, "verify %s %s\n", ref, c)
 	Git(t, dir, script.String(), "update-ref", "--stdin")
 	return c
+}
+
+func oidOf(t testing.TB, s string) gitstore.Oid {
+	t.Helper()
+	o, err := gitstore.ParseOid(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
