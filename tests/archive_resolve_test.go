@@ -328,3 +328,58 @@ func TestReaderDuringAnArchiveTransaction(t *testing.T) {
 		t.Fatalf("only %d documents read", len(after))
 	}
 }
+
+// TestArchiveDivergence: this host's ref and another writer's archive
+// entry name two reopens of one ended task, neither extending the other:
+// the task reads as its ref, and audit verify reports the divergence
+// (two hosts' chains of one task), never the task as tampered.
+func TestArchiveDivergence(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	endedTask(t, f, s, "V-1")
+	base := f.rev(refs.Ledger("V-1"))
+	j := oid(t, f.rev(refs.Journal("V-1")))
+	archivetest.Tasks(t, f.dir, "test-writer", "V-1")
+	s2 := openWith(t, f.secondHome("host-b"))
+	if _, err := s2.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Transition("V-1", record.KindTaskReopened, "", "host b's reopen"); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	theirs := f.rev(refs.Ledger("V-1"))
+	f.git("update-ref", "-d", refs.Ledger("V-1"), theirs)
+	if _, errOut, code := f.cli("", "keys", "pin", "host-b"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, err := s.Transition("V-1", record.KindTaskReopened, "", "this host's reopen"); err != nil {
+		t.Fatal(err)
+	}
+	ours := f.rev(refs.Ledger("V-1"))
+	if f.rev(ours+"~1") != base || f.rev(theirs+"~1") != base || ours == theirs {
+		t.Fatal("the two reopens do not fork from the archived head")
+	}
+	archivetest.Commit(t, f.dir, "host-b", []archive.Entry{{Task: "V-1", Journal: j, Ledger: oid(t, theirs)}}, nil)
+
+	if phase, rows, state := f.showTask("V-1"); phase != string(ledger.PhaseReopened) || rows != 4 || state == verify.Tampered {
+		t.Fatalf("a diverged task: phase %s rows %d integrity %s", phase, rows, state)
+	}
+	if got := strings.TrimSpace(f.git("rev-parse", refs.Ledger("V-1"))); got != ours {
+		t.Fatalf("the ref moved: %s", got)
+	}
+	rep, err := s.AuditVerify(bernstein.AuditOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := verify.ArchiveDivergence{Ref: refs.Ledger("V-1"), Kept: ours, KeptFrom: "", Other: theirs, OtherFrom: refs.Archive("host-b")}
+	if len(rep.ArchiveDivergences) != 1 || rep.ArchiveDivergences[0] != want {
+		t.Fatalf("archive divergences: %+v, want %+v", rep.ArchiveDivergences, want)
+	}
+	for _, fl := range rep.Failures {
+		if fl.TaskID == "V-1" && strings.Contains(fl.Reason, "tampered") {
+			t.Errorf("the divergence is reported as tampered: %+v", fl)
+		}
+	}
+	t.Logf("audit: verified %v, failures %v", rep.Verified, rep.Failures)
+}
