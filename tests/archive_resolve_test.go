@@ -3,6 +3,7 @@ package tests
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -344,7 +345,12 @@ func TestArchiveDivergence(t *testing.T) {
 	if _, err := s2.PinKeys(bernstein.PinOptions{Writers: []string{"test-writer"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Transition("V-1", record.KindTaskReopened, "", "host b's reopen"); err != nil {
+	// Host b's chain runs one row further than ours will: ordering the two
+	// walks its chain back to our position, where it is not ours.
+	if _, err := s2.Transition("V-1", record.KindTaskReopened, "", "host b's"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Claim("V-1", "agent-b"); err != nil {
 		t.Fatal(err)
 	}
 	s2.Close()
@@ -357,13 +363,14 @@ func TestArchiveDivergence(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours := f.rev(refs.Ledger("V-1"))
-	if f.rev(ours+"~1") != base || f.rev(theirs+"~1") != base || ours == theirs {
+	if f.rev(ours+"~1") != base || f.rev(theirs+"~2") != base {
 		t.Fatal("the two reopens do not fork from the archived head")
 	}
 	archivetest.Commit(t, f.dir, "host-b", []archive.Entry{{Task: "V-1", Journal: j, Ledger: oid(t, theirs)}}, nil)
 
 	if phase, rows, state := f.showTask("V-1"); phase != string(ledger.PhaseReopened) || rows != 4 || state == verify.Tampered {
-		t.Fatalf("a diverged task: phase %s rows %d integrity %s", phase, rows, state)
+		out, _, _ := f.cli("", "task", "list", "--output-json")
+		t.Fatalf("a diverged task: phase %s rows %d integrity %s\n%s", phase, rows, state, out)
 	}
 	if got := strings.TrimSpace(f.git("rev-parse", refs.Ledger("V-1"))); got != ours {
 		t.Fatalf("the ref moved: %s", got)
@@ -382,4 +389,32 @@ func TestArchiveDivergence(t *testing.T) {
 		}
 	}
 	t.Logf("audit: verified %v, failures %v", rep.Verified, rep.Failures)
+}
+
+// TestPushSendsNoArchivedValueAsRef: push sends the refs as they are: an
+// archived task travels in its archive ref, never as task refs recreated
+// on the remote from the archive's entries.
+func TestPushSendsNoArchivedValueAsRef(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	endedTask(t, f, s, "U-1")
+	f.claimed(s, "U-2", "agent")
+	archivetest.Tasks(t, f.dir, "test-writer", "U-1")
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	f.git("remote", "add", "origin", bare)
+	if out, errOut, code := f.cli("", "push", "origin"); code != 0 {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	remote := refsOf(t, bare, refs.Prefix)
+	for _, ref := range []string{refs.Journal("U-1"), refs.Ledger("U-1")} {
+		if remote[ref] != "" {
+			t.Errorf("push created %s on the remote from the archive", ref)
+		}
+	}
+	if remote[refs.Ledger("U-2")] == "" || remote[refs.Archive("test-writer")] != f.rev(refs.Archive("test-writer")) {
+		t.Fatalf("the remote lacks the open task or the archive: %v", remote)
+	}
 }
