@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -417,4 +418,50 @@ func TestPushSendsNoArchivedValueAsRef(t *testing.T) {
 	if remote[refs.Ledger("U-2")] == "" || remote[refs.Archive("test-writer")] != f.rev(refs.Archive("test-writer")) {
 		t.Fatalf("the remote lacks the open task or the archive: %v", remote)
 	}
+}
+
+// TestMisplacedArchiveEntry: an archive tree written with plain git that
+// puts a task under another task's shard. A single-task read looks in the
+// task's own shard (archive.Lookup) and does not find it; a listing reads
+// every shard and refuses the tree as malformed, naming the archive: the
+// two never disagree on what the archive holds.
+func TestMisplacedArchiveEntry(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	endedTask(t, f, s, "M-1")
+	j, l := f.rev(refs.Journal("M-1")), f.rev(refs.Ledger("M-1"))
+	s.Close()
+	wrong := "00"
+	if archive.Shard("M-1") == wrong {
+		wrong = "01"
+	}
+	mk := func(in string) string { return strings.TrimSpace(f.git2(in, "mktree")) }
+	task := mk(fmt.Sprintf("160000 commit %s\tjournal\n160000 commit %s\tledger\n", j, l))
+	shard := mk(fmt.Sprintf("040000 tree %s\tM-1\n", task))
+	dir := mk(fmt.Sprintf("040000 tree %s\t%s\n", shard, wrong))
+	blob := strings.TrimSpace(f.git2("x", "hash-object", "-w", "--stdin"))
+	root := mk(fmt.Sprintf("100644 blob %s\trecord\n100644 blob %s\trecord.sig\n040000 tree %s\tt\n", blob, blob, dir))
+	c := strings.TrimSpace(f.git("-c", "user.name=m", "-c", "user.email=m@e", "commit-tree", "-p", l, "-p", j, "-m", "archive", root))
+	f.git("update-ref", refs.Archive("mallory"), c)
+	f.git("update-ref", "-d", refs.Journal("M-1"), j)
+	f.git("update-ref", "-d", refs.Ledger("M-1"), l)
+	if _, errOut, code := f.cli("", "task", "show", "M-1"); code == 0 || !strings.Contains(errOut, "unknown task") {
+		t.Fatalf("task show of a task misplaced in an archive: exit %d %s", code, errOut)
+	}
+	out, errOut, code := f.cli("", "task", "list", "--output-json")
+	if code == 0 || !strings.Contains(errOut, refs.Archive("mallory")) || !strings.Contains(errOut, "shard") {
+		t.Fatalf("task list over a misplaced archive entry: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// git2 runs git with stdin.
+func (f *fixture) git2(stdin string, args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", f.dir}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if err != nil {
+		f.t.Fatalf("git %v: %v", args, err)
+	}
+	return string(out)
 }
