@@ -22,11 +22,8 @@ import (
 
 // Names in an archive commit's tree.
 const (
-	// TasksDir is the root's subtree of shards.
+	// TasksDir is the root's subtree of shards, the root's only entry.
 	TasksDir = "t"
-	// RecordFile and SigFile are the record blob and its signature.
-	RecordFile = "record"
-	SigFile    = "record.sig"
 	// JournalLink and LedgerLink are a task tree's two gitlinks.
 	JournalLink = "journal"
 	LedgerLink  = "ledger"

@@ -98,7 +98,7 @@ func TestArchiveReadsAsGitReadsIt(t *testing.T) {
 			}
 		}
 		root := gitLines(t, r.dir, "ls-tree", "--name-only", c.String())
-		sameLines(t, "the root", root, []string{"record", "record.sig", "t"})
+		sameLines(t, "the root", root, []string{"t"})
 	}
 	last := h.commits[2]
 	for _, task := range special {
@@ -257,17 +257,10 @@ func TestDiffSkipsUnchangedShards(t *testing.T) {
 	}
 }
 
-// archiveOfRoot writes a record, a signature and the root holding t/ dir,
-// and a commit of it.
+// archiveOfRoot writes the root holding t/ dir, and a commit of it.
 func (r *testRepo) archiveOfRoot(t testing.TB, dir gitstore.Oid) gitstore.Oid {
 	t.Helper()
-	rec := gitstore.NewObject(gitstore.TypeBlob, []byte("record\n"))
-	sig := gitstore.NewObject(gitstore.TypeBlob, []byte("sig\n"))
-	r.write(t, rec, sig)
-	root := r.tree(t,
-		gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: RecordFile, ID: rec.ID},
-		gitstore.TreeEntry{Mode: gitstore.ModeFile, Name: SigFile, ID: sig.ID},
-		gitstore.TreeEntry{Mode: gitstore.ModeTree, Name: TasksDir, ID: dir})
+	root := r.tree(t, gitstore.TreeEntry{Mode: gitstore.ModeTree, Name: TasksDir, ID: dir})
 	c := commitObj(root, "archive")
 	r.write(t, c)
 	return c.ID

@@ -9,20 +9,19 @@ import (
 )
 
 // Update is what one archive commit changes: the entries it adds (a task
-// already archived takes the new heads), the tasks it removes, and its
-// record and the record's signature, opaque here.
+// already archived takes the new heads) and the tasks it removes. The
+// commit's record lives in its message, the caller's part.
 type Update struct {
 	Add    []Entry
 	Remove []string
-	Record []byte
-	Sig    []byte
 }
 
 // Build returns the root tree of the archive commit that applies u to the
 // archive whose root tree is prev (zero: the empty archive), with every
-// object it needs that prev's tree does not hold: the record and signature
-// blobs, the tree of each task added, the trees of the shards it touches,
-// the tree of shards and the root, root last. It reads prev's root, its
+// object it needs that prev's tree does not hold: the tree of each task
+// added, the trees of the shards it touches,
+// the tree of shards and the root (holding only t/, or the empty tree when
+// no task is left), root last. It reads prev's root, its
 // tree of shards and the shards it touches, and nothing else, so an update
 // costs the shards it touches, not the whole archive. It checks u and every
 // tree it reads; the task trees it carries over it does not read (a caller
@@ -42,9 +41,7 @@ func Build(repo *gitstore.Repo, prev gitstore.Oid, u Update) (gitstore.Oid, []gi
 	if err != nil {
 		return gitstore.ZeroOid, nil, err
 	}
-	recBlob := gitstore.NewObject(gitstore.TypeBlob, u.Record)
-	sigBlob := gitstore.NewObject(gitstore.TypeBlob, u.Sig)
-	objs := []gitstore.Object{recBlob, sigBlob}
+	var objs []gitstore.Object
 	byShard := map[string]gitstore.Oid{}
 	for _, s := range shards {
 		byShard[s.Name] = s.ID
@@ -66,10 +63,7 @@ func Build(repo *gitstore.Repo, prev gitstore.Oid, u Update) (gitstore.Oid, []gi
 			byShard[name] = id
 		}
 	}
-	rootEs := []gitstore.TreeEntry{
-		{Mode: gitstore.ModeFile, Name: RecordFile, ID: recBlob.ID},
-		{Mode: gitstore.ModeFile, Name: SigFile, ID: sigBlob.ID},
-	}
+	var rootEs []gitstore.TreeEntry
 	if len(byShard) > 0 {
 		es := make([]gitstore.TreeEntry, 0, len(byShard))
 		for name, id := range byShard {
@@ -92,9 +86,6 @@ type shardUpdate struct {
 
 // groupUpdate checks u and splits it by shard.
 func groupUpdate(u Update) (map[string]*shardUpdate, error) {
-	if len(u.Record) == 0 || len(u.Sig) == 0 {
-		return nil, fmt.Errorf("archive update: the record and its signature must not be empty")
-	}
 	if len(u.Add) > MaxAdd {
 		return nil, fmt.Errorf("archive update adds %d tasks; one archive commit adds at most %d", len(u.Add), MaxAdd)
 	}

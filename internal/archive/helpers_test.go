@@ -123,9 +123,6 @@ func (r *testRepo) archive(t testing.TB, prev gitstore.Oid, u Update) (gitstore.
 	if !prev.IsZero() {
 		prevTree = r.treeOf(t, prev)
 	}
-	if u.Record == nil {
-		u.Record, u.Sig = []byte(fmt.Sprintf("record after %s\n", prev)), []byte("sig\n")
-	}
 	root, objs, err := Build(r.repo, prevTree, u)
 	if err != nil {
 		t.Fatal(err)

@@ -70,10 +70,12 @@ func TestMalformedArchivesAreRefused(t *testing.T) {
 		{name: "gitlink to the zero id", dir: in(task, r.tree(t, link("journal", gitstore.ZeroOid), link("ledger", l))), want: "want exactly the gitlinks"},
 		{name: "task tree out of order", dir: in(task, raw(rawEntry("160000", "ledger", l)+rawEntry("160000", "journal", j))), want: "out of git's order or repeated"},
 		{name: "task repeated in its shard", dir: r.tree(t, dirE(sh, raw(rawEntry("40000", task, goodTask)+rawEntry("40000", task, goodTask)))), want: "out of git's order or repeated"},
-		{name: "root with another entry", root: r.tree(t, fileE(RecordFile), fileE(SigFile), fileE("junk")), want: `the root holds "junk"`},
-		{name: "root without record.sig", root: r.tree(t, fileE(RecordFile), dirE(TasksDir, in(task, goodTask))), want: "the root lacks record or record.sig"},
-		{name: "t a blob", root: r.tree(t, fileE(RecordFile), fileE(SigFile), fileE(TasksDir)), want: `the root holds "t" (mode 100644)`},
-		{name: "record a tree", root: r.tree(t, dirE(RecordFile, goodTask), fileE(SigFile), dirE(TasksDir, in(task, goodTask))), want: `the root holds "record" (mode 40000)`},
+		{name: "root with another entry", root: r.tree(t, dirE(TasksDir, in(task, goodTask)), fileE("u")), want: `the root holds "u" (mode 100644)`},
+		{name: "root with a record blob", root: r.tree(t, fileE("record"), dirE(TasksDir, in(task, goodTask))), want: `the root holds "record" (mode 100644)`},
+		{name: "root with another tree", root: r.tree(t, dirE("s", in(task, goodTask)), dirE(TasksDir, in(task, goodTask))), want: `the root holds "s" (mode 40000)`},
+		{name: "t a blob", root: r.tree(t, fileE(TasksDir)), want: `the root holds "t" (mode 100644)`},
+		{name: "t a gitlink", root: r.tree(t, link(TasksDir, j)), want: `the root holds "t" (mode 160000)`},
+		{name: "t repeated", root: raw(rawEntry("40000", TasksDir, in(task, goodTask)) + rawEntry("40000", TasksDir, in(task, goodTask))), want: "out of git's order or repeated"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,7 +94,7 @@ func TestMalformedArchivesAreRefused(t *testing.T) {
 				"List":   List(r.repo, commit, func(Entry) error { return nil }),
 			}
 			_, errs["Diff"] = Diff(r.repo, gitstore.ZeroOid, commit)
-			_, _, errs["Build"] = Build(r.repo, tree, Update{Add: []Entry{{Task: task, Journal: j, Ledger: l}}, Record: []byte("r"), Sig: []byte("s")})
+			_, _, errs["Build"] = Build(r.repo, tree, Update{Add: []Entry{{Task: task, Journal: j, Ledger: l}}})
 			if strings.HasPrefix(c.name, "task tree") || c.name == "journal a blob" || c.name == "ledger a tree" || c.name == "gitlink to the zero id" {
 				// Build reads no task tree: it replaces T-1's, and carries
 				// the others over unread.
@@ -125,34 +127,33 @@ func TestBuildRefusesBadUpdates(t *testing.T) {
 	for i := range many {
 		many[i] = Entry{Task: "M-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Journal: heads["T-2"].Journal, Ledger: heads["T-2"].Ledger}
 	}
-	rec, sig := []byte("r"), []byte("s")
 	cases := []struct {
 		name string
 		u    Update
 		want string
 	}{
-		{"invalid task id", Update{Add: []Entry{{Task: "a..b", Journal: heads["T-2"].Journal, Ledger: heads["T-2"].Ledger}}, Record: rec, Sig: sig}, `task id "a..b" contains ".."`},
-		{"task named twice", Update{Add: []Entry{heads["T-2"]}, Remove: []string{"T-2"}, Record: rec, Sig: sig}, `names task "T-2" twice`},
-		{"zero head", Update{Add: []Entry{{Task: "T-2", Journal: heads["T-2"].Journal}}, Record: rec, Sig: sig}, `task "T-2" has a zero head`},
-		{"remove a task not archived", Update{Remove: []string{"T-2"}, Record: rec, Sig: sig}, `removes task "T-2", which the archive does not hold`},
-		{"no record", Update{Add: []Entry{heads["T-2"]}, Sig: sig}, "must not be empty"},
-		{"no signature", Update{Add: []Entry{heads["T-2"]}, Record: rec}, "must not be empty"},
-		{"too many", Update{Add: many, Record: rec, Sig: sig}, "adds 257 tasks; one archive commit adds at most 256"},
+		{"invalid task id", Update{Add: []Entry{{Task: "a..b", Journal: heads["T-2"].Journal, Ledger: heads["T-2"].Ledger}}}, `task id "a..b" contains ".."`},
+		{"task named twice", Update{Add: []Entry{heads["T-2"]}, Remove: []string{"T-2"}}, `names task "T-2" twice`},
+		{"zero head", Update{Add: []Entry{{Task: "T-2", Journal: heads["T-2"].Journal}}}, `task "T-2" has a zero head`},
+		{"remove a task not archived", Update{Remove: []string{"T-2"}}, `removes task "T-2", which the archive does not hold`},
+		{"too many", Update{Add: many}, "adds 257 tasks; one archive commit adds at most 256"},
 	}
 	for _, c := range cases {
 		if _, _, err := Build(r.repo, tree, c.u); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Build gave %v, want an error naming %q", c.name, err, c.want)
 		}
 	}
-	// Removing the last task leaves an archive without t/, which reads empty.
-	root, objs, err := Build(r.repo, tree, Update{Remove: []string{"T-1"}, Record: rec, Sig: sig})
+	// Removing the last task leaves the empty tree as the root, which reads
+	// empty.
+	root, objs, err := Build(r.repo, tree, Update{Remove: []string{"T-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := commitObj(root, "archive", c)
 	r.write(t, append(objs, o)...)
-	if got := gitLines(t, r.dir, "ls-tree", o.ID.String()); len(got) != 2 {
-		t.Fatalf("the emptied archive's root holds %v", got)
+	empty := strings.TrimSpace(git(t, r.dir, "hash-object", "-t", "tree", "/dev/null"))
+	if got := strings.TrimSpace(git(t, r.dir, "rev-parse", o.ID.String()+"^{tree}")); got != empty {
+		t.Fatalf("the emptied archive's root is %s, want git's empty tree %s", got, empty)
 	}
 	if n := len(listAll(t, r.repo, o.ID)); n != 0 {
 		t.Fatalf("List of the emptied archive gave %d entries", n)

@@ -37,7 +37,7 @@ func readTree(repo *gitstore.Repo, id gitstore.Oid) ([]gitstore.TreeEntry, error
 }
 
 // rootOf reads an archive commit and its root tree, checks the root's shape
-// (record and record.sig blobs, and t, a tree, unless the archive is empty)
+// (only t, a tree, or nothing when the archive is empty)
 // and returns the commit's tree and the tree of shards (zero when empty).
 func rootOf(repo *gitstore.Repo, commit gitstore.Oid) (root, shards gitstore.Oid, err error) {
 	if commit.IsZero() {
@@ -62,19 +62,11 @@ func shardsDir(repo *gitstore.Repo, id gitstore.Oid) (gitstore.Oid, error) {
 		return gitstore.ZeroOid, err
 	}
 	var shards gitstore.Oid
-	seen := 0
 	for _, e := range es {
-		switch {
-		case (e.Name == RecordFile || e.Name == SigFile) && e.Mode == gitstore.ModeFile:
-			seen++
-		case e.Name == TasksDir && e.Mode == gitstore.ModeTree:
-			shards = e.ID
-		default:
-			return gitstore.ZeroOid, malformed(id, "the root holds %q (mode %s): an archive root holds only %s, %s and %s/", e.Name, e.Mode, RecordFile, SigFile, TasksDir)
+		if e.Name != TasksDir || e.Mode != gitstore.ModeTree {
+			return gitstore.ZeroOid, malformed(id, "the root holds %q (mode %s): an archive root holds only the tree %s/", e.Name, e.Mode, TasksDir)
 		}
-	}
-	if seen != 2 {
-		return gitstore.ZeroOid, malformed(id, "the root lacks %s or %s", RecordFile, SigFile)
+		shards = e.ID
 	}
 	return shards, nil
 }
