@@ -140,7 +140,7 @@ func archiveScale(dir string, k int) error {
 			fmt.Fprintf(&del, "delete %s %s\ndelete %s %s\n", refs.Journal(e.Task), e.Journal, refs.Ledger(e.Task), e.Ledger)
 			add = append(add, e)
 		}
-		root, objs, err := archive.Build(repo, prevTree, archive.Update{Add: add, Record: []byte("bench\n"), Sig: []byte("unsigned: bench\n")})
+		root, objs, err := archive.Build(repo, prevTree, archive.Update{Add: add})
 		if err != nil {
 			return err
 		}

@@ -68,7 +68,7 @@ func Commit(t testing.TB, dir, writer string, add []archive.Entry, remove []stri
 	if !prev.IsZero() {
 		prevTree = oidOf(t, Git(t, dir, "", "rev-parse", prev.String()+"^{tree}"))
 	}
-	tree, new, err := archive.Build(objs, prevTree, archive.Update{Add: add, Remove: remove, Record: body, Sig: []byte("unsigned")})
+	tree, new, err := archive.Build(objs, prevTree, archive.Update{Add: add, Remove: remove})
 	if err != nil {
 		t.Fatal(err)
 	}
