@@ -39,6 +39,7 @@ type upgradeStep struct {
 
 var upgradeSteps = []upgradeStep{
 	{to: record.FormatIdentity, name: "mint the repository's identity and bind its format-1 chains", run: upgradeToIdentity},
+	{to: record.FormatArchive, name: "allow the archive of ended tasks", run: upgradeToArchive},
 }
 
 // Upgrade moves the repository to the current storage format, one step at
@@ -56,11 +57,13 @@ func (s *Store) Upgrade() (*UpgradeResult, error) {
 				res.From = format
 			}
 			if format >= st.to {
+				res.To = format
 				return false, nil
 			}
 			if format != st.to-1 {
 				return nil, fmt.Errorf("storage format %d: this version upgrades from format %d", format, st.to-1)
 			}
+			res.To = st.to
 			return true, st.run(s, t, res)
 		})
 		if err != nil {
@@ -70,7 +73,7 @@ func (s *Store) Upgrade() (*UpgradeResult, error) {
 			res.Steps = append(res.Steps, st.name)
 		}
 	}
-	res.To, res.RepositoryID = formatOf(s.core.IdentityID()), s.core.IdentityID()
+	res.RepositoryID = s.core.IdentityID()
 	if res.From == 0 {
 		res.From = res.To
 	}
@@ -104,6 +107,14 @@ func upgradeToIdentity(s *Store, t *txn.Tx, res *UpgradeResult) error {
 	}
 	res.Bound = len(chains)
 	return nil
+}
+
+// upgradeToArchive raises a format-2 repository to format 3, which allows
+// the archive of ended tasks (refs/bernstein/archive/<writer>,
+// docs/archive.md): nothing else changes, since a format-2 repository
+// holds no archive. `bernstein archive` refuses a repository below it.
+func upgradeToArchive(_ *Store, t *txn.Tx, _ *UpgradeResult) error {
+	return t.RaiseFormat(record.FormatArchive)
 }
 
 // copyAside copies the file or directory tree src to dst (which must not
