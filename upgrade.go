@@ -176,13 +176,13 @@ func writeSynced(path string, b []byte, perm fs.FileMode) error {
 }
 
 // AcceptRef makes this host's writer forget the head it remembers for ref
-// (a journal, ledger, spine or audit mirror moved back on purpose): the
+// (a journal, ledger, spine, audit mirror or archive moved back on purpose): the
 // chain as it stands is no longer a rollback here (docs/trust.md,
 // Rollbacks).
 func (s *Store) AcceptRef(ref string) error {
 	if !strings.HasPrefix(ref, refs.JournalPrefix) && !strings.HasPrefix(ref, refs.LedgerPrefix) &&
-		!strings.HasPrefix(ref, refs.SpinePrefix) && !strings.HasPrefix(ref, refs.AuditPrefix) {
-		return fmt.Errorf("invalid ref: %q is no journal, ledger, spine or audit mirror (refs/bernstein/{journal,ledger,spine,audit}/...)", ref)
+		!strings.HasPrefix(ref, refs.SpinePrefix) && !strings.HasPrefix(ref, refs.AuditPrefix) && !strings.HasPrefix(ref, refs.ArchivePrefix) {
+		return fmt.Errorf("invalid ref: %q is no journal, ledger, spine, audit mirror or archive (refs/bernstein/{journal,ledger,spine,audit,archive}/...)", ref)
 	}
 	return s.heads.Forget(ref)
 }
