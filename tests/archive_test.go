@@ -1,0 +1,342 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The archive of ended tasks, written (docs/archive.md): every expectation
+// here is read back with git's own eyes (cat-file, rev-parse of the
+// documented paths, verify-commit against the published allowed signers,
+// show-ref, fsck --strict, gc --prune=now), the shard and the genesis
+// computed here from their definitions.
+
+// endedTask creates task, posts one report on it and completes it (which
+// seals its journal in the spine).
+func (f *fixture) endedTask(s *bernstein.Store, task string) {
+	f.t.Helper()
+	tok := f.claimed(s, task, "agent")
+	f.post(s, task, "summary", "agent", tok, report("findings of "+task))
+	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := s.Transition(task, record.KindTaskCompleted, "", "done"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// archivePath is t/<hh>/<task> from its definition: hh the first byte of
+// the SHA-256 of the task id, in lowercase hex.
+func archivePath(task string) string {
+	sum := sha256.Sum256([]byte(task))
+	return "t/" + hex.EncodeToString(sum[:1]) + "/" + refs.EscapeTask(task)
+}
+
+// archiveCommit is one archive commit as git shows it: its parents and the
+// record in its message (and the record's bytes).
+type archiveCommit struct {
+	parents []string
+	rec     record.Archive
+	raw     []byte
+}
+
+func (f *fixture) archiveCommitAt(rev string) archiveCommit {
+	f.t.Helper()
+	body := f.git("cat-file", "-p", rev)
+	head, msg, _ := strings.Cut(body, "\n\n")
+	var c archiveCommit
+	for _, line := range strings.Split(head, "\n") {
+		if p, ok := strings.CutPrefix(line, "parent "); ok {
+			c.parents = append(c.parents, p)
+		}
+	}
+	_, rec, ok := strings.Cut(strings.TrimRight(msg, "\n"), "\n\n")
+	if !ok {
+		f.t.Fatalf("archive commit %s: no record in its message: %q", rev, msg)
+	}
+	c.raw = []byte(rec)
+	r, err := record.ParseArchive(c.raw)
+	if err != nil {
+		f.t.Fatalf("archive commit %s: %v", rev, err)
+	}
+	c.rec = r
+	return c
+}
+
+// verifyCommit checks rev's signature with git against the writers'
+// published allowed_signers lines.
+func (f *fixture) verifyCommit(rev string) {
+	f.t.Helper()
+	signers := filepath.Join(f.t.TempDir(), "signers")
+	if err := os.WriteFile(signers, []byte(f.publishedSigners()), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	if out, err := f.gitErr("-c", "gpg.ssh.allowedSignersFile="+signers, "verify-commit", rev); err != nil {
+		f.t.Fatalf("git verify-commit %s: %v\n%s", rev, err, out)
+	}
+}
+
+func rev(f *fixture, ref string) string {
+	out, err := f.gitErr("rev-parse", "--verify", "--quiet", ref)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+// TestArchiveWritesWhatGitReads: two archive commits (two tasks named,
+// then every archivable task) as git reads them: the record in the
+// message chains from the genesis of the writer's archive in this
+// repository and then from the previous record's hash; the parents are the
+// previous commit and the archived heads; the tree holds only t/, the heads
+// at the documented paths; the commit verifies; the tasks' refs are gone,
+// the open task's and the empty journal's kept; fsck --strict is clean and
+// gc --prune=now keeps every archived chain.
+func TestArchiveWritesWhatGitReads(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	for _, task := range []string{"A-1", "A-2", "A:3"} {
+		f.endedTask(s, task)
+	}
+	f.claimed(s, "O-1", "agent") // open
+	if _, err := s.CreateTask(bernstein.TaskSpec{ID: "E-1", Title: "ended with no journal row"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition("E-1", record.KindTaskAbandoned, "", "never started"); err != nil {
+		t.Fatal(err)
+	}
+	old := map[string][2]string{}
+	for _, task := range []string{"A-1", "A-2", "A:3"} {
+		old[task] = [2]string{rev(f, refs.Journal(task)), rev(f, refs.Ledger(task))}
+	}
+	var chains []string
+	for _, h := range old {
+		chains = append(chains, strings.Fields(f.git("rev-list", h[0], h[1]))...)
+	}
+
+	res, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"A-2", "A-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Commits) != 1 || strings.Join(res.Archived, " ") != "A-1 A-2" || res.Ref != "refs/bernstein/archive/test-writer" {
+		t.Fatalf("archive A-2 A-1: %+v", res)
+	}
+	ref := res.Ref
+	first := f.archiveCommitAt(ref)
+	if rev(f, ref) != res.Commits[0] {
+		t.Fatalf("%s is not at the commit reported", ref)
+	}
+	sum := sha256.Sum256([]byte("bernstein genesis v1\n" + f.repositoryID() + "\narchive\ntest-writer"))
+	if first.rec.Seq != 0 || string(first.rec.Prev) != "sha256:"+hex.EncodeToString(sum[:]) || first.rec.Writer != "test-writer" {
+		t.Fatalf("the first archive record is not rooted in the writer's archive genesis: %+v", first.rec)
+	}
+	if got, want := strings.Join(first.parents, " "), strings.Join([]string{old["A-1"][0], old["A-1"][1], old["A-2"][0], old["A-2"][1]}, " "); got != want {
+		t.Fatalf("parents %s, want the heads in record order %s", got, want)
+	}
+	if len(first.rec.Add) != 2 || first.rec.Add[0].TaskID != "A-1" || first.rec.Add[0].Journal != old["A-1"][0] || first.rec.Add[0].Ledger != old["A-1"][1] ||
+		strings.TrimSpace(f.git("rev-list", "--count", old["A-1"][0])) != strconv.FormatInt(first.rec.Add[0].JournalRows, 10) ||
+		strings.TrimSpace(f.git("rev-list", "--count", old["A-1"][1])) != strconv.FormatInt(first.rec.Add[0].LedgerRows, 10) || len(first.rec.Remove) != 0 {
+		t.Fatalf("record: %+v", first.rec)
+	}
+	f.verifyCommit(ref)
+	firstID := res.Commits[0]
+
+	res, err = s.Archive(bernstein.ArchiveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Archived, " ") != "A:3" || len(res.Commits) != 1 || len(res.Skipped) != 1 || res.Skipped[0].Task != "E-1" ||
+		!strings.Contains(res.Skipped[0].Reason, "journal has no rows") {
+		t.Fatalf("archive of every archivable task: %+v", res)
+	}
+	second := f.archiveCommitAt(ref)
+	prev := sha256.Sum256(first.raw)
+	if second.rec.Seq != 1 || string(second.rec.Prev) != "sha256:"+hex.EncodeToString(prev[:]) {
+		t.Fatalf("the second record does not chain from the first: %+v", second.rec)
+	}
+	if got, want := strings.Join(second.parents, " "), strings.Join([]string{firstID, old["A:3"][0], old["A:3"][1]}, " "); got != want {
+		t.Fatalf("second commit's parents %s, want the first commit and A:3's heads %s", got, want)
+	}
+	f.verifyCommit(ref)
+
+	if root := f.git("ls-tree", "--name-only", ref); strings.TrimSpace(root) != "t" {
+		t.Fatalf("the archive root holds %q, want only t", root)
+	}
+	for task, h := range old {
+		for i, kind := range []string{"journal", "ledger"} {
+			if got := rev(f, ref+":"+archivePath(task)+"/"+kind); got != h[i] {
+				t.Fatalf("%s:%s/%s is %q, want the old ref's %s", ref, archivePath(task), kind, got, h[i])
+			}
+		}
+	}
+	shown := f.git("show-ref")
+	for task := range old {
+		if strings.Contains(shown, "/"+refs.EscapeTask(task)+"\n") || rev(f, refs.Journal(task)) != "" || rev(f, refs.Ledger(task)) != "" {
+			t.Fatalf("git still shows a ref of the archived %s:\n%s", task, shown)
+		}
+	}
+	for _, r := range []string{refs.Ledger("O-1"), refs.Ledger("E-1")} {
+		if rev(f, r) == "" {
+			t.Fatalf("%s was deleted though its task was not archived", r)
+		}
+	}
+	f.fsck()
+	f.git("gc", "--prune=now", "--quiet")
+	out, err := execGitStdin(f.dir, []byte(strings.Join(chains, "\n")+"\n"), "cat-file", "--batch-check").Output()
+	if err != nil || strings.Contains(string(out), "missing") || strings.Count(string(out), "\n") != len(chains) {
+		t.Fatalf("git gc --prune=now lost an archived chain's commit: %v\n%s", err, out)
+	}
+	f.fsck()
+}
+
+// TestArchiveRefusals: a task not ended, a task whose journal is not
+// sealed in the spine (its seal entry cut from the spine with plain git),
+// an unknown task, a task archived already, a task named twice: each is
+// one error naming the task and why, with nothing written, also when the
+// other tasks named are archivable; the CLI says the same and exits 1.
+func TestArchiveRefusals(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	f.endedTask(s, "D-1")
+	f.endedTask(s, "D-2")
+	f.endedTask(s, "U-1")
+	f.claimed(s, "O-1", "agent")
+	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"D-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// U-1's seal is the spine's head entry: the spine moved back one
+	// commit leaves a ledger that says complete and no seal.
+	unsealed := newFixture(t)
+	us := unsealed.open()
+	unsealed.endedTask(us, "U-1")
+	unsealed.git("update-ref", refs.Spine("test-writer"), refs.Spine("test-writer")+"~1")
+	cases := []struct {
+		f     *fixture
+		s     *bernstein.Store
+		tasks []string
+		want  string
+	}{
+		{f, s, []string{"D-1", "O-1"}, "task O-1 cannot be archived: it has not ended (it is claimed)"},
+		{f, s, []string{"D-1", "N-1"}, "unknown task: N-1"},
+		{f, s, []string{"D-1", "D-2"}, "task D-2 cannot be archived: it is archived already (refs/bernstein/archive/test-writer)"},
+		{f, s, []string{"D-1", "D-1"}, "task D-1 is named twice"},
+		{unsealed, us, []string{"U-1"}, "task U-1 cannot be archived: no spine entry seals its journal"},
+	}
+	for _, c := range cases {
+		before := c.f.refsSnapshot()
+		_, err := c.s.Archive(bernstein.ArchiveRequest{Tasks: c.tasks})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("archive %v: %v, want an error naming %q", c.tasks, err, c.want)
+		}
+		if after := c.f.refsSnapshot(); after != before {
+			t.Fatalf("archive %v wrote though it was refused:\n%s\nwant\n%s", c.tasks, after, before)
+		}
+		out, errOut, code := c.f.cli("", append([]string{"archive"}, c.tasks...)...)
+		if code != 1 || !strings.Contains(errOut, c.want) || out != "" {
+			t.Fatalf("bernstein archive %v: exit %d\n%s%s", c.tasks, code, out, errOut)
+		}
+		if after := c.f.refsSnapshot(); after != before {
+			t.Fatalf("bernstein archive %v wrote though it was refused", c.tasks)
+		}
+	}
+	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"D-1"}, EndedBefore: 1 << 40}); !errors.Is(err, bernstein.ErrNotArchivable) || !strings.Contains(err.Error(), "task D-1 cannot be archived: it ended at") {
+		t.Fatalf("archive --ended-before of a task ended since: %v", err)
+	}
+	out, errOut, code := f.cli("", "archive", "--ended-before", "0s", "--output-json")
+	var res bernstein.ArchiveResult
+	decodeJSON(t, out, &res)
+	if code != 0 || strings.Join(res.Archived, " ") != "D-1 U-1" || len(res.Commits) != 1 || len(res.Skipped) != 0 {
+		t.Fatalf("bernstein archive --output-json: exit %d %+v\n%s", code, res, errOut)
+	}
+}
+
+// TestArchiveAfterUpgradeFromFormat2: testdata/format2.tar.gz is a
+// repository written in storage format 2 by bernstein before the archive
+// (the commit before it, built from git history): 'bernstein init --writer
+// f2-w', task F-1 created, claimed by agent, a summary posted, started and
+// completed; F-2 created. bernstein archive refuses it (format 2) with
+// nothing written; bernstein upgrade raises it to 3 and writes nothing but
+// one repository record, signed; then F-1, written by the version before,
+// is archived and the repository verifies.
+func TestArchiveAfterUpgradeFromFormat2(t *testing.T) {
+	f := fixtureFrom(t, "format2.tar.gz")
+	before := f.refsSnapshot()
+	_, errOut, code := f.cli("", "archive", "F-1")
+	if code != 1 || !strings.Contains(errOut, "the archive of ended tasks needs storage format 3 (the repository is in format 2): run 'bernstein upgrade'") {
+		t.Fatalf("archive in format 2: exit %d %s", code, errOut)
+	}
+	if _, err := f.open().Archive(bernstein.ArchiveRequest{}); !errors.Is(err, bernstein.ErrArchiveFormat) {
+		t.Fatalf("Store.Archive in format 2: %v", err)
+	}
+	if f.refsSnapshot() != before {
+		t.Fatal("a refused archive wrote")
+	}
+	out, errOut, code := f.cli("", "upgrade")
+	if code != 0 || !strings.Contains(out, "storage format 2 -> 3") || strings.Contains(out, "chains bound") {
+		t.Fatalf("upgrade: exit %d\n%s%s", code, out, errOut)
+	}
+	changed := diffLines(before, f.refsSnapshot())
+	if len(changed) != 1 || !strings.HasPrefix(changed[0], refs.Repository+" ") {
+		t.Fatalf("upgrade 2 -> 3 moved %v, want refs/bernstein/repository alone", changed)
+	}
+	recs := f.chainRecords(refs.Repository)
+	if len(recs) != 2 || recs[1]["format"] != float64(3) || recs[1]["seq"] != float64(1) {
+		t.Fatalf("repository records after the upgrade: %v", recs)
+	}
+	f.verifyCommit(refs.Repository)
+	if out, _, code := f.cli("", "upgrade"); code != 0 || !strings.Contains(out, "storage format 3 already") {
+		t.Fatalf("upgrade again: %s", out)
+	}
+	j := rev(f, refs.Journal("F-1"))
+	out, errOut, code = f.cli("", "archive")
+	if code != 0 || !strings.Contains(out, "archived 1 tasks in 1 commits to refs/bernstein/archive/f2-w: F-1") {
+		t.Fatalf("archive after the upgrade: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := rev(f, "refs/bernstein/archive/f2-w:"+archivePath("F-1")+"/journal"); got != j || rev(f, refs.Journal("F-1")) != "" {
+		t.Fatalf("F-1 not archived at its journal head %s: %q", j, got)
+	}
+	f.verifyCommit("refs/bernstein/archive/f2-w")
+	f.fsck()
+}
+
+// fixtureFrom unpacks testdata/name (repo/ and home/) into a fresh folder.
+func fixtureFrom(t *testing.T, name string) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	abs, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("tar", "-xzf", abs, "-C", root).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	f := &fixture{t: t, dir: filepath.Join(root, "repo"), home: filepath.Join(root, "home")}
+	f.opts = bernstein.Options{Repo: f.dir, Home: f.home}
+	return f
+}
+
+// diffLines lists the lines of after that before lacks.
+func diffLines(before, after string) []string {
+	had := map[string]bool{}
+	for _, l := range strings.Split(before, "\n") {
+		had[l] = true
+	}
+	var out []string
+	for _, l := range strings.Split(after, "\n") {
+		if !had[l] {
+			out = append(out, l)
+		}
+	}
+	return out
+}
