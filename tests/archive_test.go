@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/bernstein/bernstein"
@@ -339,4 +341,131 @@ func diffLines(before, after string) []string {
 		}
 	}
 	return out
+}
+
+// archiverMain archives tasks and kills itself (SIGKILL) when the write
+// reaches the step BERNSTEIN_TEST_CRASH names, as a power cut would stop
+// it.
+func archiverMain(tasks []string) int {
+	step := os.Getenv("BERNSTEIN_TEST_CRASH")
+	hook := func(s string) error {
+		if s == step {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		return nil
+	}
+	s, err := bernstein.Open(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME"), FaultHook: hook})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: tasks}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("archived")
+	return 0
+}
+
+// TestArchiveKilledAtEveryStep kills an archive of two tasks (their refs
+// packed, as after git gc) at each step of its write: the pack and its
+// intent, the locks, the check, the archive ref's move (the commit point),
+// packed-refs rewritten, each deletion, the syncs. After the kill git reads
+// each task's heads from its refs or from the archive (nothing is lost), a
+// reader's snapshot sees the write whole or not at all, and the next write
+// finishes or discards it: then the refs or the archive, never both or
+// neither, nothing left behind, fsck --strict clean.
+func TestArchiveKilledAtEveryStep(t *testing.T) {
+	steps := []string{"intent written", "locked", "checked", "packed", "renamed 0", "packed-refs rewritten",
+		"renamed 1", "renamed 2", "renamed 3", "renamed 4", "dirs synced"}
+	for i, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			s := f.open()
+			tasks := []string{"K-1", "K-2"}
+			old := map[string]string{}
+			for _, task := range tasks {
+				f.endedTask(s, task)
+				for _, r := range []string{refs.Journal(task), refs.Ledger(task)} {
+					old[r] = rev(f, r)
+				}
+			}
+			s.Close()
+			f.git("pack-refs", "--all", "--prune")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "BERNSTEIN_TEST_ARCHIVE="+strings.Join(tasks, ","), "BERNSTEIN_TEST_CRASH="+step,
+				"BERNSTEIN_REPO="+f.dir, "BERNSTEIN_HOME="+f.home)
+			out, _ := cmd.Output()
+			if st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !st.Signaled() || st.Signal() != syscall.SIGKILL {
+				t.Fatalf("the archiver was not killed at %q (exit %d): %s", step, cmd.ProcessState.ExitCode(), out)
+			}
+			committed := i >= 4 // from the archive ref's move on
+			ref := refs.Archive("test-writer")
+			// Nothing lost: each head is in its ref or in the archive.
+			for r, head := range old {
+				kind, task := "journal", strings.TrimPrefix(r, refs.JournalPrefix)
+				if strings.HasPrefix(r, refs.LedgerPrefix) {
+					kind, task = "ledger", strings.TrimPrefix(r, refs.LedgerPrefix)
+				}
+				if rev(f, r) != head && rev(f, ref+":"+archivePath(task)+"/"+kind) != head {
+					t.Fatalf("after the kill git reads %s's head %s neither from its ref nor from the archive", r, head)
+				}
+			}
+			snap, err := refs.Reader{Dir: filepath.Join(f.dir, ".git")}.Snapshot(refs.Prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantWhole := func(read func(string) string, who string) {
+				t.Helper()
+				for r, head := range old {
+					if got := read(r); committed && got != "" || !committed && got != head {
+						t.Fatalf("%s reads %s as %q (committed %v)", who, r, got, committed)
+					}
+				}
+				if got := read(ref); (got != "") != committed {
+					t.Fatalf("%s reads %s as %q (committed %v)", who, ref, got, committed)
+				}
+			}
+			wantWhole(func(r string) string {
+				o, _ := snap.ReadOptional(r)
+				if o.IsZero() {
+					return ""
+				}
+				return o.String()
+			}, "a snapshot")
+			// The next write finishes or discards it.
+			s = f.open()
+			if _, err := s.CreateTask(bernstein.TaskSpec{ID: "Z-1", Title: "after"}); err != nil {
+				t.Fatal(err)
+			}
+			wantWhole(func(r string) string { return rev(f, r) }, "git")
+			if committed {
+				for r, head := range old {
+					kind, task := "journal", strings.TrimPrefix(r, refs.JournalPrefix)
+					if strings.HasPrefix(r, refs.LedgerPrefix) {
+						kind, task = "ledger", strings.TrimPrefix(r, refs.LedgerPrefix)
+					}
+					if got := rev(f, ref+":"+archivePath(task)+"/"+kind); got != head {
+						t.Fatalf("the archive holds %s at %q, want %s", r, got, head)
+					}
+				}
+			} else if res, err := s.Archive(bernstein.ArchiveRequest{Tasks: tasks}); err != nil || len(res.Archived) != 2 {
+				t.Fatalf("archive after an uncommitted kill: %+v %v", res, err)
+			}
+			s.Close()
+			if left := leftovers(f); len(left) > 0 {
+				t.Fatalf("left behind: %v", left)
+			}
+			if _, err := os.Stat(filepath.Join(f.dir, ".git", "packed-refs.lock")); err == nil {
+				t.Fatal("packed-refs.lock left behind")
+			}
+			if p := pendingKeeps(t, f); len(p) != 0 {
+				t.Fatalf("intents left: %v", p)
+			}
+			f.fsck()
+		})
+	}
 }
