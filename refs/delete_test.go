@@ -214,3 +214,31 @@ func TestDeletionWaitsForPackRefs(t *testing.T) {
 		t.Fatalf("locks left: %v", l)
 	}
 }
+
+// TestDeletedRefIsNoCommitEvidence: an intent that was never carried out,
+// one of whose deletions someone else has made meanwhile (git update-ref
+// -d), is still not taken as committed: Recover moves nothing, and a
+// snapshot reads the other refs as they are.
+func TestDeletedRefIsNoCommitEvidence(t *testing.T) {
+	dir, c, us := deletionRepo(t)
+	git(t, dir, "update-ref", "-d", refL)
+	before := allRefs(t, dir)
+	p := Pending{Keep: filepath.Join(dir, "objects", "pack", "pack-0123.keep"), Intent: Intent{Updates: us}}
+	if err := os.WriteFile(p.Keep, []byte(p.Intent.Encode()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Reader{Dir: dir}.Snapshot(Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := snap.ReadOptional(refA); got != c[0] {
+		t.Fatalf("snapshot reads %s as %s, want %s", refA, got, c[0])
+	}
+	committed, err := (&Transactor{GitDir: dir}).Recover(p)
+	if err != nil || committed {
+		t.Fatalf("recover: committed %v, %v", committed, err)
+	}
+	if after := allRefs(t, dir); after != before {
+		t.Fatalf("recovery of an intent never carried out moved refs:\n%s\nwant\n%s", after, before)
+	}
+}

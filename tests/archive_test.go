@@ -217,6 +217,18 @@ func TestArchiveRefusals(t *testing.T) {
 	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"D-2"}}); err != nil {
 		t.Fatal(err)
 	}
+	// F-1's journal head copied without its signature, with plain git.
+	f.endedTask(s, "F-1")
+	head := rev(f, refs.Journal("F-1"))
+	var unsigned []string
+	hdr, msg, _ := strings.Cut(f.git("cat-file", "commit", head), "\n\n")
+	for _, line := range strings.Split(hdr, "\n") {
+		if !strings.HasPrefix(line, "gpgsig ") && !strings.HasPrefix(line, " ") {
+			unsigned = append(unsigned, line)
+		}
+	}
+	forged := mustOutput(t, execGitStdin(f.dir, []byte(strings.Join(unsigned, "\n")+"\n\n"+msg), "hash-object", "-t", "commit", "-w", "--stdin"))
+	f.git("update-ref", refs.Journal("F-1"), strings.TrimSpace(string(forged)))
 	// U-1's seal is the spine's head entry: the spine moved back one
 	// commit leaves a ledger that says complete and no seal.
 	unsealed := newFixture(t)
@@ -233,6 +245,7 @@ func TestArchiveRefusals(t *testing.T) {
 		{f, s, []string{"D-1", "N-1"}, "unknown task: N-1"},
 		{f, s, []string{"D-1", "D-2"}, "task D-2 cannot be archived: it is archived already (refs/bernstein/archive/test-writer)"},
 		{f, s, []string{"D-1", "D-1"}, "task D-1 is named twice"},
+		{f, s, []string{"D-1", "F-1"}, "the journal of F-1 holds a row no trusted writer signed"},
 		{unsealed, us, []string{"U-1"}, "task U-1 cannot be archived: no spine entry seals its journal"},
 	}
 	for _, c := range cases {
@@ -258,7 +271,7 @@ func TestArchiveRefusals(t *testing.T) {
 	out, errOut, code := f.cli("", "archive", "--ended-before", "0s", "--output-json")
 	var res bernstein.ArchiveResult
 	decodeJSON(t, out, &res)
-	if code != 0 || strings.Join(res.Archived, " ") != "D-1 U-1" || len(res.Commits) != 1 || len(res.Skipped) != 0 {
+	if code != 0 || strings.Join(res.Archived, " ") != "D-1 U-1" || len(res.Commits) != 1 || len(res.Skipped) != 1 || res.Skipped[0].Task != "F-1" {
 		t.Fatalf("bernstein archive --output-json: exit %d %+v\n%s", code, res, errOut)
 	}
 }
@@ -467,5 +480,103 @@ func TestArchiveKilledAtEveryStep(t *testing.T) {
 			}
 			f.fsck()
 		})
+	}
+}
+
+// TestArchiveCompareAndSwap: refs moved by someone else with plain git
+// while an archive is under way (after its pack and intent, before its ref
+// transaction) fail its compare-and-swap: the archive ref created meanwhile
+// (the write is redone on it, and refused: it holds no archive record) and
+// a task's ledger moved meanwhile (redone, and refused: this host's writer
+// wrote that ledger further). Nothing the others wrote is overwritten,
+// nothing is deleted, nothing archived.
+func TestArchiveCompareAndSwap(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ref  func(f *fixture) (string, string) // the ref someone moves, and where
+		want string
+	}{
+		{"archive ref created", func(f *fixture) (string, string) {
+			return refs.Archive("test-writer"), rev(f, refs.Ledger("C-1"))
+		}, "refs/bernstein/archive/test-writer head"},
+		{"ledger moved", func(f *fixture) (string, string) {
+			return refs.Ledger("C-1"), rev(f, refs.Ledger("C-1")+"~1")
+		}, "ledger"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			h := &faults{}
+			s := f.openFaults(h)
+			f.endedTask(s, "C-1")
+			ref, to := c.ref(f)
+			moved := false
+			h.set(func(step string) error {
+				if step == "intent written" && !moved {
+					moved = true
+					f.git("update-ref", ref, to)
+				}
+				return nil
+			})
+			before := ""
+			_, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"C-1"}})
+			h.set(nil)
+			if !moved || err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("archive with %s moved meanwhile (moved %v): %v", ref, moved, err)
+			}
+			if got := rev(f, ref); got != to {
+				t.Fatalf("%s is at %q, not where someone else moved it (%s)", ref, got, to)
+			}
+			for _, r := range []string{refs.Journal("C-1"), refs.Ledger("C-1")} {
+				if rev(f, r) == before {
+					t.Fatalf("%s was deleted", r)
+				}
+			}
+			if c.name == "ledger moved" && rev(f, refs.Archive("test-writer")) != "" {
+				t.Fatal("the archive was written though the ledger moved")
+			}
+		})
+	}
+}
+
+// TestArchiveRememberedAndRollbackRefused: the heads memory keeps the
+// writer's archive head (an archive/<writer> line naming the commit, its
+// seq and its record's hash, as git reads them); an archive ref moved back
+// with plain git behind it is refused as rolled back, nothing written.
+func TestArchiveRememberedAndRollbackRefused(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	f.endedTask(s, "R-1")
+	f.endedTask(s, "R-2")
+	f.endedTask(s, "R-3")
+	for _, task := range []string{"R-1", "R-2"} {
+		if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{task}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close() // the heads are written once the batch is acknowledged
+	s = f.open()
+	ref := refs.Archive("test-writer")
+	head := f.archiveCommitAt(ref)
+	sum := sha256.Sum256(head.raw)
+	files, _ := filepath.Glob(filepath.Join(f.home, "heads", "*", "test-writer.heads"))
+	if len(files) != 1 {
+		t.Fatalf("heads files: %v", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("archive/test-writer %020d %s sha256:%s ", 1, rev(f, ref), hex.EncodeToString(sum[:]))
+	if !strings.Contains(string(b), "\n"+want) {
+		t.Fatalf("the heads memory has no line %q:\n%s", want, b)
+	}
+	f.git("update-ref", ref, ref+"~1")
+	before := f.refsSnapshot()
+	_, err = s.Archive(bernstein.ArchiveRequest{Tasks: []string{"R-3"}})
+	if !errors.Is(err, bernstein.ErrUnproven) || !strings.Contains(err.Error(), "rolled back") || !strings.Contains(err.Error(), ref) {
+		t.Fatalf("archive on a rolled-back archive ref: %v", err)
+	}
+	if f.refsSnapshot() != before {
+		t.Fatal("an archive on a rolled-back archive ref wrote")
 	}
 }
