@@ -217,18 +217,17 @@ func TestArchiveRefusals(t *testing.T) {
 	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"D-2"}}); err != nil {
 		t.Fatal(err)
 	}
-	// F-1's journal head copied without its signature, with plain git.
+	// F-1's journal head and G-1's ledger head copied without their
+	// signatures, with plain git.
 	f.endedTask(s, "F-1")
-	head := rev(f, refs.Journal("F-1"))
-	var unsigned []string
-	hdr, msg, _ := strings.Cut(f.git("cat-file", "commit", head), "\n\n")
-	for _, line := range strings.Split(hdr, "\n") {
-		if !strings.HasPrefix(line, "gpgsig ") && !strings.HasPrefix(line, " ") {
-			unsigned = append(unsigned, line)
-		}
-	}
-	forged := mustOutput(t, execGitStdin(f.dir, []byte(strings.Join(unsigned, "\n")+"\n\n"+msg), "hash-object", "-t", "commit", "-w", "--stdin"))
-	f.git("update-ref", refs.Journal("F-1"), strings.TrimSpace(string(forged)))
+	f.endedTask(s, "G-1")
+	f.unsignHead(refs.Journal("F-1"))
+	f.unsignHead(refs.Ledger("G-1"))
+	// B-1's seal (the spine's head entry) copied without its signature.
+	badSeal := newFixture(t)
+	bs := badSeal.open()
+	badSeal.endedTask(bs, "B-1")
+	badSeal.unsignHead(refs.Spine("test-writer"))
 	// U-1's seal is the spine's head entry: the spine moved back one
 	// commit leaves a ledger that says complete and no seal.
 	unsealed := newFixture(t)
@@ -246,6 +245,8 @@ func TestArchiveRefusals(t *testing.T) {
 		{f, s, []string{"D-1", "D-2"}, "task D-2 cannot be archived: it is archived already (refs/bernstein/archive/test-writer)"},
 		{f, s, []string{"D-1", "D-1"}, "task D-1 is named twice"},
 		{f, s, []string{"D-1", "F-1"}, "the journal of F-1 holds a row no trusted writer signed"},
+		{f, s, []string{"D-1", "G-1"}, "the ledger of G-1 holds a row no trusted writer signed"},
+		{badSeal, bs, []string{"B-1"}, "task B-1 cannot be archived: its journal identity is mismatched: seal test-writer/"},
 		{unsealed, us, []string{"U-1"}, "task U-1 cannot be archived: no spine entry seals its journal"},
 	}
 	for _, c := range cases {
@@ -271,7 +272,7 @@ func TestArchiveRefusals(t *testing.T) {
 	out, errOut, code := f.cli("", "archive", "--ended-before", "0s", "--output-json")
 	var res bernstein.ArchiveResult
 	decodeJSON(t, out, &res)
-	if code != 0 || strings.Join(res.Archived, " ") != "D-1 U-1" || len(res.Commits) != 1 || len(res.Skipped) != 1 || res.Skipped[0].Task != "F-1" {
+	if code != 0 || strings.Join(res.Archived, " ") != "D-1 U-1" || len(res.Commits) != 1 || len(res.Skipped) != 2 || res.Skipped[0].Task != "F-1" || res.Skipped[1].Task != "G-1" {
 		t.Fatalf("bernstein archive --output-json: exit %d %+v\n%s", code, res, errOut)
 	}
 }
@@ -579,4 +580,19 @@ func TestArchiveRememberedAndRollbackRefused(t *testing.T) {
 	if f.refsSnapshot() != before {
 		t.Fatal("an archive on a rolled-back archive ref wrote")
 	}
+}
+
+// unsignHead moves ref to a copy of its head commit without the signature,
+// with plain git.
+func (f *fixture) unsignHead(ref string) {
+	f.t.Helper()
+	var unsigned []string
+	hdr, msg, _ := strings.Cut(f.git("cat-file", "commit", ref), "\n\n")
+	for _, line := range strings.Split(hdr, "\n") {
+		if !strings.HasPrefix(line, "gpgsig ") && !strings.HasPrefix(line, " ") {
+			unsigned = append(unsigned, line)
+		}
+	}
+	forged := mustOutput(f.t, execGitStdin(f.dir, []byte(strings.Join(unsigned, "\n")+"\n\n"+msg), "hash-object", "-t", "commit", "-w", "--stdin"))
+	f.git("update-ref", ref, strings.TrimSpace(string(forged)))
 }
