@@ -81,8 +81,8 @@ type auditAcceptOptions struct {
 	Ref   string
 }
 
-const auditAcceptLong = `Accept a journal, ledger, spine or audit mirror as it stands: this host's
-writer forgets the head it remembers for REF, so a chain moved back on
+const auditAcceptLong = `Accept a journal, ledger, spine, audit mirror or archive as it stands: this
+host's writer forgets the head it remembers for REF, so a chain moved back on
 purpose (a repair, a history deliberately cut) is no longer a rollback here
 (docs/trust.md, Rollbacks). The rollback error names the command to run.
 
