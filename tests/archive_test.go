@@ -596,3 +596,40 @@ func (f *fixture) unsignHead(ref string) {
 	forged := mustOutput(f.t, execGitStdin(f.dir, []byte(strings.Join(unsigned, "\n")+"\n\n"+msg), "hash-object", "-t", "commit", "-w", "--stdin"))
 	f.git("update-ref", ref, strings.TrimSpace(string(forged)))
 }
+
+// TestArchiveCommitsOf256: 257 archivable tasks take two archive commits,
+// the first adding 256 (512 parents, as git counts them), the second one.
+func TestArchiveCommitsOf256(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	var tasks []string
+	for i := 0; i < 257; i++ {
+		task := fmt.Sprintf("M-%03d", i)
+		tasks = append(tasks, task)
+		f.endedTask(s, task)
+	}
+	res, err := s.Archive(bernstein.ArchiveRequest{Tasks: tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Commits) != 2 || len(res.Archived) != 257 {
+		t.Fatalf("archive of 257 tasks: %d commits, %d archived", len(res.Commits), len(res.Archived))
+	}
+	ref := refs.Archive("test-writer")
+	// The first commit: two heads of each of 256 tasks; the second: the
+	// first commit and the last task's two heads.
+	for i, want := range []int{512, 3} {
+		if got := strings.Count(f.git("cat-file", "-p", res.Commits[i]), "\nparent "); got != want {
+			t.Fatalf("archive commit %d has %d parents, want %d", i, got, want)
+		}
+	}
+	if got := rev(f, ref+"^1"); got != res.Commits[0] || rev(f, ref) != res.Commits[1] {
+		t.Fatalf("the second archive commit's first parent is %s, want the first %s", got, res.Commits[0])
+	}
+	if got := len(strings.Fields(f.git("ls-tree", "-r", "--name-only", ref))); got != 2*257 {
+		t.Fatalf("the archive holds %d gitlinks, want %d", got, 2*257)
+	}
+	if out := f.git("for-each-ref", refs.JournalPrefix, refs.LedgerPrefix); strings.TrimSpace(out) != "" {
+		t.Fatalf("task refs left:\n%s", out)
+	}
+}
