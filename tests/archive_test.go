@@ -298,7 +298,15 @@ func TestArchiveAfterUpgradeFromFormat2(t *testing.T) {
 	if f.refsSnapshot() != before {
 		t.Fatal("a refused archive wrote")
 	}
-	out, errOut, code := f.cli("", "upgrade")
+	// init reports the format the repository is in, and what upgrades it.
+	out, errOut, code := f.cli("", "init", "--writer", "f2-w")
+	if code != 0 || !strings.Contains(out, "(storage format 2)") || !strings.Contains(out+errOut, "'bernstein upgrade' moves it to format 3") {
+		t.Fatalf("init of a format-2 repository: exit %d\n%s%s", code, out, errOut)
+	}
+	if f.refsSnapshot() != before {
+		t.Fatal("init of a format-2 repository wrote")
+	}
+	out, errOut, code = f.cli("", "upgrade")
 	if code != 0 || !strings.Contains(out, "storage format 2 -> 3") || strings.Contains(out, "chains bound") {
 		t.Fatalf("upgrade: exit %d\n%s%s", code, out, errOut)
 	}
