@@ -12,7 +12,6 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
-	"github.com/bernstein/bernstein/internal/archivetest"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/server"
 )
@@ -118,7 +117,10 @@ func TestArchivedTasksReadAsBefore(t *testing.T) {
 	s := f.open()
 	endedTasks(t, f, s)
 	before := surfaces(t, f)
-	archivetest.Tasks(t, f.dir, "test-writer", "A-1", "B:2")
+	res, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"A-1", "B:2"}})
+	if err != nil || len(res.Archived) != 2 {
+		t.Fatalf("archive: %v %+v", err, res)
+	}
 	if got := f.git("for-each-ref", "refs/bernstein/journal/", "refs/bernstein/ledger/"); strings.Contains(got, "A-1") || strings.Contains(got, "B%3A2") {
 		t.Fatalf("the archived tasks' refs are still there:\n%s", got)
 	}
