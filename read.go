@@ -161,6 +161,12 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 	if err := a.AddRollbacks(view, o.Task, rep); err != nil {
 		return nil, err
 	}
+	for _, d := range view.Divergences() {
+		if t, _ := refs.TaskOf(d.Ref); o.Task == "" || t == o.Task {
+			rep.ArchiveDivergences = append(rep.ArchiveDivergences, verify.ArchiveDivergence{Ref: d.Ref, Kept: d.Kept.String(),
+				KeptFrom: d.KeptFrom, Other: d.Other.String(), OtherFrom: d.OtherFrom})
+		}
+	}
 	if o.Checkpoint != "" {
 		if err := a.TakeCheckpoint(view, o.Checkpoint, rep); err != nil {
 			return nil, err

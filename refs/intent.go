@@ -61,7 +61,9 @@ func ParseIntent(data []byte) (in Intent, ok bool, err error) {
 		}
 		old, err1 := gitstore.ParseOid(f[2])
 		nw, err2 := gitstore.ParseOid(f[3])
-		if err1 != nil || err2 != nil || nw.IsZero() && old.IsZero() || old == nw || seen[f[1]] {
+		// A hold keeps a nonzero value (old = new); a deletion takes a ref
+		// that exists (new zero, old not); nothing else is an update.
+		if err1 != nil || err2 != nil || old.IsZero() && nw.IsZero() || seen[f[1]] {
 			return Intent{}, true, fmt.Errorf("intent: bad update %q", line)
 		}
 		seen[f[1]] = true
@@ -123,8 +125,8 @@ func Order(us []Update) {
 // now.
 func (in Intent) committed(cur func(string) (gitstore.Oid, error)) (bool, error) {
 	for _, u := range in.Updates {
-		if u.Deletes() {
-			continue
+		if u.Deletes() || u.Hold() {
+			continue // a hold never moves: its value says nothing of the commit either
 		}
 		v, err := cur(u.Ref)
 		if err != nil {

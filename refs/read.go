@@ -19,6 +19,10 @@ var ErrNotFound = errors.New("ref not found")
 // then packed-refs.
 type Reader struct {
 	Dir string // the common git directory (where refs/ and packed-refs live)
+	// Archive, when set, makes a Snapshot covering task refs answer them
+	// from the archive of ended tasks too, and Names list archived tasks
+	// (refs/archive.go). Read, ReadOptional and List read refs alone.
+	Archive ArchiveIndex
 	// testHookBetweenReads, when set, runs between a snapshot's reads of
 	// loose refs and of packed-refs.
 	testHookBetweenReads func()
@@ -174,11 +178,46 @@ type Snapshot struct {
 	vals  map[string]gitstore.Oid
 	names []string // sorted
 	scope []string
+	// archived names the task refs whose value is an archive entry's, with
+	// the archive ref it came from (FromArchive).
+	archived    map[string]string
+	divergences []Divergence
 }
 
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
 // (every ref under it), any other is one ref.
 func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
+	am := archiveScope(scope)
+	if r.Archive != nil && am.any() {
+		// The archive refs are read in the same instant as the task refs: a
+		// task moved into an archive is in one or the other, never neither.
+		scope = append(append([]string(nil), scope...), ArchivePrefix)
+	}
+	s, err := r.snapshot(scope)
+	if err != nil {
+		return nil, err
+	}
+	// The archives' trees are read once the refs are: writers need not
+	// wait for them.
+	if r.Archive != nil && am.any() {
+		if err := s.resolveArchives(r.Archive, am); err != nil {
+			return nil, err
+		}
+	}
+	for name, o := range s.vals {
+		if o.IsZero() {
+			delete(s.vals, name)
+			continue
+		}
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// snapshot reads the refs of scope while writers are held off their
+// renames, with a killed writer's committed transaction taken as finished.
+func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 	unlock := shareWithReaders(r.Dir)
 	defer unlock()
 	s := &Snapshot{vals: map[string]gitstore.Oid{}, scope: scope}
@@ -264,14 +303,6 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 			}
 		}
 	}
-	for name, o := range s.vals {
-		if o.IsZero() {
-			delete(s.vals, name)
-			continue
-		}
-		s.names = append(s.names, name)
-	}
-	sort.Strings(s.names)
 	return s, nil
 }
 
@@ -312,7 +343,9 @@ func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error
 
 // Names lists the names of the refs under prefix (which ends in '/'),
 // sorted, without reading their values: a directory walk and the names of
-// packed-refs, no file of a loose ref opened. It is what a listing uses to
+// packed-refs, no file of a loose ref opened; with an Archive, the names of
+// the journal and ledger refs of archived tasks too (each archive's task
+// names, no task's heads). It is what a listing uses to
 // choose a page; the page's refs are then read in one Snapshot.
 func (r Reader) Names(prefix string) ([]string, error) {
 	seen := map[string]bool{}
@@ -343,6 +376,9 @@ func (r Reader) Names(prefix string) ([]string, error) {
 	}
 	defer p.close()
 	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
+		return nil, err
+	}
+	if err := r.archivedNames(prefix, seen); err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(seen))

@@ -37,7 +37,10 @@ func (t *Transactor) FaultPoint(step string) error {
 }
 
 // Update moves Ref from Old to New. A zero Old means the ref must not
-// exist; a zero New deletes the ref (Old must then be its value).
+// exist; a zero New deletes the ref (Old must then be its value). Old
+// equal to New (not zero) is a hold: the ref is locked and checked with the
+// others and left as it is, so the transaction commits only if the ref
+// still holds that value (git's `update-ref verify`).
 type Update struct {
 	Ref string
 	Old gitstore.Oid
@@ -46,6 +49,9 @@ type Update struct {
 
 // Deletes reports whether u deletes its ref.
 func (u Update) Deletes() bool { return u.New.IsZero() }
+
+// Hold reports whether u only holds its ref at its value.
+func (u Update) Hold() bool { return u.Old == u.New && !u.Old.IsZero() }
 
 // Transactor moves several refs at once with git's own lock-file protocol:
 // an exclusive <ref>.lock per ref holding the new value and synced, old
@@ -262,7 +268,11 @@ func (p *Prepared) Abort() {
 // value shows through a deleted loose file.
 func (t *Transactor) rename(locks []*refLock, packed string) (Outcome, error) {
 	unblock := t.excludeReaders()
+	moved := 0
 	for i, l := range locks {
+		if l.u.Hold() {
+			continue // released below, once the others moved
+		}
 		if l.u.Deletes() {
 			// Never the first of a transaction's moves (checkDeletions);
 			// a recovery may start with one.
@@ -272,7 +282,7 @@ func (t *Transactor) rename(locks []*refLock, packed string) (Outcome, error) {
 			}
 		} else if err := os.Rename(l.lock, l.path); err != nil {
 			unblock()
-			if i == 0 {
+			if moved == 0 {
 				for _, l := range locks {
 					l.abandon()
 				}
@@ -280,12 +290,18 @@ func (t *Transactor) rename(locks []*refLock, packed string) (Outcome, error) {
 			}
 			return CommittedPending, fmt.Errorf("move %s: %w", l.u.Ref, err)
 		}
+		moved++
 		if err := t.FaultPoint(fmt.Sprintf("renamed %d", i)); err != nil {
 			unblock()
 			return CommittedPending, err
 		}
 	}
 	unblock()
+	for _, l := range locks {
+		if l.u.Hold() {
+			l.abandon()
+		}
+	}
 	if err := syncRefDirs(locks); err != nil {
 		return CommittedPending, err
 	}

@@ -291,7 +291,7 @@ func (s *Syncer) planFetch(remote string, sc *fetchScope) (*fetchPlan, error) {
 	if sc != nil {
 		scope, tscope = sc.refs, sc.tracking(remote)
 	}
-	local, err := s.c.Refs.Snapshot(scope...)
+	local, err := s.c.Refs.WithoutArchive().Snapshot(scope...) // the refs themselves: what the fetch moves
 	if err != nil {
 		return nil, err
 	}

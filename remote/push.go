@@ -451,7 +451,9 @@ func oidOrEmpty(o gitstore.Oid) string {
 // Refs in skip (pushed by an earlier attempt of the same Push) are not
 // counted as up to date.
 func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) ([]refs.Update, error) {
-	local, err := s.c.Refs.Snapshot(refs.Prefix)
+	// The refs as they are: an archived task's heads travel in its archive
+	// ref, never as task refs the remote would take for new ones.
+	local, err := s.c.Refs.WithoutArchive().Snapshot(refs.Prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,28 @@ type Report struct {
 	// Pending those not resolved yet: neither is a failure.
 	Resolutions []Resolution `json:"resolutions"`
 	Pending     []Pending    `json:"pending"`
+	// ArchiveDivergences are task chains whose ref and archive entry (or
+	// two archives' entries) diverge (docs/archive.md, Reading): two
+	// hosts' chains of one task, not a failure; the task reads as Kept.
+	ArchiveDivergences []ArchiveDivergence `json:"archive_divergences,omitempty"`
+}
+
+// ArchiveDivergence is one chain whose heads diverge between a ref and an
+// archive entry (From "" is the ref), or between two archives' entries.
+type ArchiveDivergence struct {
+	Ref       string `json:"ref"`
+	Kept      string `json:"kept"`
+	KeptFrom  string `json:"kept_from"`
+	Other     string `json:"other"`
+	OtherFrom string `json:"other_from"`
+}
+
+func (d ArchiveDivergence) String() string {
+	from := d.KeptFrom
+	if from == "" {
+		from = "its ref"
+	}
+	return fmt.Sprintf("diverged: %s reads %s (%s); %s names %s, which neither extends it nor is extended by it", d.Ref, d.Kept, from, d.OtherFrom, d.Other)
 }
 
 // NotChecked is one kind of check a walk could not make on this host.

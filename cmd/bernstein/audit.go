@@ -170,6 +170,9 @@ func renderAudit(w io.Writer, rep *verify.Report, strict bool) {
 	for _, p := range rep.Pending {
 		fmt.Fprintln(w, p.String())
 	}
+	for _, d := range rep.ArchiveDivergences {
+		fmt.Fprintln(w, d.String())
+	}
 	for _, n := range rep.NotChecked {
 		if strict || n.Check != "audit_hmac" { // HMACNote says that one already
 			fmt.Fprintf(w, "not checked here: %s\n", n)

@@ -217,7 +217,11 @@ func checkpointTaskExists(s *bernstein.Store, task string) error {
 	if err := refs.ValidateTaskID(task); err != nil {
 		return &artifact.InputError{Field: "task_id", Msg: strings.TrimPrefix(err.Error(), "task id ")}
 	}
-	head, err := (refs.Reader{Dir: s.GitDir()}).ReadOptional(refs.Ledger(task))
+	snap, err := s.Snapshot(refs.Ledger(task)) // an archived task's ledger too
+	if err != nil {
+		return err
+	}
+	head, err := snap.ReadOptional(refs.Ledger(task))
 	if err != nil {
 		return err
 	}

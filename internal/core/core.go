@@ -108,7 +108,7 @@ func Open(dir string, c Config) (*Repo, error) {
 	}
 	r := &Repo{
 		GitDir: gitDir, OwnDir: ownDir, Bare: bare, Dir: dir, Home: home, Objects: objects,
-		Refs: refs.Reader{Dir: gitDir}, Txr: &refs.Transactor{GitDir: gitDir, LockWait: c.LockWait, FaultHook: c.FaultHook}, Now: now,
+		Refs: refs.Reader{Dir: gitDir, Archive: &archiveIndex{objs: objects}}, Txr: &refs.Transactor{GitDir: gitDir, LockWait: c.LockWait, FaultHook: c.FaultHook}, Now: now,
 		allowedSigners: c.AllowedSigners, warn: c.Warn,
 		trees: map[gitstore.Oid][]gitstore.TreeEntry{},
 	}

@@ -103,7 +103,11 @@ func (f *Folder) sealFault(env *proof.Env, task string, head gitstore.Oid) (*ver
 // now): the rows that count. A ledger none of whose rows counts is
 // unproven, not unknown.
 func (f *Folder) LedgerState(task string) (*ledger.State, error) {
-	head, err := f.c.Refs.ReadOptional(refs.Ledger(task))
+	snap, err := f.c.Refs.Snapshot(refs.Ledger(task)) // an archived ledger too
+	if err != nil {
+		return nil, err
+	}
+	head, err := snap.ReadOptional(refs.Ledger(task))
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func (t *Tx) Archivable(task string, endedBefore time.Time) (record.ArchivedTask
 	if jc.head.IsZero() {
 		return record.ArchivedTask{}, notArchivable(task, "its journal has no rows (an archive entry names both chains' heads): it keeps its ledger ref")
 	}
-	if lc.dirty || jc.dirty || lc.head != lc.old || jc.head != jc.old {
+	if lc.dirty || jc.dirty || lc.head != lc.old && lc.hold == "" || jc.head != jc.old && jc.hold == "" {
 		return record.ArchivedTask{}, notArchivable(task, "it is written in the same transaction")
 	}
 	if err := t.checkSeal(task, jc, st); err != nil {

@@ -17,11 +17,11 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 	if c, ok := t.chains[ref]; ok {
 		return c, nil
 	}
-	head, err := t.w.c.Refs.ReadOptional(ref)
+	c, err := t.readHead(ref)
 	if err != nil {
 		return nil, err
 	}
-	c := &Chain{ref: ref, old: head, head: head}
+	head := c.head
 	if head.IsZero() {
 		// A new chain is rooted in this repository's identity (its genesis
 		// hash; "" in a format-1 repository).
@@ -42,6 +42,40 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 		return nil, err
 	}
 	t.chains[ref] = c
+	return c, nil
+}
+
+// readHead reads ref's head. A task's chain may be archived: its head is
+// then the archive entry's when that extends the ref (or there is no ref),
+// as every reader takes it (refs.Snapshot). The compare-and-swap base stays
+// the ref's own value (zero: the ref is created, "must not exist"), and the
+// archive ref is held at the value read, so an archive commit between this
+// read and the commit fails the transaction, which is then redone.
+func (t *Tx) readHead(ref string) (*Chain, error) {
+	if _, task := refs.TaskOf(ref); !task {
+		head, err := t.w.c.Refs.ReadOptional(ref)
+		return &Chain{ref: ref, old: head, head: head}, err
+	}
+	snap, err := t.w.c.Refs.Snapshot(ref)
+	if err != nil {
+		return nil, err
+	}
+	head, err := snap.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{ref: ref, old: head, head: head}
+	from, archived := snap.FromArchive(ref)
+	if !archived {
+		return c, nil
+	}
+	if c.old, err = t.w.c.Refs.ReadOptional(ref); err != nil {
+		return nil, err
+	}
+	if c.holdAt, err = snap.ReadOptional(from); err != nil {
+		return nil, err
+	}
+	c.hold = from
 	return c, nil
 }
 

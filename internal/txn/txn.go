@@ -93,6 +93,10 @@ type Chain struct {
 	Journal     *fold.Journal
 	owner       int // op sequence that owns the states (copy on write)
 	dirty       bool
+	// hold is the archive ref whose entry head was read from (""
+	// "" when the ref's own), held at holdAt when the chain moves.
+	hold   string
+	holdAt gitstore.Oid
 }
 
 // Tx is one batch's transaction, as its operations see it.
@@ -347,9 +351,15 @@ func (t *Tx) restore(sp savepoint) {
 // write is acknowledged (retire).
 func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 	var updates []refs.Update
+	held := map[string]bool{}
 	for _, c := range t.chains {
 		if c.dirty && c.head != c.old {
 			updates = append(updates, refs.Update{Ref: c.ref, Old: c.old, New: c.head})
+			if c.hold != "" && !held[c.hold] && t.chains[c.hold] == nil {
+				// The archive still names the head the chain extends.
+				held[c.hold] = true
+				updates = append(updates, refs.Update{Ref: c.hold, Old: c.holdAt, New: c.holdAt})
+			}
 		}
 	}
 	if len(updates) == 0 {

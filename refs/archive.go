@@ -1,0 +1,253 @@
+package refs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/bernstein/bernstein/gitstore"
+)
+
+// The archive of ended tasks (docs/archive.md) holds tasks' journal and
+// ledger heads in the trees of refs/bernstein/archive/<writer> instead of
+// their refs. A Reader given an ArchiveIndex answers a snapshot's task refs
+// from both: a task reads as it did before it was archived.
+
+// ArchiveIndex reads archive commits and orders chain commits for a
+// Reader: this package reads no object, its caller (internal/core) does.
+type ArchiveIndex interface {
+	// Lookup returns the heads archive commit archive holds for task, ok
+	// false when it holds none: the cost of one task, whatever the
+	// archive's size.
+	Lookup(archive gitstore.Oid, task string) (journal, ledger gitstore.Oid, ok bool, err error)
+	// List calls fn with every task the archive holds and its heads.
+	List(archive gitstore.Oid, fn func(task string, journal, ledger gitstore.Oid)) error
+	// Tasks calls fn with every task the archive holds, reading no task's
+	// heads.
+	Tasks(archive gitstore.Oid, fn func(task string)) error
+	// Order says how chain commit a stands to chain commit b.
+	Order(a, b gitstore.Oid) (ChainOrder, error)
+}
+
+// ChainOrder is how one chain head stands to another.
+type ChainOrder int
+
+const (
+	// Same: one commit.
+	Same ChainOrder = iota
+	// Ahead: the first extends the second (the second is in its chain).
+	Ahead
+	// Behind: the second extends the first.
+	Behind
+	// Diverged: neither is in the other's chain.
+	Diverged
+)
+
+// Divergence is a task chain whose ref and archive entry (or two archives'
+// entries) name heads neither of which extends the other: two hosts' chains
+// of one task, as docs/format.md (Forks and supersede entries) handles
+// them. The snapshot reads Kept; Other is left to the fork's reading.
+type Divergence struct {
+	Ref       string       // the chain's ref name (refs/bernstein/journal/<task> or ledger/)
+	Kept      gitstore.Oid // the head the snapshot reads
+	KeptFrom  string       // "" for the ref, else the archive ref whose entry it is
+	Other     gitstore.Oid
+	OtherFrom string // the archive ref whose entry Other is
+}
+
+func (d Divergence) String() string {
+	from := d.KeptFrom
+	if from == "" {
+		from = "the ref"
+	}
+	return fmt.Sprintf("%s diverged: %s (%s) and %s (%s) do not extend one another", d.Ref, d.Kept, from, d.Other, d.OtherFrom)
+}
+
+// WithoutArchive is r reading refs alone: what push and fetch compare and
+// send (an archived task's heads travel in its archive ref, not as refs).
+func (r Reader) WithoutArchive() Reader {
+	r.Archive = nil
+	return r
+}
+
+// archiveMode is what a snapshot's scope asks of the archives: every
+// archived chain under a task prefix (list), or a few tasks' (tasks).
+type archiveMode struct {
+	list  bool
+	tasks map[string]bool
+}
+
+// archiveScope is what scope asks of the archives; zero when it covers no
+// task ref.
+func archiveScope(scope []string) archiveMode {
+	var m archiveMode
+	for _, sc := range scope {
+		if strings.HasSuffix(sc, "/") {
+			if strings.HasPrefix(JournalPrefix, sc) || strings.HasPrefix(LedgerPrefix, sc) {
+				m.list = true
+			}
+			continue
+		}
+		if t, ok := TaskOf(sc); ok {
+			if m.tasks == nil {
+				m.tasks = map[string]bool{}
+			}
+			m.tasks[t] = true
+		}
+	}
+	return m
+}
+
+func (m archiveMode) any() bool { return m.list || len(m.tasks) > 0 }
+
+// TaskOf returns the task of a journal or ledger ref.
+func TaskOf(ref string) (string, bool) {
+	for _, p := range []string{JournalPrefix, LedgerPrefix} {
+		if rest, ok := strings.CutPrefix(ref, p); ok {
+			t, err := UnescapeTask(rest)
+			return t, err == nil
+		}
+	}
+	return "", false
+}
+
+// archived is one entry of one archive.
+type archived struct {
+	from          string // the archive ref
+	journal, ledg gitstore.Oid
+}
+
+// readArchives gathers, for the chains the snapshot covers, the entries of
+// every archive ref in it (archive refs in name order).
+func (s *Snapshot) readArchives(ix ArchiveIndex, m archiveMode) (map[string][]archived, error) {
+	out := map[string][]archived{}
+	var names []string
+	for n := range s.vals {
+		if strings.HasPrefix(n, ArchivePrefix) && !s.vals[n].IsZero() {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		commit := s.vals[n]
+		if m.list {
+			err := ix.List(commit, func(task string, j, l gitstore.Oid) {
+				out[task] = append(out[task], archived{from: n, journal: j, ledg: l})
+			})
+			if err != nil {
+				return nil, fmt.Errorf("archive %s: %w", n, err)
+			}
+			continue
+		}
+		for t := range m.tasks {
+			j, l, ok, err := ix.Lookup(commit, t)
+			if err != nil {
+				return nil, fmt.Errorf("archive %s: %w", n, err)
+			}
+			if ok {
+				out[t] = append(out[t], archived{from: n, journal: j, ledg: l})
+			}
+		}
+	}
+	return out, nil
+}
+
+// resolveArchives answers the covered task refs from the archives: per
+// chain, of the ref and the entries (in archive order), the one that
+// extends the others is the head; equal heads are one head; a head that
+// diverges from the one kept is a Divergence and the one kept stays.
+func (s *Snapshot) resolveArchives(ix ArchiveIndex, m archiveMode) error {
+	entries, err := s.readArchives(ix, m)
+	if err != nil {
+		return err
+	}
+	for task, es := range entries {
+		for _, kind := range []struct {
+			ref string
+			at  func(archived) gitstore.Oid
+		}{{Journal(task), func(a archived) gitstore.Oid { return a.journal }}, {Ledger(task), func(a archived) gitstore.Oid { return a.ledg }}} {
+			if !s.covers(kind.ref) {
+				continue
+			}
+			head, from := s.vals[kind.ref], ""
+			for _, e := range es {
+				v := kind.at(e)
+				if head.IsZero() {
+					head, from = v, e.from
+					continue
+				}
+				if v == head {
+					continue
+				}
+				o, err := ix.Order(v, head)
+				if err != nil {
+					o = Diverged // an entry naming no chain commit reads as another host's head, never as ours
+				}
+				switch o {
+				case Ahead:
+					head, from = v, e.from
+				case Diverged:
+					s.divergences = append(s.divergences, Divergence{Ref: kind.ref, Kept: head, KeptFrom: from, Other: v, OtherFrom: e.from})
+				}
+			}
+			s.vals[kind.ref] = head
+			if from != "" {
+				if s.archived == nil {
+					s.archived = map[string]string{}
+				}
+				s.archived[kind.ref] = from
+			}
+		}
+	}
+	sort.Slice(s.divergences, func(i, j int) bool { return s.divergences[i].Ref < s.divergences[j].Ref })
+	return nil
+}
+
+// FromArchive reports whether ref's value in the snapshot is an archive
+// entry's (not the ref's own), and the archive ref it came from. A writer
+// does not compare-and-swap a ref against such a value (the ref does not
+// hold it): it creates the ref and holds the archive ref instead.
+func (s *Snapshot) FromArchive(ref string) (string, bool) {
+	a, ok := s.archived[ref]
+	return a, ok
+}
+
+// Divergences lists the task chains whose ref and archive entries diverge,
+// sorted by ref.
+func (s *Snapshot) Divergences() []Divergence { return s.divergences }
+
+// archivedNames adds to seen the names under prefix of the chains the
+// archives hold, reading each archive's task names only.
+func (r Reader) archivedNames(prefix string, seen map[string]bool) error {
+	if r.Archive == nil {
+		return nil
+	}
+	var kinds []string
+	for _, p := range []string{JournalPrefix, LedgerPrefix} {
+		if strings.HasPrefix(p, prefix) {
+			kinds = append(kinds, p)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	snap, err := r.WithoutArchive().Snapshot(ArchivePrefix)
+	if err != nil {
+		return err
+	}
+	vals, names, err := snap.List(ArchivePrefix)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		err := r.Archive.Tasks(vals[n], func(task string) {
+			for _, k := range kinds {
+				seen[k+EscapeTask(task)] = true
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("archive %s: %w", n, err)
+		}
+	}
+	return nil
+}
