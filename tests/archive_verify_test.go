@@ -132,6 +132,18 @@ func TestArchiveVerifyForgeries(t *testing.T) {
 			g.Signer = nil
 			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1"}})
 		}, "archive_signature", true},
+		{"record names another writer", func(f *fixture, g *forgetest.Forger) {
+			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1"}, Edit: func(rec *record.Archive, u *archive.Update, parents *[]gitstore.Oid) {
+				rec.Writer = "mallory"
+			}})
+		}, "archive_chain", true},
+		{"commit names another writer", func(f *fixture, g *forgetest.Forger) {
+			// mallory's key, published for mallory, pinned nowhere: the
+			// commit is mallory's, on test-writer's archive.
+			m := forgetest.UnpinnedWriter(t, f.dir, "")
+			g.Signer = m.Signer
+			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1"}, Committer: "mallory"})
+		}, "archive_signature", true},
 		{"record lists other heads than the tree", func(f *fixture, g *forgetest.Forger) {
 			h := older(f, "A-1")
 			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1"}, Edit: func(rec *record.Archive, u *archive.Update, parents *[]gitstore.Oid) {
@@ -200,6 +212,11 @@ func TestArchiveVerifyForgeries(t *testing.T) {
 			d, errOut, code := f.audit(t, "--since", "c1")
 			if code != 1 || d.Verified || !hasFailure(d, tc.check) {
 				t.Fatalf("--since: exit %d, want 1 and a %s failure; got %v\n%+v\n%s", code, tc.check, failureChecks(d), d.Failures, errOut)
+			}
+			if tc.check == "archive_signature" && !hasFailure(d, "deletion") {
+				// The forged commit's entries are not used: the refs it
+				// replaces are missing.
+				t.Fatalf("--since: the refs an archive commit with a bad signature covers are not reported deleted: %v", failureChecks(d))
 			}
 			if !tc.full {
 				return

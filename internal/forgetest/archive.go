@@ -34,6 +34,9 @@ type ArchiveSpec struct {
 	Edit func(rec *record.Archive, u *archive.Update, parents *[]gitstore.Oid)
 	// NoMove writes the commit and leaves every ref as it was.
 	NoMove bool
+	// Committer, when set, is the writer the commit names in place of the
+	// forger's (the ref stays the forger's writer's).
+	Committer string
 }
 
 // Archive writes one archive commit as bernstein's archive write does: the
@@ -99,8 +102,12 @@ func (g *Forger) Archive(spec ArchiveSpec) gitstore.Oid {
 	for _, o := range objs {
 		g.write(o.Type.String(), o.Data)
 	}
-	c := gitstore.Commit{Tree: root, Parents: parents, Author: gitstore.Ident(g.Writer, g.Writer+"@bernstein", 1700000000),
-		Committer: gitstore.Ident(g.Writer, g.Writer+"@bernstein", 1700000000),
+	who := g.Writer
+	if spec.Committer != "" {
+		who = spec.Committer
+	}
+	c := gitstore.Commit{Tree: root, Parents: parents, Author: gitstore.Ident(who, who+"@bernstein", 1700000000),
+		Committer: gitstore.Ident(who, who+"@bernstein", 1700000000),
 		Message:   record.Message(fmt.Sprintf("archive %d tasks", len(rec.Add)), record.MustCanonical(rec))}
 	if g.Signer != nil {
 		if c.Signature, err = g.Signer.SignCommit(gitstore.EncodeCommit(c)); err != nil {
