@@ -173,7 +173,12 @@ func TestArchiveVerifyForgeries(t *testing.T) {
 		{"seq skipped", func(f *fixture, g *forgetest.Forger) {
 			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1"}})
 			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-2"}, Edit: func(rec *record.Archive, u *archive.Update, parents *[]gitstore.Oid) {
-				rec.Seq++
+				rec.Seq = 5
+			}})
+			// seq 0, 5, 2: three commits as the head's seq says, each prev
+			// right, the middle one out of its place.
+			g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-3"}, Edit: func(rec *record.Archive, u *archive.Update, parents *[]gitstore.Oid) {
+				rec.Seq = 2
 			}})
 		}, "archive_chain", true},
 		{"seq repeated", func(f *fixture, g *forgetest.Forger) {
