@@ -23,8 +23,8 @@ import (
 // chains they take, and a task ref deleted since then only when an archive
 // holds its chain.
 
-// endedTask creates task, claims it, starts it, posts two reports and and completes it: its journal (two rows) sealed, its ledger ended.
-func (f *fixture) endedTask(s *bernstein.Store, task string) {
+// archivableTask creates task, claims it, starts it, posts two reports and and completes it: its journal (two rows) sealed, its ledger ended.
+func (f *fixture) archivableTask(s *bernstein.Store, task string) {
 	f.t.Helper()
 	tok := f.claimed(s, task, "agent")
 	if _, err := s.Transition(task, record.KindTaskStarted, "", ""); err != nil {
@@ -44,7 +44,7 @@ func archiveFixture(t *testing.T) (*fixture, *forgetest.Forger) {
 	f := newFixture(t)
 	s := f.open()
 	for _, task := range []string{"A-1", "A-2", "A-3"} {
-		f.endedTask(s, task)
+		f.archivableTask(s, task)
 	}
 	tok := f.claimed(s, "O-1", "agent")
 	f.post(s, "O-1", "report", "agent", tok, report("open"))
@@ -76,13 +76,15 @@ func hasFailure(d sinceDoc, check string) bool {
 	return false
 }
 
-// TestArchiveVerifyHonest: two archive commits, the tasks' refs deleted
-// with them, verify whole and since the checkpoint, with no failure; a
+// TestArchiveVerifyHonest: two archive commits of 'bernstein archive', the
+// tasks' refs deleted with them, verify whole and since the checkpoint, with no failure; a
 // checkpoint between them makes the next --since start from its archive
 // head.
 func TestArchiveVerifyHonest(t *testing.T) {
-	f, g := archiveFixture(t)
-	g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-1", "A-2"}})
+	f, _ := archiveFixture(t)
+	if out, errOut, code := f.cli("", "archive", "A-1", "A-2"); code != 0 {
+		t.Fatalf("bernstein archive: exit %d\n%s%s", code, out, errOut)
+	}
 	for _, ref := range []string{refs.Journal("A-1"), refs.Ledger("A-2")} {
 		if _, err := f.gitErr("rev-parse", "--verify", "--quiet", ref); err == nil {
 			t.Fatalf("%s is still there after archiving", ref)
@@ -95,7 +97,9 @@ func TestArchiveVerifyHonest(t *testing.T) {
 	if d, errOut, code := f.audit(t, "--checkpoint", "c2"); code != 0 || !d.Verified || d.Checkpoint != "c2" {
 		t.Fatalf("audit verify after an honest archive: exit %d %+v %s", code, d.Failures, errOut)
 	}
-	g.Archive(forgetest.ArchiveSpec{Tasks: []string{"A-3"}})
+	if out, errOut, code := f.cli("", "archive", "A-3"); code != 0 {
+		t.Fatalf("bernstein archive: exit %d\n%s%s", code, out, errOut)
+	}
 	for _, since := range []string{"c1", "c2"} {
 		d, errOut, code := f.audit(t, "--since", since)
 		if code != 0 || !d.Verified || len(d.Failures) != 0 {
@@ -197,7 +201,7 @@ func TestArchiveVerifyForgeries(t *testing.T) {
 			}
 			twin := &fixture{t: t, dir: dir, home: f.home, opts: bernstein.Options{Repo: dir, Home: f.home}}
 			s := twin.open()
-			twin.endedTask(s, "X-1")
+			twin.archivableTask(s, "X-1")
 			s.Close()
 			(&forgetest.Forger{T: t, Dir: dir, Signer: g.Signer, Writer: "test-writer"}).Archive(forgetest.ArchiveSpec{Tasks: []string{"X-1"}})
 			f.git("fetch", "-q", dir, "+"+refs.Archive("test-writer")+":"+refs.Archive("test-writer"))
