@@ -51,6 +51,7 @@ var sections = []section{
 	{"witness", "witnesses: a push of 10 new posts with litewitness cosigning the writer's checkpoint, and a fetch checking the log, against the same push and fetch without witnesses", runWitness},
 	{"archive", "ended tasks archived into one ref per writer (docs/archive.md), the archive commits built by internal/archive: a push and a fetch of one row and a listing, against every task as refs", runArchive},
 	{"archiveread", "reads of archived tasks (docs/archive.md, Reading): task show and a page of task list at 1k and 10k tasks with 90% archived, against the same repository with every task as refs", runArchiveRead},
+	{"archiveverify", "audit verify --since after a few posts at 1k and 10k tasks, 90% of them ended: every task as refs, then the ended tasks archived", runArchiveVerify},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},
 }
 

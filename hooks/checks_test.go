@@ -691,7 +691,7 @@ func TestGuardChecks(t *testing.T) {
 
 		{"deletion", nil, func() []hooks.Update {
 			return []hooks.Update{{Ref: journal, Old: l.tip(journal).old}}
-		}, "deletion", "bernstein refs only grow and are never deleted"},
+		}, "deletion", "a task's refs are deleted only when it is archived"},
 
 		{"rewind", nil, func() []hooks.Update {
 			j := l.tip(journal)

@@ -307,7 +307,13 @@ func Repository(env *Env, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	// 3. Tasks: journals, ledgers, bindings both ways.
+	// 3. Archives: each writer's archive chain, commit by commit.
+	stage("archives", 0, 0)
+	if _, err := walkArchives(env, rep); err != nil {
+		return nil, err
+	}
+
+	// 4. Tasks: journals, ledgers, bindings both ways.
 	tasks, err := taskSet(env, ix, audits, o.Task)
 	if err != nil {
 		return nil, err

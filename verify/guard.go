@@ -296,6 +296,11 @@ type segment struct {
 	forkBase int64
 	diverges bool
 	mainNext gitstore.Oid // the task chain's commit at index forkBase (zero: none)
+	// via is the archive ref whose entry a journal or ledger segment's new
+	// head is (the task's ref deleted or absent); archive is what verifying
+	// an archive ref's commits found.
+	via     string
+	archive *ArchiveResult
 }
 
 type checker struct {
@@ -317,6 +322,9 @@ type checker struct {
 	// record (read once, only when a record is not among those added).
 	baseAudit map[string]map[mirrored]bool
 	baseRows  map[string]map[string]bool
+	// deleted are the task refs the updates delete, each accepted only
+	// when an archive names its chain after the update.
+	deleted []*segment
 }
 
 // Check checks every update of a refs/bernstein/* ref; others pass. It reads
@@ -350,12 +358,16 @@ func (g *Guard) Check(updates []Update) *Result {
 	c.checkForks()
 	c.takeFirstUse()
 	c.buildEnv()
+	if c.checkArchives() {
+		c.buildEnv() // the keys of the chains the archives name
+	}
 	for _, s := range c.segs {
 		switch s.kind {
 		case kindWriter:
 			c.checkWriterRef(s)
 		case kindKeys:
 			c.checkKeysRef(s)
+		case kindArchive:
 		default:
 			c.checkSignatures(s)
 		}
@@ -710,12 +722,20 @@ func (c *checker) classify(u Update) *segment {
 	case kind == kindWriter:
 		s.kind = kind
 		s.writer, s.keyHex, err = refs.ParseWriterRef(u.Ref)
+	case kind == kindArchive:
+		s.kind = kind
+		s.writer, err = name, refs.ValidateWriter(name)
 	default:
-		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, checkpoints/, forks/, keys or repository)"})
+		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: "bernstein writes no such ref (journal/, ledger/, spine/, audit/, writers/, anchors/, checkpoints/, archive/, forks/, keys or repository)"})
 		return nil
 	}
 	if err != nil {
 		c.problem(Problem{Ref: u.Ref, Check: "ref_name", Reason: err.Error()})
+		return nil
+	}
+	if u.New.IsZero() && (s.kind == kindJournal || s.kind == kindLedger) && s.fork == "" && !u.Old.IsZero() {
+		// Accepted only when an archive names the chain (checkDeletions).
+		c.deleted = append(c.deleted, s)
 		return nil
 	}
 	if u.New.IsZero() {
@@ -799,6 +819,9 @@ func (c *checker) walk(s *segment) {
 		c.walkAnchors(s)
 		return
 	}
+	if s.kind == kindArchive {
+		return // checkArchives, once the keys are known
+	}
 	chainName := s.kind
 	from := u.Old
 	if s.fork != "" && u.Old.IsZero() {
@@ -822,6 +845,11 @@ func (c *checker) walk(s *segment) {
 					Reason: fmt.Sprintf("%s brings repository %s over repository %s: another repository's identity (minted by an init that had not fetched this remote's refs/bernstein/*); clone this remote again and init there", c.g.change(), rival, base)})
 				return
 			}
+		}
+		if s.via != "" {
+			c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
+				Reason: fmt.Sprintf("%s names task %s's %s at %s where %s had %s, %s: an archive may only take a chain at its head or one extending it (a rollback)", s.via, s.task, s.kind, short(u.New), c.g.baseRepo(), short(u.Old), why)})
+			return
 		}
 		c.problem(Problem{Ref: u.Ref, Task: s.task, Writer: s.writer, Check: "non_fast_forward",
 			Reason: fmt.Sprintf("%s moves %s from %s to %s, %s: bernstein chains only grow (%s)", c.g.change(), u.Ref, short(u.Old), short(u.New), why, c.g.rewind())})
@@ -1556,6 +1584,9 @@ func (c *checker) buildEnv() {
 				continue
 			}
 			published[l.writer] = append(append([]ssh.PublicKey(nil), c.pushed[l.writer]...), c.basePublished(l.writer)...)
+		}
+		if s.kind == kindArchive && published[s.writer] == nil {
+			published[s.writer] = append(append([]ssh.PublicKey(nil), c.pushed[s.writer]...), c.basePublished(s.writer)...)
 		}
 	}
 	c.env = &Env{Objects: c.g.Objects, Trust: keys.NewTrustSet(as, nil), Published: published}
