@@ -96,7 +96,14 @@ func (a *Auditor) Since(view *refs.Snapshot, name string) (*verify.Report, error
 	if why := auditcheckpoint.TrustNarrowed(cp, trust); why != "" {
 		return nil, fmt.Errorf("%w: %s: it was taken trusting %s, which this host no longer trusts: what it covered is proven under that key only; run a full 'bernstein audit verify'", auditcheckpoint.ErrBadCheckpoint, name, why)
 	}
-	vals, names, err := view.List(refs.Prefix)
+	// The refs themselves, archived tasks not resolved: an archived task
+	// moved when its archive ref did (the guard's checks follow it), so
+	// the comparison costs the refs, not the archive.
+	raw, err := a.c.Refs.WithoutArchive().Snapshot(refs.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	vals, names, err := raw.List(refs.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +225,11 @@ func (a *Auditor) TakeCheckpoint(view *refs.Snapshot, name string, rep *verify.R
 	}
 	cp := &auditcheckpoint.Checkpoint{Name: name, Time: a.c.Now().Unix(), Refs: map[string]string{}, Trust: auditcheckpoint.TrustRecord(trust)}
 	for _, n := range names {
+		if _, archived := view.FromArchive(n); archived {
+			// An archive entry's head, not a ref: the checkpoint holds the
+			// archive ref that names it.
+			continue
+		}
 		cp.Refs[n] = vals[n].String()
 	}
 	if err := a.checkpoints().Save(a.c.Identity, cp); err != nil {
