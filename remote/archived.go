@@ -1,0 +1,279 @@
+package remote
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The archive of ended tasks on a remote (docs/archive.md, Remotes). An
+// archived task has no refs: its two chain heads are entries of its
+// writer's archive, refs/bernstein/archive/<writer>, a per-writer ref that
+// push and fetch move like a spine. What the remotes add:
+//
+//   - push deletes the remote's refs of a task the archives it leaves on
+//     the remote name at that head or one extending it, each with the
+//     remote's value as the expected old value, in the atomic push that
+//     carries the archive (planDeletions);
+//   - push does not send a task ref the remote's archive names at that
+//     head or one extending it: the remote archived the task;
+//   - fetch deletes a local task ref that an archive it moved names at the
+//     same head or one extending it, unless the ref extends the entry (a
+//     reopen here), compare-and-swap, with the moves (archivedLocal).
+
+// archiveSet answers, for a set of archive commits, whether one of them
+// names a task's chain at a given head or one extending it.
+type archiveSet struct {
+	s     *Syncer
+	heads []gitstore.Oid
+	found map[string][]archive.Entry // by task: its entries in heads
+	// loaded: found holds every entry (preload), a task missing from it
+	// has none.
+	loaded bool
+}
+
+func (s *Syncer) archives(heads []gitstore.Oid) *archiveSet {
+	return &archiveSet{s: s, heads: heads, found: map[string][]archive.Entry{}}
+}
+
+// entries are task's entries in the set's archives.
+func (a *archiveSet) entries(task string) ([]archive.Entry, error) {
+	if es, ok := a.found[task]; ok || a.loaded {
+		return es, nil
+	}
+	var es []archive.Entry
+	for _, h := range a.heads {
+		e, ok, err := archive.Lookup(a.s.c.Objects, h, task)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			es = append(es, e)
+		}
+	}
+	a.found[task] = es
+	return es, nil
+}
+
+// preload reads every entry of the set's archives at once (each shard and
+// task tree once), for a caller about to ask of many tasks.
+func (a *archiveSet) preload() error {
+	all := map[string][]archive.Entry{}
+	for _, h := range a.heads {
+		if err := archive.List(a.s.c.Objects, h, func(e archive.Entry) error {
+			all[e.Task] = append(all[e.Task], e)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	a.found = all
+	a.loaded = true
+	return nil
+}
+
+// covers reports whether an entry of the set names the chain of ref (a
+// task's journal or ledger) at head or at a commit extending it: every
+// commit of head is then kept by that archive, and the ref can go.
+func (a *archiveSet) covers(ref string, head gitstore.Oid) (bool, error) {
+	if len(a.heads) == 0 {
+		return false, nil
+	}
+	in := DescribeRef(ref)
+	if in.Kind != "journal" && in.Kind != "ledger" || in.Task == "" {
+		return false, nil
+	}
+	es, err := a.entries(in.Task)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if entryCovers(a.s, e, in.Kind, head) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// entryCovers reports whether e names its kind's chain at head or at a
+// commit extending it. A head that extends the entry (a reopen), one that
+// diverged from it, or one whose history cannot be read, is not covered.
+func entryCovers(s *Syncer, e archive.Entry, kind string, head gitstore.Oid) bool {
+	at := e.Journal
+	if kind == "ledger" {
+		at = e.Ledger
+	}
+	if at == head {
+		return true
+	}
+	if !s.c.Objects.Has(at) || !s.c.Objects.Has(head) {
+		return false
+	}
+	r, err := s.relate(at, head)
+	return err == nil && r.rel == relAhead
+}
+
+// isArchiveRef reports whether ref is a writer's archive.
+func isArchiveRef(ref string) bool {
+	return strings.HasPrefix(ref, refs.ArchivePrefix) && len(ref) > len(refs.ArchivePrefix)
+}
+
+// isTaskRef reports whether ref is a task's journal or ledger.
+func isTaskRef(ref string) bool {
+	in := DescribeRef(ref)
+	return in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
+}
+
+// deletionCost is the bytes of git push's command line a deletion takes:
+// its refspec and its lease.
+func deletionCost(u refs.Update) int {
+	return 2*len(u.Ref) + 2*40 + 24
+}
+
+// archiveHeads are the values of the refs of vals under prefix (a
+// namespace of archive refs).
+func archiveHeads(vals map[string]gitstore.Oid, prefix string) []gitstore.Oid {
+	var out []gitstore.Oid
+	for _, name := range sortedKeys(vals) {
+		if strings.HasPrefix(name, prefix) && !vals[name].IsZero() {
+			out = append(out, vals[name])
+		}
+	}
+	return out
+}
+
+// planDeletions adds to plan the deletion of each of the remote's task
+// refs (as last fetched) that this host has no ref of and that an archive
+// standing on the remote after this push names at that head or one
+// extending it (this host archived the task), each with the remote's value
+// as its expected old value: git push sends it as a lease, so a remote
+// that moved the ref since (a reopen pushed from another host) keeps it.
+// A push carries as many deletions as half its command line holds;
+// res.more says that some were left for the next push.
+func (s *Syncer) planDeletions(remote string, res *PushResult, mine, tracking map[string]gitstore.Oid, standing []gitstore.Oid, plan []refs.Update) ([]refs.Update, error) {
+	if len(standing) == 0 {
+		return plan, nil
+	}
+	prefix := TrackingPrefix(remote)
+	var cands []refs.Update
+	for _, t := range sortedKeys(tracking) {
+		ref := refs.Prefix + strings.TrimPrefix(t, prefix)
+		theirs := tracking[t]
+		if !strings.HasPrefix(t, prefix) || !isTaskRef(ref) || !mine[ref].IsZero() || !s.c.Objects.Has(theirs) {
+			continue
+		}
+		cands = append(cands, refs.Update{Ref: ref, Old: theirs})
+	}
+	if len(cands) == 0 {
+		return plan, nil
+	}
+	ours := s.archives(standing)
+	if len(cands) > 64 {
+		if err := ours.preload(); err != nil {
+			return nil, err
+		}
+	}
+	budget := s.pushBudget() / 2
+	for _, u := range cands {
+		ok, err := ours.covers(u.Ref, u.Old)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if budget -= deletionCost(u); budget < 0 {
+			res.more = true
+			break
+		}
+		plan = append(plan, u)
+	}
+	return plan, nil
+}
+
+// archivedTasks adds to tasks every task that an archive of the remote
+// added or changed since before (its remote-tracking archive refs as they
+// were before this fetch). ok is false past the narrow path's bounds.
+func (s *Syncer) archivedTasks(remote string, before map[string]gitstore.Oid, tasks map[string]chains) (bool, error) {
+	after, names, err := s.c.Refs.List(TrackingRef(remote, refs.ArchivePrefix))
+	if err != nil {
+		return false, err
+	}
+	for _, t := range names {
+		if after[t] == before[t] {
+			continue
+		}
+		changes, err := archive.Diff(s.c.Objects, before[t], after[t])
+		if err != nil {
+			// The checks refuse that archive (nothing moves from it); its
+			// tasks are not named.
+			continue
+		}
+		for _, c := range changes {
+			if c.New != nil {
+				tasks[c.Task] = chains{journal: true, ledger: true}
+			}
+		}
+		if len(tasks) > maxNarrowTasks {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// archivedLocal is the deletion of each local task ref that an archive ref
+// moves names at the same head or one extending it: the archive then keeps
+// every commit of the ref, and the task reads from it. The deletions are
+// compare-and-swap from the ref's value as read under the writer lock,
+// applied with the moves. A ref that extends its entry (a reopen here) or
+// diverged from it stays, and so does a ref the moves themselves create
+// or move (the remote holds it as a ref). Only archive moves that passed
+// the checks count: an archive held back deletes nothing.
+func (s *Syncer) archivedLocal(p *fetchPlan, moves []refs.Update) ([]refs.Update, error) {
+	view := p.view
+	if view == nil {
+		view = p.local
+	}
+	moved := map[string]bool{}
+	for _, u := range moves {
+		moved[u.Ref] = true
+	}
+	var dels []refs.Update
+	seen := map[string]bool{}
+	for _, u := range moves {
+		if !isArchiveRef(u.Ref) || u.New.IsZero() {
+			continue
+		}
+		changes, err := archive.Diff(s.c.Objects, u.Old, u.New)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", u.Ref, err)
+		}
+		for _, c := range changes {
+			if c.New == nil {
+				continue
+			}
+			for _, kind := range []string{"journal", "ledger"} {
+				ref := refs.Journal(c.Task)
+				if kind == "ledger" {
+					ref = refs.Ledger(c.Task)
+				}
+				if moved[ref] || seen[ref] {
+					continue
+				}
+				mine, err := view.ReadOptional(ref)
+				if err != nil {
+					return nil, err
+				}
+				if mine.IsZero() || !entryCovers(s, *c.New, kind, mine) {
+					continue
+				}
+				seen[ref] = true
+				dels = append(dels, refs.Update{Ref: ref, Old: mine})
+			}
+		}
+	}
+	return dels, nil
+}
