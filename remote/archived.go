@@ -32,7 +32,8 @@ type archiveSet struct {
 	found map[string][]archive.Entry // by task: its entries in heads
 	// loaded: found holds every entry (preload), a task missing from it
 	// has none.
-	loaded bool
+	loaded      bool
+	taskCovered map[string]bool // coversTask's answers
 }
 
 func (s *Syncer) archives(heads []gitstore.Oid) *archiveSet {
@@ -176,20 +177,44 @@ func (s *Syncer) planDeletions(remote string, res *PushResult, mine, tracking ma
 			return nil, err
 		}
 	}
-	budget := s.pushBudget() / 2
+	// A task goes whole: its remote refs are deleted when this host has
+	// no ref of it and every one of them is covered, else none is (a
+	// reopen pushed from another host keeps the task a ref there).
+	type taskDeletion struct {
+		us  []refs.Update
+		all bool
+	}
+	var tasks []string
+	byTask := map[string]*taskDeletion{}
 	for _, u := range cands {
+		task := DescribeRef(u.Ref).Task
+		td := byTask[task]
+		if td == nil {
+			td = &taskDeletion{all: mine[refs.Journal(task)].IsZero() && mine[refs.Ledger(task)].IsZero()}
+			byTask[task] = td
+			tasks = append(tasks, task)
+		}
 		ok, err := ours.covers(u.Ref, u.Old)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		td.all = td.all && ok
+		td.us = append(td.us, u)
+	}
+	budget := s.pushBudget() / 2
+	for _, task := range tasks {
+		td := byTask[task]
+		if !td.all {
 			continue
 		}
-		if budget -= deletionCost(u); budget < 0 {
+		for _, u := range td.us {
+			budget -= deletionCost(u)
+		}
+		if budget < 0 {
 			res.more = true
 			break
 		}
-		plan = append(plan, u)
+		plan = append(plan, td.us...)
 	}
 	return plan, nil
 }
@@ -224,13 +249,14 @@ func (s *Syncer) archivedTasks(remote string, before map[string]gitstore.Oid, ta
 	return true, nil
 }
 
-// archivedLocal is the deletion of each local task ref that an archive ref
-// moves names at the same head or one extending it: the archive then keeps
-// every commit of the ref, and the task reads from it. The deletions are
-// compare-and-swap from the ref's value as read under the writer lock,
-// applied with the moves. A ref that extends its entry (a reopen here) or
-// diverged from it stays, and so does a ref the moves themselves create
-// or move (the remote holds it as a ref). Only archive moves that passed
+// archivedLocal is the deletion of the local refs of each task that an
+// archive ref the fetch moves names at the same heads or ones extending
+// them: the archive then keeps every commit of those refs, and the task
+// reads from it. A task goes whole or not at all: when one of its refs
+// extends its entry (a reopen here) or diverged from it, or the fetch
+// creates or moves one of them (the remote holds it as a ref), both stay.
+// The deletions are compare-and-swap from the refs' values as read under
+// the writer lock, applied with the moves. Only archive moves that passed
 // the checks count: an archive held back deletes nothing.
 func (s *Syncer) archivedLocal(p *fetchPlan, moves []refs.Update) ([]refs.Update, error) {
 	view := p.view
@@ -252,28 +278,75 @@ func (s *Syncer) archivedLocal(p *fetchPlan, moves []refs.Update) ([]refs.Update
 			return nil, fmt.Errorf("%s: %w", u.Ref, err)
 		}
 		for _, c := range changes {
-			if c.New == nil {
+			if c.New == nil || seen[c.Task] {
 				continue
 			}
-			for _, kind := range []string{"journal", "ledger"} {
-				ref := refs.Journal(c.Task)
-				if kind == "ledger" {
-					ref = refs.Ledger(c.Task)
-				}
-				if moved[ref] || seen[ref] {
-					continue
-				}
-				mine, err := view.ReadOptional(ref)
-				if err != nil {
-					return nil, err
-				}
-				if mine.IsZero() || !entryCovers(s, *c.New, kind, mine) {
-					continue
-				}
-				seen[ref] = true
-				dels = append(dels, refs.Update{Ref: ref, Old: mine})
+			seen[c.Task] = true
+			task, err := s.coveredTask(view, *c.New, moved)
+			if err != nil {
+				return nil, err
 			}
+			dels = append(dels, task...)
 		}
 	}
 	return dels, nil
+}
+
+// coveredTask is the deletion of e's task's local refs when every one of
+// them is covered by e and none is in moved; none otherwise.
+func (s *Syncer) coveredTask(view refs.Source, e archive.Entry, moved map[string]bool) ([]refs.Update, error) {
+	var out []refs.Update
+	for _, kind := range []string{"journal", "ledger"} {
+		ref := refs.Journal(e.Task)
+		if kind == "ledger" {
+			ref = refs.Ledger(e.Task)
+		}
+		if moved[ref] {
+			return nil, nil
+		}
+		mine, err := view.ReadOptional(ref)
+		if err != nil {
+			return nil, err
+		}
+		if mine.IsZero() {
+			continue
+		}
+		if !entryCovers(s, e, kind, mine) {
+			return nil, nil // a reopen here, or a divergence: the task stays
+		}
+		out = append(out, refs.Update{Ref: ref, Old: mine})
+	}
+	return out, nil
+}
+
+// coversTask reports whether the set (the remote's archives, as last
+// fetched) archived task as this host has it: the remote has no ref of it
+// and every local ref of it (in mine) is covered. A task one of whose refs
+// here extends its entry (a reopen) is this host's to push, whole.
+func (a *archiveSet) coversTask(task string, mine, tracking map[string]gitstore.Oid, remote string) (bool, error) {
+	if len(a.heads) == 0 {
+		return false, nil
+	}
+	if v, ok := a.taskCovered[task]; ok {
+		return v, nil
+	}
+	all := true
+	for _, ref := range []string{refs.Journal(task), refs.Ledger(task)} {
+		if !tracking[TrackingRef(remote, ref)].IsZero() {
+			all = false
+			break
+		}
+		if head := mine[ref]; !head.IsZero() {
+			ok, err := a.covers(ref, head)
+			if err != nil {
+				return false, err
+			}
+			all = all && ok
+		}
+	}
+	if a.taskCovered == nil {
+		a.taskCovered = map[string]bool{}
+	}
+	a.taskCovered[task] = all
+	return all, nil
 }

@@ -521,7 +521,7 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			if isTask {
 				// The remote archived the task at this head or one
 				// extending it: not this host's to push.
-				if gone, err := theirArchives.covers(ref, head); err != nil {
+				if gone, err := theirArchives.coversTask(in.Task, mine, tracking, remote); err != nil {
 					return nil, err
 				} else if gone {
 					continue
