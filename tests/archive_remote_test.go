@@ -1,0 +1,280 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
+	"github.com/bernstein/bernstein/keys"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// archiveOn archives tasks in h's repository as the archive command does:
+// one archive commit on h's writer's archive ref (its record in the
+// message, its parents archive.Parents, signed by h's writer), and the
+// tasks' refs deleted, compared with the heads archived, in the same git
+// ref transaction.
+func archiveOn(t *testing.T, h *host, tasks ...string) string {
+	t.Helper()
+	id, err := keys.Load(h.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := gitstore.Open(filepath.Join(h.dir, ".git", "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	ref := refs.Archive(h.name)
+	cur := h.refs()
+	prev := gitstore.ZeroOid
+	rec := record.Archive{V: record.Version, Writer: h.name, Add: []record.ArchivedTask{}, Remove: []string{}}
+	rec.Prev = record.Genesis(repoIDOf(t, h.dir), record.ChainArchive, h.name)
+	if v := cur[ref]; v != "" {
+		prev, _ = gitstore.ParseOid(v)
+		cc, err := chain.Read(objs, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := record.ParseArchive(cc.Record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Seq, rec.Prev = before.Seq+1, record.Sum(cc.Record)
+	}
+	var add []archive.Entry
+	var script strings.Builder
+	script.WriteString("start\n")
+	for _, task := range tasks {
+		e := archive.Entry{Task: task}
+		at := record.ArchivedTask{TaskID: task}
+		for _, x := range []struct {
+			ref  string
+			head *gitstore.Oid
+			hex  *string
+			rows *int64
+		}{{refs.Journal(task), &e.Journal, &at.Journal, &at.JournalRows}, {refs.Ledger(task), &e.Ledger, &at.Ledger, &at.LedgerRows}} {
+			v := cur[x.ref]
+			if v == "" {
+				t.Fatalf("archive %s: %s does not exist", task, x.ref)
+			}
+			*x.head, _ = gitstore.ParseOid(v)
+			*x.hex = v
+			cc, err := chain.Read(objs, *x.head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row, err := record.ParseRow(cc.Record)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*x.rows = row.Index + 1
+			fmt.Fprintf(&script, "delete %s %s\n", x.ref, v)
+		}
+		add = append(add, e)
+		rec.Add = append(rec.Add, at)
+	}
+	tree, made, err := archive.Build(objs, treeOf(t, objs, prev), archive.Update{Add: add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := gitstore.Ident(h.name, h.name+"@bernstein", 1700000000)
+	cm := gitstore.Commit{Tree: tree, Parents: archive.Parents(prev, add), Author: who, Committer: who,
+		Message: record.Message(fmt.Sprintf("archive #%d: %d tasks", rec.Seq, len(add)), record.MustCanonical(rec))}
+	if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
+		t.Fatal(err)
+	}
+	c := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	if _, err := objs.WritePack(append(made, c)); err != nil {
+		t.Fatal(err)
+	}
+	old := cur[ref]
+	if old == "" {
+		old = strings.Repeat("0", 40)
+	}
+	fmt.Fprintf(&script, "update %s %s %s\nprepare\ncommit\n", ref, c.ID, old)
+	if out, err := execGitStdin(h.dir, []byte(script.String()), "update-ref", "--stdin").CombinedOutput(); err != nil {
+		t.Fatalf("archive %v: git update-ref: %v\n%s", tasks, err, out)
+	}
+	return c.ID.String()
+}
+
+// treeOf is commit's tree (zero for none).
+func treeOf(t *testing.T, objs *gitstore.Repo, commit gitstore.Oid) gitstore.Oid {
+	t.Helper()
+	if commit.IsZero() {
+		return gitstore.ZeroOid
+	}
+	data, err := objs.ReadType(commit, gitstore.TypeCommit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gitstore.ParseCommitLinks(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Tree
+}
+
+// repoIDOf is the identity of the repository in dir, read with plain git.
+func repoIDOf(t *testing.T, dir string) string {
+	t.Helper()
+	msg := gitRun(t, dir, "log", "-1", "--format=%B", refs.Repository)
+	_, rec, _ := strings.Cut(strings.TrimSpace(msg), "\n\n")
+	r, err := record.ParseRepositoryRecord([]byte(rec))
+	if err != nil {
+		t.Fatalf("%s: refs/bernstein/repository: %v", dir, err)
+	}
+	return r.ID
+}
+
+// ended works task on h with one post and completes it.
+func (h *host) ended(task string) {
+	h.t.Helper()
+	h.work(task, "notes", 1)
+	h.ok("task", "start", task)
+	h.ok("task", "complete", task)
+}
+
+// reads is what h's readers show of tasks: each task's document and its
+// notes, as the CLI prints them.
+func (h *host) reads(tasks ...string) map[string]string {
+	h.t.Helper()
+	out := map[string]string{}
+	for _, task := range tasks {
+		out[task+" show"] = h.ok("task", "show", task, "--output-json")
+		out[task+" notes"] = h.ok("artifact", "show", task, "notes", "--output-json")
+	}
+	return out
+}
+
+func sameReads(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("%s: %s reads otherwise:\n got  %s\n want %s", what, k, got[k], w)
+		}
+	}
+}
+
+// taskRefsOf are the journal and ledger refs of tasks among rs.
+func taskRefsOf(rs map[string]string, tasks ...string) []string {
+	var out []string
+	for _, task := range tasks {
+		for _, ref := range []string{refs.Journal(task), refs.Ledger(task)} {
+			if _, ok := rs[ref]; ok {
+				out = append(out, ref)
+			}
+		}
+	}
+	return out
+}
+
+// lsRemote lists the refs/bernstein/* refs of a remote as git ls-remote
+// reads them.
+func lsRemote(t *testing.T, dir, url string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(gitRun(t, dir, "ls-remote", url, "refs/bernstein/*")), "\n") {
+		if id, name, ok := strings.Cut(l, "\t"); ok {
+			out[name] = id
+		}
+	}
+	return out
+}
+
+func pushJSON(t *testing.T, h *host) bernstein.PushResult {
+	t.Helper()
+	var res bernstein.PushResult
+	out := h.ok("push", "--output-json")
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("push --output-json: %v\n%s", err, out)
+	}
+	return res
+}
+
+func fetchJSON(t *testing.T, h *host, args ...string) bernstein.FetchResult {
+	t.Helper()
+	var res bernstein.FetchResult
+	out := h.ok(append([]string{"fetch", "--output-json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("fetch --output-json: %v\n%s", err, out)
+	}
+	return res
+}
+
+// TestArchivePushFetch: host-a archives two ended tasks and pushes. The
+// push sends its archive ref and deletes the remote's refs of both tasks
+// in one atomic push (git ls-remote shows them gone, the archive there;
+// git fsck --strict on the remote is clean); a second push has nothing to
+// do. A fresh clone and host-b, which fetches, read both tasks as host-a
+// read them before archiving; host-b's fetch deleted its refs of them, and
+// its next push sends nothing back. Over file:// and git daemon.
+func TestArchivePushFetch(t *testing.T) {
+	for _, kind := range []string{"file", "daemon"} {
+		t.Run(kind, func(t *testing.T) {
+			isolateGit(t)
+			srv := newGitServer(t, kind)
+			root := t.TempDir()
+			url, a := newOrigin(t, srv, root)
+			a.ended("T-1")
+			a.ended("T-2")
+			a.work("T-3", "notes", 1)
+			a.ok("push")
+			b, _ := cloneHost(t, url, root, "host-b")
+			signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+			a.signers, b.signers = signers, signers
+			before := a.reads("T-1", "T-2")
+			archived := archiveOn(t, a, "T-1", "T-2")
+			sameReads(t, "host-a after archiving", a.reads("T-1", "T-2"), before)
+
+			res := pushJSON(t, a)
+			if len(res.Deleted) != 4 {
+				t.Fatalf("push deleted %d refs, want the 4 of T-1 and T-2: %+v", len(res.Deleted), res.Deleted)
+			}
+			bare := srv.dir("tasks.git")
+			there := lsRemote(t, root, url)
+			if gone := taskRefsOf(there, "T-1", "T-2"); len(gone) > 0 {
+				t.Fatalf("the remote still has %v after the push", gone)
+			}
+			if there[refs.Archive("host-a")] != archived || there[refs.Journal("T-3")] == "" {
+				t.Fatalf("the remote holds archive %q (want %s) and T-3's journal %q", there[refs.Archive("host-a")], archived, there[refs.Journal("T-3")])
+			}
+			gitRun(t, bare, "fsck", "--strict", "--no-dangling")
+			if again := pushJSON(t, a); len(again.Pushed)+len(again.Deleted) != 0 {
+				t.Fatalf("a second push sent %+v and deleted %+v", again.Pushed, again.Deleted)
+			}
+
+			c, _ := cloneHost(t, url, root, "host-c")
+			c.signers = signers
+			sameReads(t, "a fresh clone", c.reads("T-1", "T-2"), before)
+			if left := taskRefsOf(c.refs(), "T-1", "T-2"); len(left) > 0 {
+				t.Fatalf("the clone has %v", left)
+			}
+
+			fr := fetchJSON(t, b)
+			if fr.Path != "narrow" || len(fr.Deleted) != 4 {
+				t.Fatalf("host-b's fetch took the %s path and deleted %+v, want narrow and the 4 refs of T-1, T-2", fr.Path, fr.Deleted)
+			}
+			if left := taskRefsOf(b.refs(), "T-1", "T-2"); len(left) > 0 {
+				t.Fatalf("host-b still has %v after fetching the archive", left)
+			}
+			if b.refs()[refs.Archive("host-a")] != archived {
+				t.Fatal("host-b did not take host-a's archive")
+			}
+			sameReads(t, "host-b after its fetch", b.reads("T-1", "T-2"), before)
+			if pb := pushJSON(t, b); len(pb.Deleted) != 0 || len(taskRefsOf(lsRemote(t, root, url), "T-1", "T-2")) > 0 {
+				t.Fatalf("host-b's push deleted %+v or put archived tasks back", pb.Deleted)
+			}
+			verifyPinned(t, b, signers)
+			verifyPinned(t, c, signers)
+		})
+	}
+}
