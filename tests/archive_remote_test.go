@@ -252,13 +252,6 @@ func TestArchivePushFetch(t *testing.T) {
 				t.Fatalf("a second push sent %+v and deleted %+v", again.Pushed, again.Deleted)
 			}
 
-			c, _ := cloneHost(t, url, root, "host-c")
-			c.signers = signers
-			sameReads(t, "a fresh clone", c.reads("T-1", "T-2"), before)
-			if left := taskRefsOf(c.refs(), "T-1", "T-2"); len(left) > 0 {
-				t.Fatalf("the clone has %v", left)
-			}
-
 			fr := fetchJSON(t, b)
 			if fr.Path != "narrow" || len(fr.Deleted) != 4 {
 				t.Fatalf("host-b's fetch took the %s path and deleted %+v, want narrow and the 4 refs of T-1, T-2", fr.Path, fr.Deleted)
@@ -273,6 +266,13 @@ func TestArchivePushFetch(t *testing.T) {
 			if pb := pushJSON(t, b); len(pb.Deleted) != 0 || len(taskRefsOf(lsRemote(t, root, url), "T-1", "T-2")) > 0 {
 				t.Fatalf("host-b's push deleted %+v or put archived tasks back", pb.Deleted)
 			}
+			c, _ := cloneHost(t, url, root, "host-c")
+			c.signers = signers
+			sameReads(t, "a fresh clone", c.reads("T-1", "T-2"), before)
+			if left := taskRefsOf(c.refs(), "T-1", "T-2"); len(left) > 0 {
+				t.Fatalf("the clone has %v", left)
+			}
+
 			verifyPinned(t, b, signers)
 			verifyPinned(t, c, signers)
 		})
