@@ -278,3 +278,126 @@ func TestArchivePushFetch(t *testing.T) {
 		})
 	}
 }
+
+// twoHosts makes a remote on srv with host-a, which ends tasks and pushes
+// them, and host-b, a clone of it; both keys are pinned on both hosts and
+// by the remote's operator (so that each may act on the other's tasks).
+func twoHosts(t *testing.T, srv *gitServer, tasks ...string) (url, root string, a, b *host) {
+	t.Helper()
+	isolateGit(t)
+	root = t.TempDir()
+	url, a = newOrigin(t, srv, root)
+	for _, task := range tasks {
+		a.ended(task)
+	}
+	a.ok("push")
+	b, _ = cloneHost(t, url, root, "host-b")
+	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+	srv.operatorPin(t, "tasks.git", signers, a, b)
+	return url, root, a, b
+}
+
+// TestArchivePushLeaseLost: host-b reopens T-1 and pushes; host-a, which
+// has not fetched since, archives T-1 and T-2 and pushes. Its deletion of
+// T-1's ledger expected the value host-a last saw, which the remote no
+// longer holds: git push refuses it (stale info), push learns the
+// remote's heads and pushes again without T-1's deletions. The push lands:
+// the archive and T-2's deletions are there, T-1 stays a task of two refs
+// at host-b's heads, and host-a then reads T-1 as host-b does.
+func TestArchivePushLeaseLost(t *testing.T) {
+	srv := newGitServer(t, "file")
+	url, root, a, b := twoHosts(t, srv, "T-1", "T-2")
+	b.ok("task", "reopen", "T-1")
+	b.ok("push")
+	there := lsRemote(t, root, url)
+	reopened, journal := there[refs.Ledger("T-1")], there[refs.Journal("T-1")]
+	if reopened == a.refs()[refs.Ledger("T-1")] {
+		t.Fatal("host-b's reopen did not reach the remote")
+	}
+	archived := archiveOn(t, a, "T-1", "T-2")
+	res := pushJSON(t, a)
+	if res.Replanned < 1 {
+		t.Fatalf("push did not plan again after the lease failed: %+v", res)
+	}
+	if len(res.Deleted) != 2 || res.Deleted[0].Task != "T-2" || res.Deleted[1].Task != "T-2" {
+		t.Fatalf("push deleted %+v, want T-2's two refs", res.Deleted)
+	}
+	there = lsRemote(t, root, url)
+	if there[refs.Ledger("T-1")] != reopened || there[refs.Journal("T-1")] != journal {
+		t.Fatalf("the remote holds T-1 at %s/%s, want host-b's %s/%s", there[refs.Journal("T-1")], there[refs.Ledger("T-1")], journal, reopened)
+	}
+	if gone := taskRefsOf(there, "T-2"); len(gone) > 0 || there[refs.Archive("host-a")] != archived {
+		t.Fatalf("the remote holds %v of T-2 and archive %q (want %s)", gone, there[refs.Archive("host-a")], archived)
+	}
+	gitRun(t, srv.dir("tasks.git"), "fsck", "--strict", "--no-dangling")
+	a.ok("fetch")
+	sameReads(t, "host-a after fetching the reopen", a.reads("T-1"), b.reads("T-1"))
+	if again := pushJSON(t, a); len(again.Deleted) != 0 || lsRemote(t, root, url)[refs.Ledger("T-1")] != reopened {
+		t.Fatalf("a later push deleted %+v", again.Deleted)
+	}
+}
+
+// TestArchiveFetchKeepsLocalReopen: host-b reopened T-1 and has not
+// pushed; host-a archives T-1 and T-2 and pushes. host-b's fetch deletes
+// its refs of T-2, which the archive names at their heads, and keeps
+// T-1's, whose ledger extends the archive's entry; T-1 still reads
+// reopened there, and host-b's push puts T-1 back on the remote as a task
+// of two refs.
+func TestArchiveFetchKeepsLocalReopen(t *testing.T) {
+	srv := newGitServer(t, "file")
+	url, root, a, b := twoHosts(t, srv, "T-1", "T-2")
+	b.ok("task", "reopen", "T-1")
+	mine := b.refs()
+	reopened := b.reads("T-1")
+	before := a.reads("T-2")
+	archiveOn(t, a, "T-1", "T-2")
+	a.ok("push")
+	fr := fetchJSON(t, b)
+	if len(fr.Deleted) != 2 || fr.Deleted[0].Task != "T-2" || fr.Deleted[1].Task != "T-2" {
+		t.Fatalf("host-b's fetch deleted %+v, want T-2's two refs", fr.Deleted)
+	}
+	now := b.refs()
+	for _, ref := range []string{refs.Journal("T-1"), refs.Ledger("T-1")} {
+		if now[ref] != mine[ref] {
+			t.Fatalf("host-b's %s is %q after the fetch, want its own %s", ref, now[ref], mine[ref])
+		}
+	}
+	sameReads(t, "host-b's reopened T-1", b.reads("T-1"), reopened)
+	sameReads(t, "host-b's T-2", b.reads("T-2"), before)
+	b.ok("push")
+	there := lsRemote(t, root, url)
+	if there[refs.Ledger("T-1")] != mine[refs.Ledger("T-1")] || there[refs.Journal("T-1")] != mine[refs.Journal("T-1")] {
+		t.Fatalf("host-b's push left T-1 on the remote at %q/%q", there[refs.Journal("T-1")], there[refs.Ledger("T-1")])
+	}
+	if gone := taskRefsOf(there, "T-2"); len(gone) > 0 {
+		t.Fatalf("host-b's push put %v back", gone)
+	}
+}
+
+// TestArchivePushInterrupted: a push that stopped after the archive landed
+// and before the deletions (the archive ref pushed alone, as a push cut
+// off between its atomic pushes leaves the remote) loses nothing and
+// alarms nobody: a fresh clone reads the archived tasks (ref and entry at
+// one head) and verifies, and the next push deletes the refs.
+func TestArchivePushInterrupted(t *testing.T) {
+	srv := newGitServer(t, "file")
+	url, root, a, b := twoHosts(t, srv, "T-1", "T-2")
+	before := a.reads("T-1", "T-2")
+	archiveOn(t, a, "T-1", "T-2")
+	a.git("push", "-q", "origin", refs.Archive("host-a")+":"+refs.Archive("host-a"))
+	c, _ := cloneHost(t, url, root, "host-c")
+	c.signers = a.signers
+	sameReads(t, "a clone of the half-pushed archive", c.reads("T-1", "T-2"), before)
+	verifyPinned(t, c, a.signers)
+	fr := fetchJSON(t, b)
+	if len(fr.HeldBack) != 0 || len(fr.Diverged) != 0 {
+		t.Fatalf("host-b's fetch of the half-pushed archive: %+v", fr)
+	}
+	sameReads(t, "host-b", b.reads("T-1", "T-2"), before)
+	res := pushJSON(t, a)
+	if len(res.Deleted) != 4 || len(taskRefsOf(lsRemote(t, root, url), "T-1", "T-2")) != 0 {
+		t.Fatalf("the next push deleted %+v", res.Deleted)
+	}
+	verifyPinned(t, b, a.signers)
+}
