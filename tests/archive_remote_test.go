@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -400,4 +401,85 @@ func TestArchivePushInterrupted(t *testing.T) {
 		t.Fatalf("the next push deleted %+v", res.Deleted)
 	}
 	verifyPinned(t, b, a.signers)
+}
+
+// TestArchiveFetchCleanupCAS: the fetch deletes an archived task's local
+// refs compare-and-swap. host-b's ledger of T-1 reads at the archived head
+// when the fetch plans, and a plain git process (holding the ref's lock
+// meanwhile) moves it to host-b's reopen before the fetch's transaction
+// takes it: the transaction fails on the old value, the fetch plans again
+// on the new head, which extends the entry, and keeps T-1; T-2 goes.
+func TestArchiveFetchCleanupCAS(t *testing.T) {
+	srv := newGitServer(t, "file")
+	_, _, a, b := twoHosts(t, srv, "T-1", "T-2")
+	entry := b.refs()[refs.Ledger("T-1")]
+	b.ok("task", "reopen", "T-1")
+	reopened := b.refs()[refs.Ledger("T-1")]
+	b.git("update-ref", refs.Ledger("T-1"), entry, reopened)
+	archiveOn(t, a, "T-1", "T-2")
+	a.ok("push")
+
+	h := &faults{}
+	s, err := bernstein.Open(bernstein.Options{Repo: b.dir, Home: b.home, FaultHook: h.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	path := filepath.Join(b.dir, ".git", filepath.FromSlash(refs.Ledger("T-1")))
+	lockRef := func() {
+		if err := os.WriteFile(path+".lock", []byte(reopened+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := false
+	h.set(func(step string) error {
+		if step == "waiting for "+refs.Ledger("T-1") && !moved {
+			moved = true // the plain git process commits its update
+			if err := os.Rename(path+".lock", path); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	})
+	lockRef()
+	res, err := s.Fetch("origin")
+	h.set(nil)
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if !moved {
+		t.Fatal("the fetch never met the plain git process's lock")
+	}
+	now := b.refs()
+	if now[refs.Ledger("T-1")] != reopened || now[refs.Journal("T-1")] == "" {
+		t.Fatalf("host-b's T-1 is %q/%q after the fetch, want the reopen %s kept", now[refs.Journal("T-1")], now[refs.Ledger("T-1")], reopened)
+	}
+	if gone := taskRefsOf(now, "T-2"); len(gone) > 0 || len(res.Deleted) != 2 {
+		t.Fatalf("the fetch deleted %+v and left %v", res.Deleted, gone)
+	}
+}
+
+// TestArchivePushAfterPlainFetch: host-b learned the remote's heads with a
+// plain `git fetch --prune` (its copies of the archived tasks' refs are
+// gone, the archive's copy is there) and still has its refs of them, at
+// the archived heads. Its push does not take them for tasks of its own to
+// create on the remote: the remote archived them. Its next bernstein
+// fetch deletes them.
+func TestArchivePushAfterPlainFetch(t *testing.T) {
+	srv := newGitServer(t, "file")
+	url, root, a, b := twoHosts(t, srv, "T-1", "T-2")
+	archiveOn(t, a, "T-1", "T-2")
+	a.ok("push")
+	b.git("fetch", "-q", "--prune", "origin")
+	if len(taskRefsOf(b.refs(), "T-1", "T-2")) != 4 {
+		t.Fatal("host-b lost its refs of T-1, T-2 to a plain git fetch")
+	}
+	res := pushJSON(t, b)
+	if there := lsRemote(t, root, url); len(taskRefsOf(there, "T-1", "T-2")) > 0 {
+		t.Fatalf("host-b's push put %v back on the remote (pushed %+v)", taskRefsOf(there, "T-1", "T-2"), res.Pushed)
+	}
+	fr := fetchJSON(t, b)
+	if len(fr.Deleted) != 4 || len(taskRefsOf(b.refs(), "T-1", "T-2")) > 0 {
+		t.Fatalf("host-b's fetch deleted %+v", fr.Deleted)
+	}
 }
