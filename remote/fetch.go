@@ -481,8 +481,8 @@ func (s *Syncer) before(u refs.Update, problems []verify.Problem) (gitstore.Oid,
 // position is the index or seq the record of ref's commit id says it has.
 func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 	read := chain.Read
-	if strings.HasPrefix(ref, refs.AnchorsPrefix) {
-		read = chain.ReadAnchor
+	if strings.HasPrefix(ref, refs.AnchorsPrefix) || isArchiveRef(ref) {
+		read = chain.ReadAnchor // the record in the commit's message
 	}
 	cc, err := read(s.c.Objects, id)
 	if err != nil {
@@ -497,6 +497,9 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.AnchorsPrefix):
 		a, err := record.ParseAnchor(cc.Record)
+		return a.Seq, err == nil
+	case isArchiveRef(ref):
+		a, err := record.ParseArchive(cc.Record)
 		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.CheckpointsPrefix):
 		a, err := record.ParseLogCheckpoint(cc.Record)

@@ -24,6 +24,13 @@ import (
 // ref transaction.
 func archiveOn(t *testing.T, h *host, tasks ...string) string {
 	t.Helper()
+	return archiveWith(t, h, true, tasks...)
+}
+
+// archiveWith is archiveOn, the commit signed or (sign false, a forgery)
+// not.
+func archiveWith(t *testing.T, h *host, sign bool, tasks ...string) string {
+	t.Helper()
 	id, err := keys.Load(h.home)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func archiveOn(t *testing.T, h *host, tasks ...string) string {
 	rec.Prev = record.Genesis(repoIDOf(t, h.dir), record.ChainArchive, h.name)
 	if v := cur[ref]; v != "" {
 		prev, _ = gitstore.ParseOid(v)
-		cc, err := chain.Read(objs, prev)
+		cc, err := chain.ReadAnchor(objs, prev) // the record in the message
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,8 +96,10 @@ func archiveOn(t *testing.T, h *host, tasks ...string) string {
 	who := gitstore.Ident(h.name, h.name+"@bernstein", 1700000000)
 	cm := gitstore.Commit{Tree: tree, Parents: archive.Parents(prev, add), Author: who, Committer: who,
 		Message: record.Message(fmt.Sprintf("archive #%d: %d tasks", rec.Seq, len(add)), record.MustCanonical(rec))}
-	if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
-		t.Fatal(err)
+	if sign {
+		if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
 	if _, err := objs.WritePack(append(made, c)); err != nil {
@@ -228,6 +237,7 @@ func TestArchivePushFetch(t *testing.T) {
 			a.ended("T-1")
 			a.ended("T-2")
 			a.work("T-3", "notes", 1)
+			a.ended("T-4")
 			a.ok("push")
 			b, _ := cloneHost(t, url, root, "host-b")
 			signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
@@ -276,6 +286,18 @@ func TestArchivePushFetch(t *testing.T) {
 
 			verifyPinned(t, b, signers)
 			verifyPinned(t, c, signers)
+
+			// A second archive commit: the fetch reads what it changed.
+			before4 := a.reads("T-4")
+			archiveOn(t, a, "T-4")
+			if res := pushJSON(t, a); len(res.Deleted) != 2 || res.Deleted[0].Task != "T-4" {
+				t.Fatalf("the second archive's push deleted %+v, want T-4's refs", res.Deleted)
+			}
+			if fr := fetchJSON(t, b); fr.Path != "narrow" || len(fr.Deleted) != 2 || fr.Deleted[0].Task != "T-4" {
+				t.Fatalf("host-b's second fetch (%s) deleted %+v, want T-4's refs", fr.Path, fr.Deleted)
+			}
+			sameReads(t, "host-b after the second archive", b.reads("T-4"), before4)
+			verifyPinned(t, b, signers)
 		})
 	}
 }
@@ -482,4 +504,30 @@ func TestArchivePushAfterPlainFetch(t *testing.T) {
 	if len(fr.Deleted) != 4 || len(taskRefsOf(b.refs(), "T-1", "T-2")) > 0 {
 		t.Fatalf("host-b's fetch deleted %+v", fr.Deleted)
 	}
+}
+
+// TestArchiveFetchForgedArchive: an archive commit its writer did not sign,
+// put on the remote behind the guard's back (written into the bare
+// repository), does not verify: host-b's fetch holds it back, names it
+// (exit 2) and deletes none of its refs of the tasks it names, which read
+// as before.
+func TestArchiveFetchForgedArchive(t *testing.T) {
+	srv := newGitServer(t, "file")
+	_, _, a, b := twoHosts(t, srv, "T-1", "T-2")
+	before := b.reads("T-1", "T-2")
+	mine := b.refs()
+	forged := archiveWith(t, a, false, "T-1", "T-2")
+	gitRun(t, srv.dir("tasks.git"), "fetch", "-q", a.dir, refs.Archive("host-a")+":"+refs.Archive("host-a"))
+	r := b.want(2, "fetch")
+	mustHave(t, "fetch of a forged archive", r.out+r.err, "held back", "archive")
+	now := b.refs()
+	if now[refs.Archive("host-a")] != "" {
+		t.Fatalf("host-b took the forged archive %s", forged)
+	}
+	for _, ref := range taskRefsOf(mine, "T-1", "T-2") {
+		if now[ref] != mine[ref] {
+			t.Fatalf("host-b's %s is %q after fetching a forged archive, want %s", ref, now[ref], mine[ref])
+		}
+	}
+	sameReads(t, "host-b beside a forged archive", b.reads("T-1", "T-2"), before)
 }
