@@ -201,7 +201,7 @@ func (s *Syncer) planDeletions(remote string, res *PushResult, mine, tracking ma
 		td.all = td.all && ok
 		td.us = append(td.us, u)
 	}
-	budget := s.pushBudget() / 2
+	budget, added := s.pushBudget()/2, 0
 	for _, task := range tasks {
 		td := byTask[task]
 		if !td.all {
@@ -210,11 +210,12 @@ func (s *Syncer) planDeletions(remote string, res *PushResult, mine, tracking ma
 		for _, u := range td.us {
 			budget -= deletionCost(u)
 		}
-		if budget < 0 {
+		if budget < 0 && added > 0 { // one task at least: every push gets on
 			res.more = true
 			break
 		}
 		plan = append(plan, td.us...)
+		added++
 	}
 	return plan, nil
 }

@@ -531,3 +531,29 @@ func TestArchiveFetchForgedArchive(t *testing.T) {
 	}
 	sameReads(t, "host-b beside a forged archive", b.reads("T-1", "T-2"), before)
 }
+
+// TestArchivePushManyDeletions: more deletions than one push's command line
+// holds go in the pushes that follow, within one Push (here one task's
+// two refs a push): every archived task's refs leave the remote, and the
+// remote stays clean for git fsck --strict.
+func TestArchivePushManyDeletions(t *testing.T) {
+	srv := newGitServer(t, "file")
+	url, root, a, _ := twoHosts(t, srv, "T-1", "T-2", "T-3")
+	archiveOn(t, a, "T-1", "T-2", "T-3")
+	s, err := bernstein.Open(bernstein.Options{Repo: a.dir, Home: a.home, PushArgBudget: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Push("origin")
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if len(res.Deleted) != 6 {
+		t.Fatalf("push deleted %+v, want the 6 refs of T-1, T-2, T-3", res.Deleted)
+	}
+	if left := taskRefsOf(lsRemote(t, root, url), "T-1", "T-2", "T-3"); len(left) > 0 {
+		t.Fatalf("the remote still has %v", left)
+	}
+	gitRun(t, srv.dir("tasks.git"), "fsck", "--strict", "--no-dangling")
+}
