@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -556,4 +557,49 @@ func TestArchivePushManyDeletions(t *testing.T) {
 		t.Fatalf("the remote still has %v", left)
 	}
 	gitRun(t, srv.dir("tasks.git"), "fsck", "--strict", "--no-dangling")
+}
+
+// TestArchiveFetchInterrupted: a fetch killed right after its transaction's
+// commit point (the archive ref in place, the archived tasks' refs not yet
+// deleted) loses nothing and alarms nobody: host-b's readers see the tasks
+// as before and audit verify holds; the next write finishes the deletions
+// from the transaction's intent, and the next fetch has nothing to do.
+func TestArchiveFetchInterrupted(t *testing.T) {
+	srv := newGitServer(t, "file")
+	_, _, a, b := twoHosts(t, srv, "T-1", "T-2")
+	before := b.reads("T-1", "T-2")
+	archiveOn(t, a, "T-1", "T-2")
+	a.ok("push")
+	h := &faults{}
+	s, err := bernstein.Open(bernstein.Options{Repo: b.dir, Home: b.home, FaultHook: h.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h.set(func(step string) error {
+		if step == "renamed 0" {
+			return refs.ErrFault
+		}
+		return nil
+	})
+	_, err = s.Fetch("origin")
+	h.set(nil)
+	if !errors.Is(err, refs.ErrFault) {
+		t.Fatalf("fetch: %v, want the simulated crash", err)
+	}
+	if raw := refsOf(t, b.dir, refs.Prefix); raw[refs.Archive("host-a")] == "" || len(taskRefsOf(raw, "T-1", "T-2")) != 4 {
+		t.Fatalf("the crash was not between the archive's move and the deletions: %v", sorted(raw))
+	}
+	sameReads(t, "host-b after a fetch killed mid-transaction", b.reads("T-1", "T-2"), before)
+	verifyPinned(t, b, b.signers)
+	if err := s.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	if left := taskRefsOf(refsOf(t, b.dir, refs.Prefix), "T-1", "T-2"); len(left) > 0 {
+		t.Fatalf("the interrupted fetch's deletions were not finished: %v", left)
+	}
+	if res, err := s.Fetch("origin"); err != nil || res.Moved() {
+		t.Fatalf("fetch after the interrupted one: %+v %v", res, err)
+	}
+	sameReads(t, "host-b after Settle", b.reads("T-1", "T-2"), before)
 }
