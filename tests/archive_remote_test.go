@@ -328,9 +328,15 @@ func twoHosts(t *testing.T, srv *gitServer, tasks ...string) (url, root string, 
 // longer holds: git push refuses it (stale info), push learns the
 // remote's heads and pushes again without T-1's deletions. The push lands:
 // the archive and T-2's deletions are there, T-1 stays a task of two refs
-// at host-b's heads, and host-a then reads T-1 as host-b does.
+// at host-b's heads, and host-a then reads T-1 as host-b does. Over file://
+// and smart HTTP (git http-backend).
 func TestArchivePushLeaseLost(t *testing.T) {
-	srv := newGitServer(t, "file")
+	for _, kind := range []string{"file", "http"} {
+		t.Run(kind, func(t *testing.T) { archivePushLeaseLost(t, newGitServer(t, kind)) })
+	}
+}
+
+func archivePushLeaseLost(t *testing.T, srv *gitServer) {
 	url, root, a, b := twoHosts(t, srv, "T-1", "T-2")
 	b.ok("task", "reopen", "T-1")
 	b.ok("push")
