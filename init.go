@@ -112,7 +112,10 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 			return nil, fmt.Errorf("init --remote %s: fetching the remote's refs/bernstein/* first (so as not to mint a repository identity the remote's would contend with): %w", o.Remote, err)
 		}
 	}
-	type done struct{ minted, published bool }
+	type done struct {
+		minted, published bool
+		format            int
+	}
 	out, err := s.w.Submit(func(t *txn.Tx) (any, error) {
 		// A repository with no chain yet gets its identity, in the same
 		// transaction as the key and the audit entry that records it (both
@@ -126,7 +129,11 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 			return nil, err
 		}
 		published, err := t.PublishKey()
-		return done{minted, published}, err
+		if err != nil {
+			return nil, err
+		}
+		format, _, err := t.Format()
+		return done{minted, published, format}, err
 	})
 	if err != nil {
 		return nil, err
@@ -140,10 +147,13 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 			res.IdentityPushed = o.Remote
 		}
 	}
-	res.RepositoryID, res.StorageFormat = s.core.IdentityID(), formatOf(s.core.IdentityID())
+	res.RepositoryID, res.StorageFormat = s.core.IdentityID(), out.(done).format
 	res.KeyHex = refs.KeyHex(id.PublicKey().Marshal())
-	if res.StorageFormat == 1 {
-		res.Note = "this repository is in storage format 1 (it holds chains and no repository identity): 'bernstein upgrade' moves it to format 2 (docs/format.md, Upgrading)"
+	switch {
+	case res.StorageFormat == record.FormatLegacy:
+		res.Note = fmt.Sprintf("this repository is in storage format 1 (it holds chains and no repository identity): 'bernstein upgrade' moves it to format %d (docs/format.md, Upgrading)", record.FormatCurrent)
+	case res.StorageFormat < record.FormatCurrent:
+		res.Note = fmt.Sprintf("this repository is in storage format %d: 'bernstein upgrade' moves it to format %d (docs/format.md, Upgrading)", res.StorageFormat, record.FormatCurrent)
 	}
 	keys, err := s.PublishedKeys()
 	if err != nil {
@@ -157,13 +167,4 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 		}
 	}
 	return res, nil
-}
-
-// formatOf is the storage format of a repository whose identity's id is
-// id ("" when it has none).
-func formatOf(id string) int {
-	if id == "" {
-		return record.FormatLegacy
-	}
-	return record.FormatCurrent
 }

@@ -39,6 +39,7 @@ type upgradeStep struct {
 
 var upgradeSteps = []upgradeStep{
 	{to: record.FormatIdentity, name: "mint the repository's identity and bind its format-1 chains", run: upgradeToIdentity},
+	{to: record.FormatArchive, name: "allow the archive of ended tasks", run: upgradeToArchive},
 }
 
 // Upgrade moves the repository to the current storage format, one step at
@@ -56,11 +57,13 @@ func (s *Store) Upgrade() (*UpgradeResult, error) {
 				res.From = format
 			}
 			if format >= st.to {
+				res.To = format
 				return false, nil
 			}
 			if format != st.to-1 {
 				return nil, fmt.Errorf("storage format %d: this version upgrades from format %d", format, st.to-1)
 			}
+			res.To = st.to
 			return true, st.run(s, t, res)
 		})
 		if err != nil {
@@ -70,7 +73,7 @@ func (s *Store) Upgrade() (*UpgradeResult, error) {
 			res.Steps = append(res.Steps, st.name)
 		}
 	}
-	res.To, res.RepositoryID = formatOf(s.core.IdentityID()), s.core.IdentityID()
+	res.RepositoryID = s.core.IdentityID()
 	if res.From == 0 {
 		res.From = res.To
 	}
@@ -104,6 +107,14 @@ func upgradeToIdentity(s *Store, t *txn.Tx, res *UpgradeResult) error {
 	}
 	res.Bound = len(chains)
 	return nil
+}
+
+// upgradeToArchive raises a format-2 repository to format 3, which allows
+// the archive of ended tasks (refs/bernstein/archive/<writer>,
+// docs/archive.md): nothing else changes, since a format-2 repository
+// holds no archive. `bernstein archive` refuses a repository below it.
+func upgradeToArchive(_ *Store, t *txn.Tx, _ *UpgradeResult) error {
+	return t.RaiseFormat(record.FormatArchive)
 }
 
 // copyAside copies the file or directory tree src to dst (which must not
@@ -165,13 +176,13 @@ func writeSynced(path string, b []byte, perm fs.FileMode) error {
 }
 
 // AcceptRef makes this host's writer forget the head it remembers for ref
-// (a journal, ledger, spine or audit mirror moved back on purpose): the
+// (a journal, ledger, spine, audit mirror or archive moved back on purpose): the
 // chain as it stands is no longer a rollback here (docs/trust.md,
 // Rollbacks).
 func (s *Store) AcceptRef(ref string) error {
 	if !strings.HasPrefix(ref, refs.JournalPrefix) && !strings.HasPrefix(ref, refs.LedgerPrefix) &&
-		!strings.HasPrefix(ref, refs.SpinePrefix) && !strings.HasPrefix(ref, refs.AuditPrefix) {
-		return fmt.Errorf("invalid ref: %q is no journal, ledger, spine or audit mirror (refs/bernstein/{journal,ledger,spine,audit}/...)", ref)
+		!strings.HasPrefix(ref, refs.SpinePrefix) && !strings.HasPrefix(ref, refs.AuditPrefix) && !strings.HasPrefix(ref, refs.ArchivePrefix) {
+		return fmt.Errorf("invalid ref: %q is no journal, ledger, spine, audit mirror or archive (refs/bernstein/{journal,ledger,spine,audit,archive}/...)", ref)
 	}
 	return s.heads.Forget(ref)
 }

@@ -86,6 +86,13 @@ func ReadAnchor(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
 	return cc, nil
 }
 
+// ReadArchive reads one commit of a writer's archive of ended tasks
+// (docs/archive.md), shaped as an anchor is: its first parent is the
+// previous archive commit, the others the chain heads it keeps reachable.
+func ReadArchive(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
+	return ReadAnchor(objs, id)
+}
+
 // WalkBack reads the chain from head back to (not including) stop, or to the
 // root when stop is zero or never met. It returns the commits oldest first
 // and whether stop was met. Any unreadable commit is an error. The commits

@@ -27,8 +27,12 @@ const (
 	// FormatIdentity: a repository identity, chains rooted in their genesis
 	// hashes, keys published in refs/bernstein/writers/<writer>.<key>.
 	FormatIdentity = 2
+	// FormatArchive: the archive of ended tasks (refs/bernstein/archive/
+	// <writer>, docs/archive.md) may hold a task's chains instead of its
+	// refs.
+	FormatArchive = 3
 	// FormatCurrent is the format this version writes and upgrades to.
-	FormatCurrent = FormatIdentity
+	FormatCurrent = FormatArchive
 )
 
 // KindRepository is the kind of a repository record.

@@ -61,7 +61,7 @@ func ParseIntent(data []byte) (in Intent, ok bool, err error) {
 		}
 		old, err1 := gitstore.ParseOid(f[2])
 		nw, err2 := gitstore.ParseOid(f[3])
-		if err1 != nil || err2 != nil || nw.IsZero() || old == nw || seen[f[1]] {
+		if err1 != nil || err2 != nil || nw.IsZero() && old.IsZero() || old == nw || seen[f[1]] {
 			return Intent{}, true, fmt.Errorf("intent: bad update %q", line)
 		}
 		seen[f[1]] = true
@@ -97,10 +97,15 @@ func rank(ref string) int {
 	return 4
 }
 
-// Order sorts updates into the fixed commit order: by namespace (keys,
-// spines, audit mirrors, ledgers, anything else, journals), then by name.
+// Order sorts updates into the fixed commit order: the deletions after
+// every other update (one of which is the commit point), and each part by
+// namespace (keys, spines, audit mirrors, ledgers, anything else,
+// journals), then by name.
 func Order(us []Update) {
 	sort.Slice(us, func(i, j int) bool {
+		if di, dj := us[i].Deletes(), us[j].Deletes(); di != dj {
+			return dj
+		}
 		ri, rj := rank(us[i].Ref), rank(us[j].Ref)
 		if ri != rj {
 			return ri < rj
@@ -110,11 +115,17 @@ func Order(us []Update) {
 }
 
 // committed decides an intent's fate from the refs' current values: it took
-// effect when any ref already holds its new value (every lock was taken and
-// every old value checked before the first rename), and it never did when
-// none does. cur returns a ref's value now.
+// effect when any ref it moves to a value (not a deletion) already holds
+// that value (every lock was taken and every old value checked before the
+// first rename, which is never a deletion's), and it never did when none
+// does. A deletion is no evidence: a ref someone else deleted reads as
+// deleted whether or not the intent took effect. cur returns a ref's value
+// now.
 func (in Intent) committed(cur func(string) (gitstore.Oid, error)) (bool, error) {
 	for _, u := range in.Updates {
+		if u.Deletes() {
+			continue
+		}
 		v, err := cur(u.Ref)
 		if err != nil {
 			return false, err

@@ -148,6 +148,25 @@ type packedEntry struct {
 // "^<oid>" peeled line) and returns it with updates' refs added, records
 // sorted by name, the header's traits kept and "sorted" added.
 func mergePacked(old []byte, updates []Update) ([]byte, error) {
+	traits, es, err := parsePacked(old)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, len(es))
+	for _, e := range es {
+		have[e.name] = true
+	}
+	for _, u := range updates {
+		if have[u.Ref] {
+			return nil, fmt.Errorf("%w: %s exists in packed-refs", ErrConflict, u.Ref)
+		}
+		es = append(es, packedEntry{name: u.Ref, text: []byte(u.New.String() + " " + u.Ref + "\n")})
+	}
+	return renderPacked(traits, es), nil
+}
+
+// parsePacked parses packed-refs into its header's traits and its records.
+func parsePacked(old []byte) ([]string, []packedEntry, error) {
 	traits := []string{"peeled", "fully-peeled"}
 	var es []packedEntry
 	lines := bytes.SplitAfter(old, []byte("\n"))
@@ -161,27 +180,23 @@ func mergePacked(old []byte, updates []Update) ([]byte, error) {
 			}
 		case line[0] == '^':
 			if len(es) == 0 {
-				return nil, errors.New("packed-refs: a peeled line before any record")
+				return nil, nil, errors.New("packed-refs: a peeled line before any record")
 			}
 			es[len(es)-1].text = append(es[len(es)-1].text, withNewline(line)...)
 		default:
 			rec, err := parsePackedLine(bytes.TrimRight(line, "\n"))
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			es = append(es, packedEntry{name: rec.name, text: withNewline(line)})
 		}
 	}
-	have := make(map[string]bool, len(es))
-	for _, e := range es {
-		have[e.name] = true
-	}
-	for _, u := range updates {
-		if have[u.Ref] {
-			return nil, fmt.Errorf("%w: %s exists in packed-refs", ErrConflict, u.Ref)
-		}
-		es = append(es, packedEntry{name: u.Ref, text: []byte(u.New.String() + " " + u.Ref + "\n")})
-	}
+	return traits, es, nil
+}
+
+// renderPacked writes packed-refs of records es (sorted here) under a
+// header of traits, "sorted" added.
+func renderPacked(traits []string, es []packedEntry) []byte {
 	sort.SliceStable(es, func(i, j int) bool { return es[i].name < es[j].name })
 	if !containsString(traits, "sorted") {
 		traits = append(traits, "sorted")
@@ -191,7 +206,7 @@ func mergePacked(old []byte, updates []Update) ([]byte, error) {
 	for _, e := range es {
 		b.Write(e.text)
 	}
-	return b.Bytes(), nil
+	return b.Bytes()
 }
 
 func withNewline(line []byte) []byte {
@@ -237,7 +252,17 @@ func writeSynced(path string, data []byte) error {
 // writer knows the intent's new refs, which do not exist. A lock holding
 // less than the whole is taken as dead only once it has stayed so for
 // deadLockAge (git writes its own lock right after creating it).
+//
+// An intent that deletes refs may have left its packed-refs.lock too,
+// holding packed-refs without the deleted refs (or a prefix of that).
 func (t *Transactor) removeDeadPackedLock(us []Update) {
+	if len(deletedRefs(us)) > 0 {
+		t.removeLockHolding(packedLockPath(t.GitDir), func() ([]byte, bool) {
+			want, err := t.packedWithout(us)
+			return want, err == nil
+		})
+		return
+	}
 	if checkCreations(us) != nil {
 		return
 	}

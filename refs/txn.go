@@ -36,12 +36,16 @@ func (t *Transactor) FaultPoint(step string) error {
 	return t.FaultHook(step)
 }
 
-// Update moves Ref from Old to New. A zero Old means the ref must not exist.
+// Update moves Ref from Old to New. A zero Old means the ref must not
+// exist; a zero New deletes the ref (Old must then be its value).
 type Update struct {
 	Ref string
 	Old gitstore.Oid
 	New gitstore.Oid
 }
+
+// Deletes reports whether u deletes its ref.
+func (u Update) Deletes() bool { return u.New.IsZero() }
 
 // Transactor moves several refs at once with git's own lock-file protocol:
 // an exclusive <ref>.lock per ref holding the new value and synced, old
@@ -126,6 +130,10 @@ func (t *Transactor) Apply(updates []Update) (Outcome, error) {
 type Prepared struct {
 	t     *Transactor
 	locks []*refLock // in commit order
+	// packed is packed-refs.lock, held (and written with packed-refs
+	// without the deleted refs) when the transaction deletes refs; "" when
+	// it deletes none.
+	packed string
 }
 
 // Prepare takes every ref's lock, each written with its new value and
@@ -146,6 +154,9 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 		if err := checkRefName(u.Ref); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkDeletions(us); err != nil {
+		return nil, err
 	}
 	// Each lock is created, written and synced on its own: the disk takes
 	// the flushes together.
@@ -171,6 +182,9 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 				l.abandon()
 			}
 		}
+		if p.packed != "" {
+			os.Remove(p.packed)
+		}
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -179,6 +193,17 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			release()
 			return nil, err
 		}
+	}
+	if us[len(us)-1].Deletes() {
+		// Held to the end: git pack-refs could otherwise copy a ref about
+		// to be deleted into packed-refs, where it would outlive its
+		// loose file.
+		lock, err := t.lockPacked()
+		if err != nil {
+			release()
+			return nil, err
+		}
+		p.packed = lock
 	}
 	if err := t.FaultPoint("locked"); err != nil {
 		return nil, err
@@ -194,6 +219,12 @@ func (t *Transactor) Prepare(updates []Update) (*Prepared, error) {
 			return nil, fmt.Errorf("%w: %s is at %s, not %s", ErrConflict, l.u.Ref, short(cur), short(l.u.Old))
 		}
 	}
+	if p.packed != "" {
+		if err := t.writePackedWithout(p.packed, us); err != nil {
+			release()
+			return nil, err
+		}
+	}
 	if err := t.FaultPoint("checked"); err != nil {
 		return nil, err
 	}
@@ -207,7 +238,7 @@ func (p *Prepared) Commit() (Outcome, error) {
 	if len(p.locks) == 0 {
 		return Committed, nil
 	}
-	return p.t.rename(p.locks)
+	return p.t.rename(p.locks, p.packed)
 }
 
 // Abort removes the locks of a transaction that will not commit.
@@ -218,15 +249,28 @@ func (p *Prepared) Abort() {
 	for _, l := range p.locks {
 		l.abandon()
 	}
-	p.locks = nil
+	if p.packed != "" {
+		os.Remove(p.packed)
+	}
+	p.locks, p.packed = nil, ""
 }
 
 // rename is the commit phase: the locks become the refs, in order, while
-// readers wait, and then the directories are synced.
-func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
+// readers wait, and then the directories are synced. The deletions come
+// last (packed is then packed-refs.lock, held): packed-refs without the
+// deleted refs first, then their loose files, so that no older packed
+// value shows through a deleted loose file.
+func (t *Transactor) rename(locks []*refLock, packed string) (Outcome, error) {
 	unblock := t.excludeReaders()
 	for i, l := range locks {
-		if err := os.Rename(l.lock, l.path); err != nil {
+		if l.u.Deletes() {
+			// Never the first of a transaction's moves (checkDeletions);
+			// a recovery may start with one.
+			if err := t.deleteLocked(l, &packed); err != nil {
+				unblock()
+				return CommittedPending, err
+			}
+		} else if err := os.Rename(l.lock, l.path); err != nil {
 			unblock()
 			if i == 0 {
 				for _, l := range locks {
@@ -244,6 +288,12 @@ func (t *Transactor) rename(locks []*refLock) (Outcome, error) {
 	unblock()
 	if err := syncRefDirs(locks); err != nil {
 		return CommittedPending, err
+	}
+	if locks[len(locks)-1].u.Deletes() {
+		// packed-refs was renamed (or deletions unlinked) in the git directory.
+		if err := gitstore.SyncDir(t.GitDir); err != nil {
+			return CommittedPending, err
+		}
 	}
 	if err := t.FaultPoint("dirs synced"); err != nil {
 		return CommittedPending, err
@@ -536,6 +586,7 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 	}
 	var locks []*refLock
 	var errs []error
+	packed := ""
 	for _, u := range us {
 		cur, err := t.current(u.Ref)
 		if err != nil {
@@ -556,6 +607,15 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 			return true, err
 		}
 		t.removeDeadLock(u)
+		if u.Deletes() && packed == "" {
+			// The dead writer's packed-refs.lock goes first; the deletions
+			// are done again under a lock of this writer's.
+			t.removeDeadPackedLock(us)
+			if packed, err = t.lockPacked(); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
 		l, err := t.lock(u)
 		if err != nil {
 			errs = append(errs, err)
@@ -571,15 +631,24 @@ func (t *Transactor) Recover(p Pending) (bool, error) {
 		locks = append(locks, l)
 	}
 	if len(locks) > 0 {
-		if err := syncLocks(locks); err != nil {
+		err := syncLocks(locks)
+		if err == nil && packed != "" {
+			err = t.writePackedWithout(packed, us)
+		}
+		if err != nil {
 			for _, l := range locks {
 				l.abandon()
 			}
+			if packed != "" {
+				os.Remove(packed)
+			}
 			return true, err
 		}
-		if out, err := t.rename(locks); out != Committed {
+		if out, err := t.rename(locks, packed); out != Committed {
 			return true, err
 		}
+	} else if packed != "" {
+		os.Remove(packed)
 	}
 	// The dead writer's own renames may not have reached the disk: every
 	// ref the intent names has its directory synced before the caller

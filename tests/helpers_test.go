@@ -29,6 +29,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BERNSTEIN_TEST_POSTER") != "" {
 		os.Exit(posterMain())
 	}
+	// Archiver mode: bernstein archive of the tasks named, in a process
+	// the test kills at a step.
+	if tasks := os.Getenv("BERNSTEIN_TEST_ARCHIVE"); tasks != "" {
+		os.Exit(archiverMain(strings.Split(tasks, ",")))
+	}
 	// Init mode: bernstein init as a separate process (traced by strace).
 	if w := os.Getenv("BERNSTEIN_TEST_INIT"); w != "" {
 		if _, err := bernstein.Init(bernstein.Options{Repo: os.Getenv("BERNSTEIN_REPO"), Home: os.Getenv("BERNSTEIN_HOME")}, w); err != nil {

@@ -59,7 +59,7 @@ func TestUpgradeFromFormat1(t *testing.T) {
 	}
 
 	out, errOut, code := f.cli("", "upgrade")
-	if code != 0 || !strings.Contains(out, "storage format 1 -> 2") || !strings.Contains(out, "5 format-1 chains bound") {
+	if code != 0 || !strings.Contains(out, "storage format 1 -> 3") || !strings.Contains(out, "5 format-1 chains bound") {
 		t.Fatalf("upgrade: exit %d\n%s%s", code, out, errOut)
 	}
 	id := f.repositoryID()

@@ -68,7 +68,7 @@ func newRootCmd(io *IO) *cobra.Command {
 		newArtifactCmd(f, true),
 		newMCPCmd(f, nil), newServeCmd(f, nil),
 		newRemoteCmd(f), newWitnessCmd(f), newPushCmd(f, nil), newFetchCmd(f, nil), newCloneCmd(f, nil),
-		newHooksCmd(f), newUpgradeCmd(f, nil),
+		newHooksCmd(f), newUpgradeCmd(f, nil), newArchiveCmd(f, nil),
 	)
 	root.SetUsageTemplate(servecmd.UsageTemplate(root.UsageTemplate()))
 	root.SetHelpCommand(newHelpCmd())

@@ -27,6 +27,9 @@ tree. A format-1 chain copied in afterwards is not listed, and is foreign. What
 this host remembers of the repository (pins, the heads its writer wrote) is
 kept. Push afterwards, so that the remote and its clones have the identity.
 
+From storage format 2 to 3: raises the format and writes nothing else; format
+3 allows the archive of ended tasks (bernstein archive, docs/archive.md).
+
 Exit status: 0 upgraded (or nothing to do); 1 error.`
 
 func newUpgradeCmd(f *factory, runF func(*upgradeOptions) error) *cobra.Command {
@@ -63,7 +66,11 @@ func upgradeRun(o *upgradeOptions) error {
 		for _, st := range res.Steps {
 			fmt.Fprintf(o.IO.Out, "done: %s\n", st)
 		}
-		fmt.Fprintf(o.IO.Out, "storage format %d -> %d, repository %s, %d format-1 chains bound\n", res.From, res.To, res.RepositoryID, res.Bound)
+		bound := ""
+		if res.From == 1 {
+			bound = fmt.Sprintf(", %d format-1 chains bound", res.Bound)
+		}
+		fmt.Fprintf(o.IO.Out, "storage format %d -> %d, repository %s%s\n", res.From, res.To, res.RepositoryID, bound)
 		return nil
 	})
 }
@@ -74,8 +81,8 @@ type auditAcceptOptions struct {
 	Ref   string
 }
 
-const auditAcceptLong = `Accept a journal, ledger, spine or audit mirror as it stands: this host's
-writer forgets the head it remembers for REF, so a chain moved back on
+const auditAcceptLong = `Accept a journal, ledger, spine, audit mirror or archive as it stands: this
+host's writer forgets the head it remembers for REF, so a chain moved back on
 purpose (a repair, a history deliberately cut) is no longer a rollback here
 (docs/trust.md, Rollbacks). The rollback error names the command to run.
 

@@ -300,7 +300,7 @@ func (k *Keeper) reaches(kind string, head gitstore.Oid, pos int64, m Mark) (boo
 	// Unknown: each record says where it sits.
 	id := head
 	for steps := int64(0); ; steps++ {
-		cc, err := chain.Read(k.c.Objects, id)
+		cc, err := readRecord(k.c.Objects, kind, id)
 		if err != nil {
 			return false, err
 		}
@@ -326,6 +326,15 @@ func (k *Keeper) reaches(kind string, head gitstore.Oid, pos int64, m Mark) (boo
 	}
 }
 
+// readRecord reads one commit of a chain of kind and its record: an
+// archive commit has many parents, the first the previous commit.
+func readRecord(objs *gitstore.Repo, kind string, id gitstore.Oid) (chain.Commit, error) {
+	if kind == record.ChainArchive {
+		return chain.ReadArchive(objs, id)
+	}
+	return chain.Read(objs, id)
+}
+
 // recordPos is the index or seq a record of kind says it has.
 func recordPos(kind string, rec []byte) (int64, bool) {
 	switch kind {
@@ -334,6 +343,9 @@ func recordPos(kind string, rec []byte) (int64, bool) {
 		return e.Header.Seq, err == nil
 	case "audit":
 		a, err := record.ParseAuditEntry(rec)
+		return a.Seq, err == nil
+	case record.ChainArchive:
+		a, err := record.ParseArchive(rec)
 		return a.Seq, err == nil
 	}
 	r, err := record.ParseRow(rec)
@@ -361,9 +373,9 @@ func FaultPhrase(what, task string, f verify.RowFault) string {
 	return fmt.Sprintf("the %s of %s holds a row no trusted writer signed at index %d (%s)", what, task, f.Index, f.Reason)
 }
 
-// Rollback checks the chain ref (of kind journal, ledger, spine or audit)
-// at head, whose head record is at pos, against the head this host's
-// writer left on it. It returns the fault of a chain that no longer
+// Rollback checks the chain ref (of kind journal, ledger, spine, audit or
+// archive) at head, whose head record is at pos, against the head this
+// host's writer left on it. It returns the fault of a chain that no longer
 // contains that head, or nil. head may come from a snapshot older than the
 // head (a reader's view, taken before a write that then remembered its
 // head): only when the ref as it is now does not contain it either is the
@@ -375,7 +387,7 @@ func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*veri
 	}
 	if pos < 0 && !head.IsZero() {
 		// Not known to the caller: the head record says where it sits.
-		cc, err := chain.Read(k.c.Objects, head)
+		cc, err := readRecord(k.c.Objects, kind, head)
 		if err != nil {
 			return nil, err
 		}
@@ -403,7 +415,7 @@ func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*veri
 	}
 	f := &verify.RowFault{Chain: kind, Writer: writer, State: verify.Tampered}
 	at := "index"
-	if kind == "spine" || kind == "audit" {
+	if kind == "spine" || kind == "audit" || kind == record.ChainArchive {
 		at = "seq"
 	}
 	if pos < m.Pos {
@@ -447,7 +459,7 @@ func (k *Keeper) Failures(view refs.Source, only string) ([]verify.Failure, erro
 				continue
 			}
 			f.TaskID = task
-		case "spine", "audit":
+		case "spine", "audit", record.ChainArchive:
 			if only != "" {
 				continue
 			}

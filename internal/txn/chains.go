@@ -49,7 +49,7 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 // chains that are rooted in the repository's identity.
 func rootOf(ref string) (kind, name string, ok bool) {
 	for _, k := range []struct{ prefix, kind string }{{refs.JournalPrefix, record.ChainJournal}, {refs.LedgerPrefix, record.ChainLedger},
-		{refs.SpinePrefix, record.ChainSpine}, {refs.AuditPrefix, record.ChainAudit}} {
+		{refs.SpinePrefix, record.ChainSpine}, {refs.AuditPrefix, record.ChainAudit}, {refs.ArchivePrefix, record.ChainArchive}} {
 		if rest, found := strings.CutPrefix(ref, k.prefix); found {
 			if k.kind == record.ChainJournal || k.kind == record.ChainLedger {
 				task, err := refs.UnescapeTask(rest)
@@ -64,11 +64,12 @@ func rootOf(ref string) (kind, name string, ok bool) {
 // checkHead refuses to extend a chain that no longer contains the head this
 // host's writer left on it (internal/heads). A journal or ledger that still has
 // rows carries that as a fault of its fold (journalStateAt, ledgerStateAt);
-// here are the rest: one whose ref is gone, and the writer's own spine and
-// audit mirror, whose next entry would take a sequence number already used.
+// here are the rest: one whose ref is gone, and the writer's own spine,
+// audit mirror and archive, whose next record would take a sequence number
+// already used.
 func (t *Tx) checkHead(c *Chain) error {
 	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
-	own := c.ref == refs.Spine(t.id.Writer) || c.ref == refs.Audit(t.id.Writer)
+	own := c.ref == refs.Spine(t.id.Writer) || c.ref == refs.Audit(t.id.Writer) || c.ref == refs.Archive(t.id.Writer)
 	if !own && !(task && c.head.IsZero()) {
 		return nil
 	}

@@ -105,6 +105,8 @@ type Tx struct {
 	objects []gitstore.Object
 	trees   map[gitstore.Oid][]gitstore.TreeEntry
 	op      int
+	// verifier proves journal seals for Archivable, made on first use.
+	verifier *verify.Verifier
 }
 
 // Identity is the writer identity the transaction signs with.
@@ -416,7 +418,9 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 }
 
 // batchHeads is what a committed batch leaves to remember: the head of
-// every task chain it moved and of the writer's own spine and audit mirror.
+// every task chain it moved (a deleted one, archived, keeps the head
+// remembered before) and of the writer's own spine, audit mirror and
+// archive.
 func (t *Tx) batchHeads() map[string]heads.Mark {
 	out := map[string]heads.Mark{}
 	for ref, c := range t.chains {
@@ -424,7 +428,7 @@ func (t *Tx) batchHeads() map[string]heads.Mark {
 			continue
 		}
 		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
-			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) {
+			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) || ref == refs.Archive(t.id.Writer) {
 			out[ref] = heads.Mark{Pos: c.next - 1, Link: c.last, Commit: c.head}
 		}
 	}

@@ -1,0 +1,307 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
+	"github.com/bernstein/bernstein/internal/fold"
+	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// The archive of ended tasks (docs/archive.md): each writer's chain of
+// signed archive commits at refs/bernstein/archive/<writer>, whose trees
+// hold the journal and ledger heads of every task it archived, and whose
+// parents keep those chains reachable. Archiving a task moves its two refs
+// into the writer's archive in one transaction: the archive commit, the
+// archive ref's compare-and-swap, and the deletion of the task's refs
+// (each a compare-and-swap from the archived head), after the archive ref
+// in the ref transaction's order, so a crash at any instant leaves either
+// the refs or the archive naming the same heads.
+
+// ErrNotArchivable reports a task that may not be archived (not ended, not
+// sealed, unknown, archived already, or written in the same transaction);
+// the error names the task and why.
+var ErrNotArchivable = errors.New("cannot be archived")
+
+// ErrNotEnded is the ErrNotArchivable of a task that has not ended, or not
+// before the time asked: what archiving every archivable task passes over
+// without a word.
+var ErrNotEnded = fmt.Errorf("%w: not ended", ErrNotArchivable)
+
+// ErrArchiveFormat refuses to archive in a repository below storage format
+// 3.
+var ErrArchiveFormat = errors.New("the archive of ended tasks needs storage format 3")
+
+func notArchivable(task, format string, args ...any) error {
+	return fmt.Errorf("task %s %w: %s", task, ErrNotArchivable, fmt.Sprintf(format, args...))
+}
+
+// notEnded is the error of a task that has not ended (before the time
+// asked).
+type notEnded struct{ error }
+
+func (notEnded) Is(target error) bool { return target == ErrNotEnded }
+
+func (e notEnded) Unwrap() error { return e.error }
+
+// CheckArchiveFormat refuses a repository below storage format 3.
+func (t *Tx) CheckArchiveFormat() error {
+	format, _, err := t.Format()
+	if err != nil {
+		return err
+	}
+	if format < record.FormatArchive {
+		return fmt.Errorf("%w (the repository is in format %d): run 'bernstein upgrade'", ErrArchiveFormat, format)
+	}
+	return nil
+}
+
+// Archivable checks, under the write lock and from the chains' proven
+// folds, that task may be archived, and returns its entry: its last
+// ledger row is terminal (complete, fail, abandon) and, when endedBefore
+// is set, committed before it; every row of its ledger and journal
+// counts; its journal has rows and a seal in the spine that names its
+// head, its row count and that last ledger row, and the journal's
+// identity is not mismatched; and neither chain was written in this
+// transaction (the refs are at the heads the entry names).
+func (t *Tx) Archivable(task string, endedBefore time.Time) (record.ArchivedTask, error) {
+	// A task without a ledger ref is archived or unknown; its chain is not
+	// loaded (a ref gone that this host's writer extended reads as rolled
+	// back until a reader looks in the archive).
+	if head, err := t.RefValue(refs.Ledger(task)); err != nil || head.IsZero() {
+		if err != nil {
+			return record.ArchivedTask{}, err
+		}
+		return record.ArchivedTask{}, t.missingTask(task)
+	}
+	lc, err := t.LedgerChain(task)
+	if err != nil {
+		return record.ArchivedTask{}, err
+	}
+	if !lc.LedgerProof.Whole() {
+		return record.ArchivedTask{}, lc.LedgerProof.Unproven("ledger", task)
+	}
+	st := lc.Ledger
+	if st == nil || !ledger.Terminal(st.Phase) {
+		phase := "no proven row"
+		if st != nil {
+			phase = st.Phase
+		}
+		return record.ArchivedTask{}, notEnded{notArchivable(task, "it has not ended (it is %s): only a task whose last ledger row is complete, fail or abandon is archived", phase)}
+	}
+	jc, err := t.JournalChain(task)
+	if err != nil {
+		return record.ArchivedTask{}, err
+	}
+	if !jc.Journal.Proof.Whole() {
+		return record.ArchivedTask{}, jc.Journal.Proof.Unproven("journal", task)
+	}
+	if jc.head.IsZero() {
+		return record.ArchivedTask{}, notArchivable(task, "its journal has no rows (an archive entry names both chains' heads): it keeps its ledger ref")
+	}
+	if lc.dirty || jc.dirty || lc.head != lc.old || jc.head != jc.old {
+		return record.ArchivedTask{}, notArchivable(task, "it is written in the same transaction")
+	}
+	if err := t.checkSeal(task, jc, st); err != nil {
+		return record.ArchivedTask{}, err
+	}
+	if !endedBefore.IsZero() {
+		at, err := t.commitTime(lc.head)
+		if err != nil {
+			return record.ArchivedTask{}, err
+		}
+		if !at.Before(endedBefore) {
+			return record.ArchivedTask{}, notEnded{notArchivable(task, "it ended at %s, not before %s", at.UTC().Format(time.RFC3339), endedBefore.UTC().Format(time.RFC3339))}
+		}
+	}
+	return record.ArchivedTask{TaskID: task, Journal: jc.head.String(), JournalRows: jc.Journal.Rows,
+		Ledger: lc.head.String(), LedgerRows: st.Rows}, nil
+}
+
+// missingTask says why a task with no ledger ref cannot be archived: it is
+// in a writer's archive already, or unknown.
+func (t *Tx) missingTask(task string) error {
+	heads, names, err := t.w.c.Refs.List(refs.ArchivePrefix)
+	if err != nil {
+		return err
+	}
+	for _, ref := range names {
+		if _, ok, err := archive.Lookup(t.w.c.Objects, heads[ref], task); err == nil && ok {
+			return notArchivable(task, "it is archived already (%s)", ref)
+		}
+	}
+	return fmt.Errorf("%w: %s", ledger.ErrUnknownTask, task)
+}
+
+// checkSeal requires the seal of task's journal in the spine: an entry
+// sealing the journal's head and row count at the ledger's last row, and a
+// journal identity that is not mismatched.
+func (t *Tx) checkSeal(task string, jc *Chain, st *ledger.State) error {
+	if t.verifier == nil {
+		v, err := proof.Verifier(t.env.Env)
+		if err != nil {
+			return err
+		}
+		t.verifier = v
+	}
+	found := false
+	for _, s := range t.verifier.Spine.TaskSeals(task) {
+		seal := s.Seal
+		found = found || s.ChainErr == "" && seal.Rows == jc.Journal.Rows && seal.Head == jc.Journal.Head &&
+			seal.LedgerIndex == st.Rows-1 && ledger.PhaseOf(seal.Transition) == st.Phase
+	}
+	if !found {
+		return notArchivable(task, "no spine entry seals its journal at its %d rows and its last ledger row (index %d, %s)", jc.Journal.Rows, st.Rows-1, st.Phase)
+	}
+	commits, _, err := chain.WalkBack(t.w.c.Objects, jc.head, gitstore.ZeroOid, nil)
+	if err != nil {
+		return fmt.Errorf("journal of %s: %w", task, err)
+	}
+	hashes := make([]record.Hash, len(commits))
+	for i, cc := range commits {
+		hashes[i] = record.Sum(cc.Record)
+	}
+	if id, reason := t.verifier.JournalIdentity(task, hashes); id == verify.IdentityMismatched {
+		return notArchivable(task, "its journal identity is mismatched: %s", reason)
+	}
+	return nil
+}
+
+// commitTime is the committer time of commit id.
+func (t *Tx) commitTime(id gitstore.Oid) (time.Time, error) {
+	data, err := t.w.c.Objects.ReadType(id, gitstore.TypeCommit)
+	if err != nil {
+		return time.Time{}, err
+	}
+	c, _, err := gitstore.ParseCommit(data)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("commit %s: %w", id, err)
+	}
+	f := strings.Fields(c.Committer)
+	if len(f) < 2 {
+		return time.Time{}, fmt.Errorf("commit %s: no committer time", id)
+	}
+	sec, err := strconv.ParseInt(f[len(f)-2], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("commit %s: committer time: %w", id, err)
+	}
+	return time.Unix(sec, 0), nil
+}
+
+// archiveChain loads the writer's archive chain: its head record's seq and
+// hash (the next record's prev), or the chain's genesis when it has none.
+func (t *Tx) archiveChain() (*Chain, error) {
+	return t.chain(refs.Archive(t.id.Writer), func(c *Chain) error {
+		cc, err := chain.ReadArchive(t.w.c.Objects, c.head)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.ref, err)
+		}
+		a, err := record.ParseArchive(cc.Record)
+		if err != nil {
+			return fmt.Errorf("%s head: %w", c.ref, err)
+		}
+		if a.Writer != t.id.Writer {
+			return fmt.Errorf("%s head: its record names writer %s", c.ref, a.Writer)
+		}
+		c.next, c.last, c.tree = a.Seq+1, string(record.Sum(cc.Record)), cc.Commit.Tree
+		return nil
+	})
+}
+
+// Archive appends one commit to the writer's archive: it adds the tasks
+// of add (each checked by Archivable in this transaction; at most
+// archive.MaxAdd) and removes the tasks of remove, and deletes each added
+// task's journal and ledger refs, each a compare-and-swap from the head it
+// archives. It returns the commit's record and id.
+func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive, gitstore.Oid, error) {
+	if err := t.CheckArchiveFormat(); err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	c, err := t.archiveChain()
+	if err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	if c.dirty {
+		return record.Archive{}, gitstore.ZeroOid, errors.New("one archive commit per transaction: the writer's archive was written in this one already")
+	}
+	a := record.Archive{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last),
+		Add: append([]record.ArchivedTask{}, add...), Remove: append([]string{}, remove...)}
+	sort.Slice(a.Add, func(i, j int) bool { return a.Add[i].TaskID < a.Add[j].TaskID })
+	sort.Strings(a.Remove)
+	entries, err := t.archivedEntries(a.Add)
+	if err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	var prevTree gitstore.Oid
+	if !c.head.IsZero() {
+		prevTree = c.tree
+	}
+	root, objs, err := archive.Build(t.w.c.Objects, prevTree, archive.Update{Add: entries, Remove: a.Remove})
+	if err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	b, err := record.Canonical(a)
+	if err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	if _, err := record.ParseArchive(b); err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	cm := gitstore.Commit{Tree: root, Parents: archive.Parents(c.head, entries), Author: t.ident(t.id.Writer), Committer: t.ident(t.id.Writer),
+		Message: record.Message(fmt.Sprintf("archive #%d: %d tasks added, %d removed", a.Seq, len(a.Add), len(a.Remove)), b)}
+	sig, err := t.id.SignCommit(gitstore.EncodeCommit(cm))
+	if err != nil {
+		return record.Archive{}, gitstore.ZeroOid, err
+	}
+	cm.Signature = sig
+	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	t.objects = append(append(t.objects, objs...), o)
+	c.head, c.tree, c.dirty = o.ID, root, true
+	c.next, c.last = c.next+1, string(record.Sum(b))
+	for _, e := range a.Add {
+		t.dropTaskRefs(e.TaskID)
+	}
+	return a, o.ID, nil
+}
+
+// archivedEntries are the codec's entries of add, each task's chains as
+// Archivable left them in this transaction: at the heads add names, and
+// not written in it.
+func (t *Tx) archivedEntries(add []record.ArchivedTask) ([]archive.Entry, error) {
+	if len(add) > archive.MaxAdd {
+		return nil, fmt.Errorf("an archive commit adds at most %d tasks, not %d", archive.MaxAdd, len(add))
+	}
+	out := make([]archive.Entry, 0, len(add))
+	for _, e := range add {
+		lc, jc := t.chains[refs.Ledger(e.TaskID)], t.chains[refs.Journal(e.TaskID)]
+		if lc == nil || jc == nil || lc.dirty || jc.dirty || lc.head.String() != e.Ledger || jc.head.String() != e.Journal {
+			return nil, notArchivable(e.TaskID, "its chains are not at the heads checked for it in this transaction")
+		}
+		out = append(out, archive.Entry{Task: e.TaskID, Journal: jc.head, Ledger: lc.head})
+	}
+	return out, nil
+}
+
+// dropTaskRefs deletes task's two refs with the batch (compare-and-swap
+// from the heads read): the chains read as gone for the rest of the
+// transaction, and no head is remembered for them (the heads this host's
+// writer left on them stay: the archive holds them).
+func (t *Tx) dropTaskRefs(task string) {
+	for _, ref := range []string{refs.Ledger(task), refs.Journal(task)} {
+		c := t.chains[ref]
+		t.own(c)
+		c.head, c.tree, c.next, c.last, c.dirty = gitstore.ZeroOid, gitstore.ZeroOid, 0, "", true
+		c.Ledger, c.LedgerProof, c.Journal = nil, fold.Proof{}, nil
+	}
+}
