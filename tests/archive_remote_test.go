@@ -13,29 +13,37 @@ import (
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/archive"
-	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
 
-// archiveOn archives tasks in h's repository as the archive command does:
-// one archive commit on h's writer's archive ref (its record in the
-// message, its parents archive.Parents, signed by h's writer), and the
-// tasks' refs deleted, compared with the heads archived, in the same git
-// ref transaction.
+// archiveOn archives tasks in h's repository with Store.Archive (one
+// signed archive commit, the tasks' refs deleted in its transaction) and
+// returns the archive ref's head.
 func archiveOn(t *testing.T, h *host, tasks ...string) string {
 	t.Helper()
-	return archiveWith(t, h, true, tasks...)
-}
-
-// archiveWith is archiveOn, the commit signed or (sign false, a forgery)
-// not.
-func archiveWith(t *testing.T, h *host, sign bool, tasks ...string) string {
-	t.Helper()
-	id, err := keys.Load(h.home)
+	s, err := bernstein.Open(bernstein.Options{Repo: h.dir, Home: h.home})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
+	res, err := s.Archive(bernstein.ArchiveRequest{Tasks: tasks})
+	if err != nil {
+		t.Fatalf("%s: archive %v: %v", h.name, tasks, err)
+	}
+	if len(res.Archived) != len(tasks) || len(res.Commits) == 0 {
+		t.Fatalf("%s: archive %v archived %v", h.name, tasks, res.Archived)
+	}
+	return res.Commits[len(res.Commits)-1]
+}
+
+// forgeArchive archives tasks in h's repository by hand, as the archive
+// command would but with no signature (a forgery): one archive commit on
+// h's writer's archive ref (its record in the message, its parents
+// archive.Parents), and the tasks' refs deleted, compared with the heads
+// archived, in the same git ref transaction.
+func forgeArchive(t *testing.T, h *host, tasks ...string) string {
+	t.Helper()
 	objs, err := gitstore.Open(filepath.Join(h.dir, ".git", "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +105,6 @@ func archiveWith(t *testing.T, h *host, sign bool, tasks ...string) string {
 	who := gitstore.Ident(h.name, h.name+"@bernstein", 1700000000)
 	cm := gitstore.Commit{Tree: tree, Parents: archive.Parents(prev, add), Author: who, Committer: who,
 		Message: record.Message(fmt.Sprintf("archive #%d: %d tasks", rec.Seq, len(add)), record.MustCanonical(rec))}
-	if sign {
-		if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	c := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
 	if _, err := objs.WritePack(append(made, c)); err != nil {
 		t.Fatal(err)
@@ -523,7 +526,7 @@ func TestArchiveFetchForgedArchive(t *testing.T) {
 	_, _, a, b := twoHosts(t, srv, "T-1", "T-2")
 	before := b.reads("T-1", "T-2")
 	mine := b.refs()
-	forged := archiveWith(t, a, false, "T-1", "T-2")
+	forged := forgeArchive(t, a, "T-1", "T-2")
 	gitRun(t, srv.dir("tasks.git"), "fetch", "-q", a.dir, refs.Archive("host-a")+":"+refs.Archive("host-a"))
 	r := b.want(2, "fetch")
 	mustHave(t, "fetch of a forged archive", r.out+r.err, "held back", "archive")
