@@ -612,3 +612,29 @@ func TestArchiveFetchInterrupted(t *testing.T) {
 	}
 	sameReads(t, "host-b after Settle", b.reads("T-1", "T-2"), before)
 }
+
+// TestArchiveNeverPushedTask: a task ended and archived before any push
+// reaches the remote in its archive alone (no ref of it there, nothing to
+// delete), and a clone reads it as its writer did.
+func TestArchiveNeverPushedTask(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	a.ended("T-1")
+	a.signers = writeSigners(t, filepath.Join(root, "signers"), a)
+	before := a.reads("T-1")
+	archiveOn(t, a, "T-1")
+	if res := pushJSON(t, a); len(res.Deleted) != 0 {
+		t.Fatalf("push deleted %+v", res.Deleted)
+	}
+	there := lsRemote(t, root, url)
+	if left := taskRefsOf(there, "T-1"); len(left) > 0 || there[refs.Archive("host-a")] == "" {
+		t.Fatalf("the remote holds %v of T-1 and archive %q", left, there[refs.Archive("host-a")])
+	}
+	gitRun(t, srv.dir("tasks.git"), "fsck", "--strict", "--no-dangling")
+	c, _ := cloneHost(t, url, root, "host-c")
+	c.signers = a.signers
+	sameReads(t, "a clone", c.reads("T-1"), before)
+	verifyPinned(t, c, a.signers)
+}
