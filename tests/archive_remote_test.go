@@ -230,7 +230,8 @@ func fetchJSON(t *testing.T, h *host, args ...string) bernstein.FetchResult {
 // git fsck --strict on the remote is clean); a second push has nothing to
 // do. A fresh clone and host-b, which fetches, read both tasks as host-a
 // read them before archiving; host-b's fetch deleted its refs of them, and
-// its next push sends nothing back. Over file:// and git daemon.
+// its next push sends nothing back. host-a's pre-push check runs on the
+// archive and the deletions. Over file:// and git daemon.
 func TestArchivePushFetch(t *testing.T) {
 	for _, kind := range []string{"file", "daemon"} {
 		t.Run(kind, func(t *testing.T) {
@@ -247,6 +248,7 @@ func TestArchivePushFetch(t *testing.T) {
 			signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
 			a.signers, b.signers = signers, signers
 			before := a.reads("T-1", "T-2")
+			a.ok("hooks", "install", "--pre-push") // its check runs on the archive and the deletions
 			archived := archiveOn(t, a, "T-1", "T-2")
 			sameReads(t, "host-a after archiving", a.reads("T-1", "T-2"), before)
 
