@@ -18,8 +18,8 @@ import (
 //     the remote name at that head or one extending it, each with the
 //     remote's value as the expected old value, in the atomic push that
 //     carries the archive (planDeletions);
-//   - push does not send a task ref the remote's archive names at that
-//     head or one extending it: the remote archived the task;
+//   - push does not send a task ref that an archive this host verified and
+//     the remote holds names at that head or one extending it;
 //   - fetch deletes a local task ref that an archive it moved names at the
 //     same head or one extending it, unless the ref extends the entry (a
 //     reopen here), compare-and-swap, with the moves (archivedLocal).
@@ -134,13 +134,15 @@ func deletionCost(u refs.Update) int {
 	return 2*len(u.Ref) + 2*40 + 24
 }
 
-// archiveHeads are the values of the refs of vals under prefix (a
-// namespace of archive refs).
-func archiveHeads(vals map[string]gitstore.Oid, prefix string) []gitstore.Oid {
+// sharedArchives are the heads of the local archive refs (in mine) that
+// remote holds at the same head as last fetched or pushed: archives this
+// host verified (fetched through the checks, or its own) and the remote
+// has.
+func sharedArchives(mine, tracking map[string]gitstore.Oid, remote string) []gitstore.Oid {
 	var out []gitstore.Oid
-	for _, name := range sortedKeys(vals) {
-		if strings.HasPrefix(name, prefix) && !vals[name].IsZero() {
-			out = append(out, vals[name])
+	for _, name := range sortedKeys(mine) {
+		if isArchiveRef(name) && !mine[name].IsZero() && tracking[TrackingRef(remote, name)] == mine[name] {
+			out = append(out, mine[name])
 		}
 	}
 	return out
@@ -320,9 +322,9 @@ func (s *Syncer) coveredTask(view refs.Source, e archive.Entry, moved map[string
 	return out, nil
 }
 
-// coversTask reports whether the set (the remote's archives, as last
-// fetched) archived task as this host has it: the remote has no ref of it
-// and every local ref of it (in mine) is covered. A task one of whose refs
+// coversTask reports whether the set (archives the remote holds as this
+// host does) archived task as this host has it: the remote has no ref of
+// it and every local ref of it (in mine) is covered. A task one of whose refs
 // here extends its entry (a reopen) is this host's to push, whole.
 func (a *archiveSet) coversTask(task string, mine, tracking map[string]gitstore.Oid, remote string) (bool, error) {
 	if len(a.heads) == 0 {

@@ -506,9 +506,10 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 	diverged := map[string]bool{}
 	// The archives this push leaves on the remote (standing: this host's
 	// heads of those it pushes or the remote has as this host does), and
-	// those the remote holds as last fetched.
+	// those the remote holds as this host does (verified here: a
+	// remote-tracking copy alone decides nothing).
 	var standing []gitstore.Oid
-	theirArchives := s.archives(archiveHeads(tracking, TrackingRef(remote, refs.ArchivePrefix)))
+	theirArchives := s.archives(sharedArchives(mine, tracking, remote))
 	for _, ref := range names {
 		head := mine[ref]
 		theirs := tracking[TrackingRef(remote, ref)]
