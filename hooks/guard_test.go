@@ -144,6 +144,15 @@ func TestGuardPassesGoodPushes(t *testing.T) {
 	if out, code := h.push(r, allBernstein); code != 0 { // not atomic: the guard sees every update all the same
 		t.Fatalf("good push refused:\n%s", out)
 	}
+	// A task abandoned before any post seals an empty journal: its seal
+	// names the journal's genesis as head.
+	h.task("T-3")
+	if _, err := h.s.Transition("T-3", "task.abandoned", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("a seal of an empty journal refused:\n%s", out)
+	}
 	local := h.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/bernstein/")
 	if got := strings.TrimSpace(r.refs()); got != local {
 		t.Fatalf("remote refs:\n%s\nlocal refs:\n%s", got, local)

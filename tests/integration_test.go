@@ -391,3 +391,57 @@ func TestDemoRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyJournalSealIdentity: a task ended before any artifact was
+// posted seals an empty journal, whose head is the journal's genesis. It
+// reads as verified, not tampered; so does its journal after a reopen and
+// new rows; and a row forged onto the sealed empty journal with plain git
+// (a copy of another task's row) is refused.
+func TestEmptyJournalSealIdentity(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	f.claimed(s, "E-1", "a")
+	if _, err := s.Transition("E-1", record.KindTaskAbandoned, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	identity := func(when, want string) {
+		t.Helper()
+		rep, err := s.Artifacts("E-1")
+		if err != nil || rep.JournalIdentity != want {
+			t.Fatalf("%s: journal identity %s (%s), want %s; %v", when, rep.JournalIdentity, rep.IdentityReason, want, err)
+		}
+	}
+	identity("sealed empty", verify.IdentityVerified)
+	if r, err := s.AuditVerify(bernstein.AuditOptions{}); err != nil || !r.Verified {
+		t.Fatalf("audit verify of a task sealed empty: %v %+v", err, r.Failures)
+	}
+	if _, err := s.Transition("E-1", record.KindTaskReopened, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Claim("E-1", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.post(s, "E-1", "k", "a", tok, report("one"))
+	identity("reopened after an empty seal", verify.IdentityUnverifiable)
+	for _, kind := range []string{record.KindTaskStarted, record.KindTaskCompleted} {
+		if _, err := s.Transition("E-1", kind, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	identity("sealed again", verify.IdentityVerified)
+	if r, err := s.AuditVerify(bernstein.AuditOptions{}); err != nil || !r.Verified {
+		t.Fatalf("audit verify after the second seal: %v %+v", err, r.Failures)
+	}
+	// A second task sealed empty, then a row of E-1 put on its journal
+	// with plain git: its seal of no rows no longer holds.
+	f.claimed(s, "E-2", "a")
+	if _, err := s.Transition("E-2", record.KindTaskAbandoned, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.git("update-ref", "refs/bernstein/journal/E-2", "refs/bernstein/journal/E-1")
+	rep, err := s.Artifacts("E-2")
+	if err != nil || rep.JournalIdentity != verify.IdentityMismatched {
+		t.Fatalf("a sealed empty journal given rows with plain git: %s (%s) %v", rep.JournalIdentity, rep.IdentityReason, err)
+	}
+}

@@ -1957,8 +1957,8 @@ func (c *checker) checkSpine(s *segment) {
 				if !row(kindJournal, seal.Rows-1, func(rl *link) bool { return rl != nil && record.Hash(rl.self) == seal.Head }) {
 					c.at(s, l, "journal_seal", fmt.Sprintf("%s: the journal's row %d is not the sealed head (%d rows)", what, seal.Rows-1, seal.Rows))
 				}
-			} else if seal.Head != "" {
-				c.at(s, l, "journal_seal", fmt.Sprintf("%s: seals no rows but names a head", what))
+			} else if seal.Head != record.Hash(c.binding.Genesis(record.ChainJournal, seal.TaskID)) {
+				c.at(s, l, "journal_seal", fmt.Sprintf("%s: seals no rows but names a head other than the journal's genesis", what))
 			}
 			if !row(kindLedger, seal.LedgerIndex, func(rl *link) bool { return rl != nil && rl.row.Kind == seal.Transition }) {
 				c.at(s, l, "journal_seal", fmt.Sprintf("%s names %s at ledger index %d, which the ledger does not hold", what, seal.Transition, seal.LedgerIndex))

@@ -590,15 +590,22 @@ func (v *Verifier) identity(rep *TaskReport) (string, string) {
 		return IdentityMismatched, where + ": " + (*best.sealErr).Error()
 	}
 	rows := int64(len(rep.RowList))
+	// A journal of no rows has its genesis as head: what its first row
+	// would link to, and what a seal of it records.
+	empty := record.Hash(v.Env.Binding.Genesis(record.ChainJournal, rep.Task))
+	head := rep.Head
+	if rows == 0 {
+		head = empty
+	}
 	switch {
 	case rep.ChainBroken:
 		return IdentityMismatched, where + ": " + rep.ChainReason
 	case rows < seal.Rows:
 		return IdentityMismatched, fmt.Sprintf("%s: journal has %d rows, the seal says %d", where, rows, seal.Rows)
-	case rows == seal.Rows && rep.Head != seal.Head:
+	case rows == seal.Rows && head != seal.Head:
 		return IdentityMismatched, fmt.Sprintf("%s: journal head differs from the sealed head", where)
 	case rows > seal.Rows:
-		at := record.Hash("")
+		at := empty
 		if seal.Rows > 0 {
 			at = rep.RowHashes[seal.Rows-1]
 		}
