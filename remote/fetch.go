@@ -21,7 +21,11 @@ type FetchResult struct {
 	Remote    string      `json:"remote"`
 	Created   []RefChange `json:"created"`   // refs this host did not have
 	Forwarded []RefChange `json:"forwarded"` // refs fast-forwarded
-	UpToDate  int         `json:"up_to_date"`
+	// Deleted are local refs of tasks an archive the fetch moved names at
+	// the same head or one extending it (Old: the ref's value): the task
+	// reads from the archive.
+	Deleted  []RefChange `json:"deleted"`
+	UpToDate int         `json:"up_to_date"`
 	// LocalAhead are refs this host has newer than the remote: push them.
 	LocalAhead []RefChange  `json:"local_ahead"`
 	Diverged   []Divergence `json:"diverged"`
@@ -95,7 +99,7 @@ func (e *HeldBackError) Error() string {
 func (e *HeldBackError) Is(target error) bool { return target == ErrHeldBack }
 
 // Moved reports whether the fetch moved any local ref.
-func (r *FetchResult) Moved() bool { return len(r.Created)+len(r.Forwarded) > 0 }
+func (r *FetchResult) Moved() bool { return len(r.Created)+len(r.Forwarded)+len(r.Deleted) > 0 }
 
 // maxFetches bounds the git fetches of one Fetch: the first, and one more
 // each time the remote's refs were read while they moved.
@@ -205,6 +209,11 @@ func (s *Syncer) fetchOnce(remote string, n int, last map[string]gitstore.Oid, s
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("%s: %w; nothing was fetched", remote, err)
 		}
+		dels, err := s.archivedLocal(p, moves)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		moves = append(moves, dels...)
 		res := s.fetchResult(remote, p, moves, held, n >= maxFetches && !sameHeads(last, p.tracking))
 		res.Logs = logs
 		err = s.w.ApplyLocked(moves)
@@ -274,7 +283,7 @@ func ownRef(ref, writer string) bool {
 		return false
 	}
 	switch ref {
-	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer), refs.Checkpoints(writer):
+	case refs.Spine(writer), refs.Audit(writer), refs.Anchors(writer), refs.Checkpoints(writer), refs.Archive(writer):
 		return true
 	}
 	if isKeyRef(ref, writer) {
@@ -472,8 +481,8 @@ func (s *Syncer) before(u refs.Update, problems []verify.Problem) (gitstore.Oid,
 // position is the index or seq the record of ref's commit id says it has.
 func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 	read := chain.Read
-	if strings.HasPrefix(ref, refs.AnchorsPrefix) {
-		read = chain.ReadAnchor
+	if strings.HasPrefix(ref, refs.AnchorsPrefix) || isArchiveRef(ref) {
+		read = chain.ReadAnchor // the record in the commit's message
 	}
 	cc, err := read(s.c.Objects, id)
 	if err != nil {
@@ -489,6 +498,9 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 	case strings.HasPrefix(ref, refs.AnchorsPrefix):
 		a, err := record.ParseAnchor(cc.Record)
 		return a.Seq, err == nil
+	case isArchiveRef(ref):
+		a, err := record.ParseArchive(cc.Record)
+		return a.Seq, err == nil
 	case strings.HasPrefix(ref, refs.CheckpointsPrefix):
 		a, err := record.ParseLogCheckpoint(cc.Record)
 		return a.Seq, err == nil
@@ -502,7 +514,7 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 // fetchResult is what a fetch that makes moves reports. moving marks the
 // refs held back while the remote kept changing under the fetches.
 func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, held map[string][]verify.Problem, moving bool) *FetchResult {
-	res := &FetchResult{Remote: remote, Created: []RefChange{}, Forwarded: []RefChange{}, UpToDate: p.upToDate,
+	res := &FetchResult{Remote: remote, Created: []RefChange{}, Forwarded: []RefChange{}, Deleted: []RefChange{}, UpToDate: p.upToDate,
 		LocalAhead: p.ahead, Diverged: p.diverged, HeldBack: p.own}
 	if res.LocalAhead == nil {
 		res.LocalAhead = []RefChange{}
@@ -515,6 +527,10 @@ func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, h
 	}
 	moved := map[string]refs.Update{}
 	for _, u := range moves {
+		if u.New.IsZero() {
+			res.Deleted = append(res.Deleted, RefChange{RefInfo: DescribeRef(u.Ref), Old: u.Old.String()})
+			continue
+		}
 		moved[u.Ref] = u
 		c := RefChange{RefInfo: DescribeRef(u.Ref), Old: oidOrEmpty(u.Old), New: u.New.String(), Commits: p.commits[u.Ref]}
 		if u.Old.IsZero() {

@@ -37,7 +37,7 @@ import (
 // writerScope is what the narrow path fetches whole: refs a writer has a
 // few of, not one per task (forks exist only for diverged tasks). A name
 // that does not end in '/' is one ref.
-var writerScope = []string{refs.SpinePrefix, refs.AuditPrefix, refs.WritersPrefix, refs.AnchorsPrefix, refs.ForksPrefix, refs.CheckpointsPrefix, refs.Keys, refs.Repository}
+var writerScope = []string{refs.SpinePrefix, refs.AuditPrefix, refs.WritersPrefix, refs.AnchorsPrefix, refs.ForksPrefix, refs.CheckpointsPrefix, refs.ArchivePrefix, refs.Keys, refs.Repository}
 
 // Bounds of the narrow path: past them a fetch walks or names about as much
 // as the full path reads, which it then takes instead.
@@ -98,11 +98,21 @@ func (s *Syncer) fetchNarrow(remote string) (*fetchScope, error) {
 	for i, sc := range writerScope {
 		tips[i] = TrackingRef(remote, sc) + "*"
 	}
+	archived, _, err := s.c.Refs.List(TrackingRef(remote, refs.ArchivePrefix))
+	if err != nil {
+		return nil, err
+	}
 	if err := s.gitFetch(remote, writerRefspecs(remote), nil, true, tips); err != nil {
 		return nil, err
 	}
 	tasks, walked, ok, err := s.namedTasks(remote)
 	if err != nil || !ok {
+		return nil, err
+	}
+	// The tasks the remote archived since: their refs here are compared
+	// with the archive (archivedLocal), and the remote's copies of those
+	// it deleted are forgotten (fetchExact).
+	if ok, err = s.archivedTasks(remote, archived, tasks); err != nil || !ok {
 		return nil, err
 	}
 	sc := &fetchScope{refs: append([]string(nil), writerScope...), tasks: len(tasks), walk: walked}
@@ -270,12 +280,17 @@ func (e *errMissingRef) Error() string { return "the remote has no " + e.ref }
 // any number fits), dropping each whose source the remote does not have
 // (git refuses the whole fetch for one) and fetching the rest again.
 func (s *Syncer) fetchExact(remote string, specs, tips []string) error {
+	var gone []string
 	for len(specs) > 0 {
 		err := s.gitFetch(remote, nil, specs, false, tips)
 		var miss *errMissingRef
 		if !errors.As(err, &miss) {
+			if err == nil {
+				err = s.forgetTracking(remote, gone)
+			}
 			return err
 		}
+		gone = append(gone, miss.ref)
 		kept := specs[:0]
 		dropped := false
 		for _, sp := range specs {
@@ -290,6 +305,26 @@ func (s *Syncer) fetchExact(remote string, specs, tips []string) error {
 			return err
 		}
 		specs = kept
+	}
+	return s.forgetTracking(remote, gone)
+}
+
+// forgetTracking deletes the remote-tracking copies of refs the remote
+// turned out not to have (a task it archived): a copy left would make the
+// next push try to delete what is gone.
+func (s *Syncer) forgetTracking(remote string, gone []string) error {
+	var in strings.Builder
+	for _, ref := range gone {
+		t := TrackingRef(remote, ref)
+		if o, err := s.c.Refs.ReadOptional(t); err == nil && !o.IsZero() {
+			fmt.Fprintf(&in, "delete %s %s\n", t, o)
+		}
+	}
+	if in.Len() == 0 {
+		return nil
+	}
+	if err := updateRefs(s.c.GitDir, []byte(in.String())); err != nil {
+		s.c.Warn("forget the remote-tracking copies of refs %s no longer has: %v", remote, err)
 	}
 	return nil
 }

@@ -85,7 +85,11 @@ func (s *Syncer) runPrePush(remote string, plan []refs.Update) error {
 	}
 	var in bytes.Buffer
 	for _, u := range plan {
-		fmt.Fprintf(&in, "%s %s %s %s\n", u.Ref, u.New, u.Ref, u.Old)
+		local := u.Ref
+		if u.New.IsZero() {
+			local = "(delete)" // as git gives a deletion
+		}
+		fmt.Fprintf(&in, "%s %s %s %s\n", local, u.New, u.Ref, u.Old)
 	}
 	run := exec.Command(hook, remote, strings.TrimSpace(string(url)))
 	run.Dir = dir

@@ -40,6 +40,12 @@ type PushResult struct {
 	// (since the last fetch, or while the push was under way: another
 	// push), so that Push fetched its heads and planned again.
 	Replanned int `json:"replanned"`
+	// Deleted are the remote's refs of tasks this host archived that the
+	// push deleted (Old: the remote's value, which the deletion expected).
+	Deleted []RefChange `json:"deleted"`
+	// more: deletions were left for another push (more than one push's
+	// command line holds).
+	more bool
 }
 
 // Rejection is a ref the remote refused.
@@ -121,6 +127,11 @@ const pushArgBudget = 256 << 10
 // refs/bernstein-push/<pid>/<rest>.
 const PushTempRoot = "refs/bernstein-push/"
 
+// maxDeletionPushes bounds the pushes one Push makes after the first to
+// delete the remote's refs of tasks archived here (about 1,000 deletions
+// each): a repository that archived more deletes the rest at its next push.
+const maxDeletionPushes = 64
+
 // maxPushAttempts bounds the git pushes of one Push: the first, and a retry
 // after each time the remote turned out to have moved refs meanwhile.
 const maxPushAttempts = 3
@@ -168,6 +179,18 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 		return nil, err
 	}
 	res, err := s.pushRefs(remote)
+	// A push carries only so many deletions of archived tasks' refs: the
+	// rest go in the pushes after it, each atomic too (the archive that
+	// covers them is on the remote by then).
+	for n := 0; err == nil && res.more && n < maxDeletionPushes; n++ {
+		var next *PushResult
+		if next, err = s.pushRefs(remote); next != nil {
+			next.Pushed = append(res.Pushed, next.Pushed...)
+			next.Deleted = append(res.Deleted, next.Deleted...)
+			next.UpToDate, next.Replanned = res.UpToDate, res.Replanned+next.Replanned
+			res = next
+		}
+	}
 	if err != nil || signed.IsZero() {
 		return res, err
 	}
@@ -230,20 +253,22 @@ type pushRun struct {
 	atomic bool // false once the remote turned out not to support atomic pushes
 	// What earlier attempts pushed (a push that is not atomic lands some
 	// refs before another is rejected) and what the remote said.
-	pushedBefore []RefChange
-	msgs         []string
+	pushedBefore  []RefChange
+	deletedBefore []RefChange
+	msgs          []string
 }
 
 // plan starts an attempt's result with what earlier attempts did, and
 // plans the refs it pushes.
 func (p *pushRun) plan(attempt int) (*PushResult, []refs.Update, error) {
-	res := &PushResult{Remote: p.remote, Atomic: p.atomic, Pushed: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
+	res := &PushResult{Remote: p.remote, Atomic: p.atomic, Pushed: []RefChange{}, Deleted: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
 	skip := map[string]bool{}
 	for _, c := range p.pushedBefore {
 		skip[c.Ref] = true
 	}
 	plan, err := p.s.planPush(p.remote, res, skip)
 	res.Pushed = append(res.Pushed, p.pushedBefore...)
+	res.Deleted = append(res.Deleted, p.deletedBefore...)
 	res.RemoteMessages = append(res.RemoteMessages, p.msgs...)
 	res.Replanned = attempt
 	return res, plan, err
@@ -317,6 +342,10 @@ func (p *pushRun) sort(res *PushResult, plan []refs.Update, st map[string]pushSt
 			o.landed = append(o.landed, u)
 			if r.upToDate {
 				res.UpToDate++
+			} else if u.New.IsZero() {
+				c := RefChange{RefInfo: DescribeRef(u.Ref), Old: u.Old.String()}
+				res.Deleted = append(res.Deleted, c)
+				p.deletedBefore = append(p.deletedBefore, c)
 			} else {
 				c := RefChange{RefInfo: DescribeRef(u.Ref), Old: oidOrEmpty(u.Old), New: u.New.String()}
 				res.Pushed = append(res.Pushed, c)
@@ -477,12 +506,30 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 	}
 	tasks := map[string][]taskChain{}
 	diverged := map[string]bool{}
+	// The archives this push leaves on the remote (standing: this host's
+	// heads of those it pushes or the remote has as this host does), and
+	// those the remote holds as this host does (verified here: a
+	// remote-tracking copy alone decides nothing).
+	var standing []gitstore.Oid
+	theirArchives := s.archives(sharedArchives(mine, tracking, remote))
 	for _, ref := range names {
 		head := mine[ref]
 		theirs := tracking[TrackingRef(remote, ref)]
 		in := DescribeRef(ref)
 		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
+		if isArchiveRef(ref) && (theirs.IsZero() || !s.c.Objects.Has(theirs)) {
+			standing = append(standing, head)
+		}
 		if theirs.IsZero() || !s.c.Objects.Has(theirs) {
+			if isTask {
+				// The remote archived the task at this head or one
+				// extending it: not this host's to push.
+				if gone, err := theirArchives.coversTask(in.Task, mine, tracking, remote); err != nil {
+					return nil, err
+				} else if gone {
+					continue
+				}
+			}
 			plan = append(plan, refs.Update{Ref: ref, New: head})
 			if isTask {
 				tasks[in.Task] = append(tasks[in.Task], taskChain{ref, head, gitstore.ZeroOid, true})
@@ -492,6 +539,9 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		a, err := s.relate(head, theirs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		if isArchiveRef(ref) && (a.rel == relSame || a.rel == relAhead) {
+			standing = append(standing, head) // on the remote after this push
 		}
 		switch a.rel {
 		case relSame:
@@ -523,7 +573,7 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		}
 	}
 	if len(diverged) == 0 {
-		return plan, nil
+		return s.planDeletions(remote, res, mine, tracking, standing, plan)
 	}
 	id, err := s.c.Identity()
 	if err != nil {
@@ -563,7 +613,7 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			kept = append(kept, u)
 		}
 	}
-	return kept, nil
+	return s.planDeletions(remote, res, mine, tracking, standing, kept)
 }
 
 var errNoAtomic = errors.New("the remote does not support atomic pushes")
@@ -618,18 +668,32 @@ func (s *Syncer) gitPush(remote string, plan []refs.Update, atomic bool) (map[st
 	if atomic {
 		args = append(args, "--atomic")
 	}
-	args = append(args, remote)
 	var cleanup func()
-	budget := pushArgBudget
-	if s.argBudget > 0 {
-		budget = s.argBudget
+	// A deletion of a task's ref (archived here) goes with the remote's
+	// value as a lease: git push refuses it ("stale info") when the remote
+	// holds another value. It is always named on the command line.
+	var dels, ups []refs.Update
+	for _, u := range plan {
+		if u.New.IsZero() {
+			dels = append(dels, u)
+		} else {
+			ups = append(ups, u)
+		}
 	}
-	if size <= budget {
-		for _, u := range plan {
+	for _, u := range dels {
+		args = append(args, "--force-with-lease="+u.Ref+":"+u.Old.String())
+		size -= len(u.Ref) + 42
+	}
+	args = append(args, remote)
+	for _, u := range dels {
+		args = append(args, ":"+u.Ref)
+	}
+	if size <= s.pushBudget() {
+		for _, u := range ups {
 			args = append(args, u.New.String()+":"+u.Ref)
 		}
 	} else {
-		prefix, done, err := s.pushViaRefs(plan)
+		prefix, done, err := s.pushViaRefs(ups)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -658,6 +722,14 @@ func (s *Syncer) gitPush(remote string, plan []refs.Update, atomic bool) (map[st
 	return st, msgs, nil
 }
 
+// pushBudget is the bytes of refspecs a push names on git's command line.
+func (s *Syncer) pushBudget() int {
+	if s.argBudget > 0 {
+		return s.argBudget
+	}
+	return pushArgBudget
+}
+
 // parsePorcelain reads `git push --porcelain`: "<flag>\t<src>:<dst>\t<summary>".
 func parsePorcelain(out []byte) map[string]pushStatus {
 	st := map[string]pushStatus{}
@@ -679,8 +751,8 @@ func parsePorcelain(out []byte) map[string]pushStatus {
 		switch f[0] {
 		case "=":
 			p.ok, p.upToDate = true, true
-		case " ", "*", "+":
-			p.ok = true
+		case " ", "*", "+", "-":
+			p.ok = true // "-": deleted
 		case "!":
 			p.remote = strings.HasPrefix(summary, "[remote rejected]") || strings.HasPrefix(summary, "[remote failure]")
 			if reason == "" {
@@ -750,7 +822,10 @@ func (s *Syncer) setTracking(remote string, landed []refs.Update) error {
 	var in bytes.Buffer
 	for _, u := range landed {
 		t := TrackingRef(remote, u.Ref)
-		if tracking[t] != u.New {
+		switch {
+		case u.New.IsZero() && !tracking[t].IsZero():
+			fmt.Fprintf(&in, "delete %s\n", t)
+		case !u.New.IsZero() && tracking[t] != u.New:
 			fmt.Fprintf(&in, "update %s %s\n", t, u.New)
 		}
 	}

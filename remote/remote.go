@@ -81,7 +81,7 @@ var (
 // journal or ledger, the writer of a spine, audit mirror or key ref.
 type RefInfo struct {
 	Ref    string `json:"ref"`
-	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, anchors, fork_journal, fork_ledger, other
+	Kind   string `json:"kind"` // journal, ledger, spine, audit, key (a writer's key ref), keys, repository, anchors, checkpoints, archive, fork_journal, fork_ledger, other
 	Task   string `json:"task,omitempty"`
 	Writer string `json:"writer,omitempty"`
 }
@@ -111,7 +111,7 @@ func DescribeRef(ref string) RefInfo {
 	switch {
 	case task(refs.JournalPrefix, "journal"), task(refs.LedgerPrefix, "ledger"),
 		writer(refs.SpinePrefix, "spine"), writer(refs.AuditPrefix, "audit"), writer(refs.Prefix+"writers/", "key"),
-		writer(refs.AnchorsPrefix, "anchors"), writer(refs.CheckpointsPrefix, "checkpoints"):
+		writer(refs.AnchorsPrefix, "anchors"), writer(refs.CheckpointsPrefix, "checkpoints"), writer(refs.ArchivePrefix, "archive"):
 		if in.Kind == "key" {
 			// refs/bernstein/writers/<writer>.<key>: one ref per key.
 			if w, _, err := refs.ParseWriterRef(ref); err == nil {

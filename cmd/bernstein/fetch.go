@@ -162,6 +162,10 @@ func printFetch(io *IO, res *bernstein.FetchResult) {
 		res.Remote, len(res.Created), plural(len(res.Created)), len(res.Forwarded), res.UpToDate)
 	printChanges(io, "created", res.Created)
 	printChanges(io, "forwarded", res.Forwarded)
+	if n := len(res.Deleted); n > 0 {
+		fmt.Fprintf(io.Out, "%d ref%s of tasks archived on %s deleted here (they read from the archive)\n", n, plural(n), res.Remote)
+		printChanges(io, "deleted", res.Deleted)
+	}
 	if n := len(res.LocalAhead); n > 0 {
 		fmt.Fprintf(io.Out, "this host has %d ref%s newer than %s: bernstein push %s\n", n, plural(n), res.Remote, res.Remote)
 	}

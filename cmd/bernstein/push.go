@@ -226,12 +226,17 @@ func printPushed(sio *IO, remote string, res *bernstein.PushResult) {
 	if !res.Atomic {
 		how = "one by one: the remote does not support atomic pushes"
 	}
-	if len(res.Pushed) == 0 {
+	switch {
+	case len(res.Pushed)+len(res.Deleted) == 0:
 		fmt.Fprintf(sio.Out, "nothing to push to %s (%d refs up to date)\n", remote, res.UpToDate)
-	} else {
+	case len(res.Deleted) == 0:
 		fmt.Fprintf(sio.Out, "pushed to %s (%s): %d ref%s, %d up to date\n", remote, how, len(res.Pushed), plural(len(res.Pushed)), res.UpToDate)
-		printChanges(sio, "pushed", res.Pushed)
+	default:
+		fmt.Fprintf(sio.Out, "pushed to %s (%s): %d ref%s, %d up to date, %d ref%s of archived tasks deleted there\n", remote, how,
+			len(res.Pushed), plural(len(res.Pushed)), res.UpToDate, len(res.Deleted), plural(len(res.Deleted)))
 	}
+	printChanges(sio, "pushed", res.Pushed)
+	printChanges(sio, "deleted", res.Deleted)
 	if res.Replanned > 0 {
 		fmt.Fprintf(sio.Out, "%s had moved refs meanwhile (another push): push fetched its heads and planned again\n", remote)
 	}

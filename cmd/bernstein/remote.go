@@ -110,7 +110,10 @@ func printChanges(io *IO, verb string, cs []bernstein.RefChange) {
 			return
 		}
 		span := short(c.New)
-		if c.Old != "" {
+		switch {
+		case c.New == "":
+			span = "was " + short(c.Old) // deleted
+		case c.Old != "":
 			span = short(c.Old) + ".." + short(c.New)
 		}
 		n := ""
