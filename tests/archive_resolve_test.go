@@ -93,7 +93,9 @@ func TestArchiveEntryAgainstRef(t *testing.T) {
 	endedTask(t, f, s, "X-1")
 	ledgerRef := refs.Ledger("X-1")
 	head := f.rev(ledgerRef)
-	archivetest.Tasks(t, f.dir, "test-writer", "X-1")
+	if _, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"X-1"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A stale ref: the ledger before its last row.
 	f.git("update-ref", ledgerRef, head+"~1")
