@@ -329,6 +329,13 @@ func (s *Syncer) forgetTracking(remote string, gone []string) error {
 	return nil
 }
 
+// tipLacksObject reads git fetch's refusal of a --negotiation-tip that
+// names a missing object (or none).
+func tipLacksObject(msg string) bool {
+	return strings.Contains(msg, "the object "+TrackingRoot) && strings.Contains(msg, " does not exist") ||
+		strings.Contains(msg, " is not a valid object") && strings.Contains(msg, TrackingRoot)
+}
+
 // missingRef reads git fetch's message for an exact source the remote
 // lacks.
 func missingRef(msg string) (string, bool) {
@@ -407,6 +414,15 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 		}
 		msg := git.Message(errb)
 		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
+			continue
+		}
+		if n < maxFetches && len(tips) > 0 && tipLacksObject(msg) {
+			// A negotiation tip is a hint: git refuses the fetch when
+			// it does not find a tip's commit, which a concurrent
+			// repack can make it miss for an instant. Fetch again
+			// offering no tip: that costs only the negotiation.
+			tips = nil
+			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, nil)
 			continue
 		}
 		if ref, ok := missingRef(msg); ok {
