@@ -85,6 +85,9 @@ func TestPageTaskListPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// 450 tasks start a compaction of packs in the background: wait for
+	// it (Close) before the packs are unpacked under it.
+	r.store.Close()
 	tamperBlobs(t, r.dir, map[string]string{bad.Blob: "SECRET"})
 	_, hs := pageServer(t, r.dir, r.home)
 	seen := map[string]bool{}
