@@ -151,7 +151,7 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 	a := s.auditor()
 	var rep *verify.Report
 	if o.Since != "" {
-		rep, err = a.Since(view, o.Since)
+		rep, err = a.Since(o.Since)
 	} else {
 		rep, err = a.Full(view, o.Task, o.Progress)
 	}

@@ -835,7 +835,11 @@ func tamperBlobs(t *testing.T, dir string, blobs map[string]string) {
 	packs, _ := filepath.Glob(filepath.Join(packDir, "*.pack"))
 	stash := t.TempDir()
 	for _, p := range packs {
-		os.Rename(p, filepath.Join(stash, filepath.Base(p)))
+		// A pack gone here was merged by a compaction still running:
+		// the caller must let it finish (close its store) first.
+		if err := os.Rename(p, filepath.Join(stash, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
 		os.Remove(strings.TrimSuffix(p, ".pack") + ".idx")
 	}
 	for _, p := range packs {

@@ -84,7 +84,7 @@ func (a *Auditor) AddRollbacks(view *refs.Snapshot, task string, rep *verify.Rep
 // with the remote guard's checks (verify.Guard) run on every ref's change
 // from its value at the checkpoint to its value now, plus the HMACs and the
 // audit mirrors of what was added. Its cost follows what was added.
-func (a *Auditor) Since(view *refs.Snapshot, name string) (*verify.Report, error) {
+func (a *Auditor) Since(name string) (*verify.Report, error) {
 	cp, err := a.checkpoints().Load(a.c.Identity, name)
 	if err != nil {
 		return nil, err
