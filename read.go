@@ -134,6 +134,20 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 			}
 		}
 	}
+	a := s.auditor()
+	if o.Since != "" {
+		rep, err := a.Since(o.Since, o.Checkpoint)
+		if errors.Is(err, audit.ErrEmpty) {
+			return nil, s.nothingToVerify()
+		}
+		return rep, err
+	}
+	// Where the heads file stands before the refs are read, for a
+	// checkpoint (audit.Auditor.Since).
+	pos, err := a.Position()
+	if err != nil {
+		return nil, err
+	}
 	view, err := s.view("")
 	if err != nil {
 		return nil, err
@@ -148,27 +162,16 @@ func (s *Store) AuditVerify(o AuditOptions) (*verify.Report, error) {
 			return nil, err
 		}
 	}
-	a := s.auditor()
-	var rep *verify.Report
-	if o.Since != "" {
-		rep, err = a.Since(o.Since)
-	} else {
-		rep, err = a.Full(view, o.Task, o.Progress)
-	}
+	rep, err := a.Full(view, o.Task, o.Progress)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.AddRollbacks(view, o.Task, rep); err != nil {
 		return nil, err
 	}
-	for _, d := range view.Divergences() {
-		if t, _ := refs.TaskOf(d.Ref); o.Task == "" || t == o.Task {
-			rep.ArchiveDivergences = append(rep.ArchiveDivergences, verify.ArchiveDivergence{Ref: d.Ref, Kept: d.Kept.String(),
-				KeptFrom: d.KeptFrom, Other: d.Other.String(), OtherFrom: d.OtherFrom})
-		}
-	}
+	audit.AddDivergences(view, o.Task, rep)
 	if o.Checkpoint != "" {
-		if err := a.TakeCheckpoint(view, o.Checkpoint, rep); err != nil {
+		if err := a.TakeCheckpoint(view, pos, o.Checkpoint, rep); err != nil {
 			return nil, err
 		}
 	}

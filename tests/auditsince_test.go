@@ -350,3 +350,67 @@ func TestAuditSinceUnpinnedWriter(t *testing.T) {
 		t.Fatalf("--since --strict with an unpinned writer's rows: exit %d", code)
 	}
 }
+
+// TestAuditSinceFindsRollbackToTheCheckpoint: posts after a checkpoint,
+// then the journal, the spine and the audit mirror moved back with plain
+// git to exactly where the checkpoint saw them. No ref differs from the
+// checkpoint, so only the heads this host's writer wrote after it can tell:
+// --since checks the chains written since the checkpoint's place in the
+// heads file, and every head when that place is lost (the file rewritten).
+func TestAuditSinceFindsRollbackToTheCheckpoint(t *testing.T) {
+	for _, rewritten := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heads file rewritten %v", rewritten), func(t *testing.T) {
+			f := newFixture(t)
+			s := f.open()
+			tok := f.claimed(s, "S-1", "agent")
+			for i := 1; i <= 3; i++ {
+				f.post(s, "S-1", "k", "agent", tok, report(fmt.Sprintf("v%d", i)))
+			}
+			s.Close()
+			moved := []string{refs.Journal("S-1"), refs.Spine("test-writer"), refs.Audit("test-writer")}
+			at := map[string]string{}
+			for _, r := range moved {
+				at[r] = strings.TrimSpace(f.git("rev-parse", r))
+			}
+			if d, errOut, code := f.audit(t, "--checkpoint", "c1"); code != 0 || d.Checkpoint != "c1" {
+				t.Fatalf("audit verify --checkpoint: exit %d %+v %s", code, d, errOut)
+			}
+			s = f.open()
+			f.post(s, "S-1", "k", "agent", tok, report("after 1"))
+			f.post(s, "S-1", "k", "agent", tok, report("after 2"))
+			s.Close()
+			if d, errOut, code := f.audit(t, "--since", "c1"); code != 0 || !d.Verified {
+				t.Fatalf("--since before the rollback: exit %d %+v %s", code, d, errOut)
+			}
+			for _, r := range moved {
+				f.git("update-ref", r, at[r])
+			}
+			if rewritten {
+				files, _ := filepath.Glob(filepath.Join(f.home, "heads", "*", "test-writer.heads"))
+				if len(files) != 1 {
+					t.Fatalf("heads files: %v", files)
+				}
+				b, err := os.ReadFile(files[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(files[0]+".new", b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(files[0]+".new", files[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, errOut, code := f.audit(t, "--since", "c1")
+			found := map[string]bool{}
+			for _, fl := range d.Failures {
+				if fl.Check == "rollback" {
+					found[fl.TaskID+fl.Writer] = true
+				}
+			}
+			if code != 1 || d.Verified || !found["S-1"] || !found["test-writer"] {
+				t.Fatalf("--since after the rollback to the checkpoint: exit %d, rollbacks %v, %+v %s", code, found, d.Failures, errOut)
+			}
+		})
+	}
+}

@@ -5,15 +5,18 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/keys/auditcheckpoint"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -72,29 +75,38 @@ func (a *Auditor) AddRollbacks(view *refs.Snapshot, task string, rep *verify.Rep
 	if err != nil {
 		return err
 	}
-	if len(heads) > 0 {
-		rep.Failures = append(rep.Failures, heads...)
+	addFailures(rep, heads)
+	return nil
+}
+
+func addFailures(rep *verify.Report, fails []verify.Failure) {
+	if len(fails) > 0 {
+		rep.Failures = append(rep.Failures, fails...)
 		rep.Counts.Failures = len(rep.Failures)
 		rep.Verified = false
 	}
-	return nil
 }
+
+// ErrEmpty is a repository with no refs/bernstein/* at all.
+var ErrEmpty = errors.New("no refs/bernstein/*")
+
+// Position is where this host's writer's heads file stands: a checkpoint
+// taken of refs read after it records it (TakeCheckpoint).
+func (a *Auditor) Position() (string, error) { return a.heads.Position() }
 
 // Since checks what the repository gained since audit checkpoint name,
 // with the remote guard's checks (verify.Guard) run on every ref's change
 // from its value at the checkpoint to its value now, plus the HMACs and the
-// audit mirrors of what was added. Its cost follows what was added.
-func (a *Auditor) Since(name string) (*verify.Report, error) {
-	cp, err := a.checkpoints().Load(a.c.Identity, name)
+// audit mirrors of what was added, and the rollbacks of the chains that
+// changed. Its cost follows what was added and the refs themselves (an
+// archived task is not read unless its archive changed). With checkpoint,
+// it records the refs as that audit checkpoint when everything holds.
+func (a *Auditor) Since(name, checkpoint string) (*verify.Report, error) {
+	// The heads file's position before the refs are read: a head written
+	// after it is checked next time, its refs having moved after it.
+	pos, err := a.heads.Position()
 	if err != nil {
 		return nil, err
-	}
-	trust, err := a.c.Trust()
-	if err != nil {
-		return nil, err
-	}
-	if why := auditcheckpoint.TrustNarrowed(cp, trust); why != "" {
-		return nil, fmt.Errorf("%w: %s: it was taken trusting %s, which this host no longer trusts: what it covered is proven under that key only; run a full 'bernstein audit verify'", auditcheckpoint.ErrBadCheckpoint, name, why)
 	}
 	// The refs themselves, archived tasks not resolved: an archived task
 	// moved when its archive ref did (the guard's checks follow it), so
@@ -106,6 +118,20 @@ func (a *Auditor) Since(name string) (*verify.Report, error) {
 	vals, names, err := raw.List(refs.Prefix)
 	if err != nil {
 		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, ErrEmpty
+	}
+	cp, err := a.checkpoints().Load(a.c.Identity, name)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := a.c.Trust()
+	if err != nil {
+		return nil, err
+	}
+	if why := auditcheckpoint.TrustNarrowed(cp, trust); why != "" {
+		return nil, fmt.Errorf("%w: %s: it was taken trusting %s, which this host no longer trusts: what it covered is proven under that key only; run a full 'bernstein audit verify'", auditcheckpoint.ErrBadCheckpoint, name, why)
 	}
 	base := staticRefs{}
 	for ref, v := range cp.Refs {
@@ -124,7 +150,107 @@ func (a *Auditor) Since(name string) (*verify.Report, error) {
 	}
 	g := &verify.Guard{Objects: a.c.Objects, Refs: base, Trust: trust, Local: true, MAC: a.macs(), Mirror: true, Since: name}
 	res := g.Check(updates)
-	return sinceReport(name, res), nil
+	rep := sinceReport(name, res)
+	if err := a.sinceRollbacks(cp, updates, rep); err != nil {
+		return nil, err
+	}
+	if checkpoint != "" {
+		if err := a.TakeCheckpoint(raw, pos, checkpoint, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// sinceRollbacks adds to rep the rollbacks of the chains that may have
+// changed since checkpoint cp: those whose ref moved (or whose archive
+// entry did) and those this host's writer wrote after cp's position in its
+// heads file. Every other chain holds what it held when cp was taken, and
+// cp was taken only when no chain was rolled back. When cp's position
+// cannot tell (a checkpoint from before positions were kept, the heads
+// file rewritten since), every head is checked against every ref.
+func (a *Auditor) sinceRollbacks(cp *auditcheckpoint.Checkpoint, updates []verify.Update, rep *verify.Report) error {
+	chains, ok, err := a.heads.ChangedSince(cp.Heads)
+	if err != nil {
+		return err
+	}
+	tasks := map[string]bool{}
+	for _, c := range chains {
+		if kind, rest, _ := strings.Cut(c, "/"); kind == "journal" || kind == "ledger" {
+			if t, err := refs.UnescapeTask(rest); err == nil {
+				tasks[t] = true
+			}
+		}
+	}
+	for _, u := range updates {
+		if !ok {
+			break
+		}
+		if t, isTask := refs.TaskOf(u.Ref); isTask {
+			tasks[t] = true
+			continue
+		}
+		if !strings.HasPrefix(u.Ref, refs.ArchivePrefix) {
+			continue
+		}
+		// The tasks whose entries the archive's change touched; a change
+		// the archive reader cannot follow is read the whole way.
+		old, now := u.Old, u.New
+		if now.IsZero() {
+			old, now = gitstore.Oid{}, u.Old
+		}
+		cs, err := archive.Diff(a.c.Objects, old, now)
+		if err != nil {
+			ok = false
+			break
+		}
+		for _, c := range cs {
+			tasks[c.Task] = true
+		}
+	}
+	if !ok {
+		view, err := a.c.Refs.Snapshot(refs.Prefix)
+		if err != nil {
+			return err
+		}
+		if err := a.AddRollbacks(view, "", rep); err != nil {
+			return err
+		}
+		AddDivergences(view, "", rep)
+		return nil
+	}
+	scope := []string{refs.SpinePrefix, refs.AuditPrefix, refs.ArchivePrefix}
+	for t := range tasks {
+		scope = append(scope, refs.Journal(t), refs.Ledger(t))
+		chains = append(chains, "journal/"+refs.EscapeTask(t), "ledger/"+refs.EscapeTask(t))
+	}
+	if id, err := a.c.Identity(); err == nil {
+		for _, kind := range []string{"spine", "audit", record.ChainArchive} {
+			chains = append(chains, kind+"/"+id.Writer)
+		}
+	}
+	view, err := a.c.Refs.Snapshot(scope...)
+	if err != nil {
+		return err
+	}
+	fails, err := a.heads.FailuresOf(view, chains)
+	if err != nil {
+		return err
+	}
+	addFailures(rep, fails)
+	AddDivergences(view, "", rep)
+	return nil
+}
+
+// AddDivergences adds to rep the task chains (of task, or every one) whose
+// ref and archive entries view found diverged.
+func AddDivergences(view *refs.Snapshot, task string, rep *verify.Report) {
+	for _, d := range view.Divergences() {
+		if t, _ := refs.TaskOf(d.Ref); task == "" || t == task {
+			rep.ArchiveDivergences = append(rep.ArchiveDivergences, verify.ArchiveDivergence{Ref: d.Ref, Kept: d.Kept.String(),
+				KeptFrom: d.KeptFrom, Other: d.Other.String(), OtherFrom: d.OtherFrom})
+		}
+	}
 }
 
 // sinceReport is the audit verify report of an incremental check.
@@ -206,7 +332,8 @@ func problemFailure(p verify.Problem) verify.Failure {
 // TakeCheckpoint records the view's refs as audit checkpoint name when rep
 // found everything whole and verified; otherwise it says why not in the
 // report and records nothing.
-func (a *Auditor) TakeCheckpoint(view *refs.Snapshot, name string, rep *verify.Report) error {
+// pos is where the heads file stood before view was read (Position).
+func (a *Auditor) TakeCheckpoint(view *refs.Snapshot, pos, name string, rep *verify.Report) error {
 	if !rep.Verified {
 		why := "something is tampered"
 		if !rep.Tampered() {
@@ -223,7 +350,7 @@ func (a *Auditor) TakeCheckpoint(view *refs.Snapshot, name string, rep *verify.R
 	if err != nil {
 		return err
 	}
-	cp := &auditcheckpoint.Checkpoint{Name: name, Time: a.c.Now().Unix(), Refs: map[string]string{}, Trust: auditcheckpoint.TrustRecord(trust)}
+	cp := &auditcheckpoint.Checkpoint{Name: name, Time: a.c.Now().Unix(), Refs: map[string]string{}, Trust: auditcheckpoint.TrustRecord(trust), Heads: pos}
 	for _, n := range names {
 		if _, archived := view.FromArchive(n); archived {
 			// An archive entry's head, not a ref: the checkpoint holds the

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -446,7 +447,22 @@ func (k *Keeper) Failures(view refs.Source, only string) ([]verify.Failure, erro
 	for c := range all {
 		names = append(names, c)
 	}
+	return k.failures(view, only, names)
+}
+
+// FailuresOf is Failures for the given chains alone (journal/<task>,
+// spine/<writer>, as under refs/bernstein/, the task escaped), of which
+// those this host's writer remembers no head for are passed over: the
+// chains that changed since an audit checkpoint, whose view need cover
+// only them.
+func (k *Keeper) FailuresOf(view refs.Source, chains []string) ([]verify.Failure, error) {
+	return k.failures(view, "", chains)
+}
+
+func (k *Keeper) failures(view refs.Source, only string, names []string) ([]verify.Failure, error) {
+	names = slices.Clone(names)
 	sort.Strings(names)
+	names = slices.Compact(names)
 	var out []verify.Failure
 	for _, name := range names {
 		kind, rest, _ := strings.Cut(name, "/")

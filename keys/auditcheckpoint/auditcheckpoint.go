@@ -55,6 +55,11 @@ type Checkpoint struct {
 	Time   int64               `json:"time"`    // when it was taken (Unix seconds; display only)
 	Refs   map[string]string   `json:"refs"`    // every ref under refs/bernstein/ walked, by name
 	Trust  map[string][]string `json:"trust"`   // the keys trusted, by writer (authorized key lines)
+	// Heads is where the heads file of this host's writer stood before
+	// the refs were read (internal/heads, Position): the heads written
+	// after it are the ones --since checks for rollbacks. Empty in a
+	// checkpoint taken before it was kept: --since then checks every head.
+	Heads string `json:"heads,omitempty"`
 }
 
 const checkpointMagic = "bernstein audit checkpoint v1"
