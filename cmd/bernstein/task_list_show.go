@@ -71,7 +71,7 @@ func taskListRun(o *taskListOptions) error {
 		return err
 	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
-		tasks, next, err := s.TaskListPage(o.Page)
+		tasks, next, readPast, err := s.TaskListPageReadPast(o.Page)
 		if err != nil {
 			return err
 		}
@@ -96,6 +96,14 @@ func taskListRun(o *taskListOptions) error {
 					fmt.Fprintf(o.IO.Err, "note: task %s is %s: %s\n", e.ID, e.Integrity.State, e.Integrity.Reason)
 				}
 			}
+		}
+		// An archive ref that cannot be read as an archive was read past:
+		// the tasks only it holds are not listed.
+		for _, b := range readPast {
+			fmt.Fprintf(o.IO.Err, "warning: %s; the tasks only it holds are not listed (run 'bernstein audit verify')\n", b)
+		}
+		if o.Strict && len(readPast) > 0 {
+			return exitCode(2, fmt.Errorf("%d archive %s read past (--strict)", len(readPast), map[bool]string{true: "ref was", false: "refs were"}[len(readPast) == 1]))
 		}
 		if o.Strict && len(bad) > 0 {
 			n := len(bad)

@@ -197,7 +197,9 @@ func problemFailure(p verify.Problem) verify.Failure {
 			f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", p.Task, *p.Index, p.Reason)
 		}
 	}
-	if p.Task == "" && p.Writer == "" {
+	if p.Task == "" && p.Writer == "" || strings.HasPrefix(p.Ref, refs.ArchivePrefix) && !strings.Contains(f.Reason, p.Ref) {
+		// An archive chain's problem names its writer, and the ref too
+		// (as the full walk's do): a writer's archive is its own chain.
 		f.Reason = p.Ref + ": " + f.Reason
 	}
 	return f
