@@ -3,6 +3,8 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -285,4 +287,34 @@ func (f *fixture) extendArchive(honest, tree string) string {
 	msg := record.Message("archive #1", record.MustCanonical(rec))
 	return strings.TrimSpace(f.git2(string(msg), "-c", "user.name=test-writer", "-c", "user.email=test-writer@bernstein",
 		"commit-tree", "-F", "-", "-p", honest, tree))
+}
+
+// TestPushPastUnreadableArchive: a local archive ref that cannot be read
+// as an archive does not stop a push: this host's honest archive still
+// covers the deletion of the remote's refs of the task it archived, and
+// the unreadable one covers nothing.
+func TestPushPastUnreadableArchive(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	endedTask(t, f, s, "E-1")
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	f.git("remote", "add", "origin", bare)
+	if out, errOut, code := f.cli("", "push", "origin"); code != 0 {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	if res, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"E-1"}}); err != nil || len(res.Archived) != 1 {
+		t.Fatalf("archive: %v %+v", err, res)
+	}
+	s.Close()
+	f.git("update-ref", refs.Archive("mallory"), f.blob("not an archive"))
+	if out, errOut, code := f.cli("", "push", "origin"); code != 0 {
+		t.Fatalf("push past an unreadable archive: %d %s %s", code, out, errOut)
+	}
+	remote := refsOf(t, bare, refs.Prefix)
+	if remote[refs.Ledger("E-1")] != "" || remote[refs.Journal("E-1")] != "" || remote[refs.Archive("test-writer")] != f.rev(refs.Archive("test-writer")) {
+		t.Fatalf("the remote after the push: %v", remote)
+	}
 }
