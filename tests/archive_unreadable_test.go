@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/archive"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -85,6 +86,17 @@ var archiveForgeries = []archiveForgery{
 		f.git("update-ref", ref, f.commitTree(root, nil))
 		return ref, "t/00"
 	}},
+	{"shard entry naming a blob", func(f *fixture) (string, string) {
+		ref := refs.Archive("mallory")
+		// git mktree checks an entry's type against its object: the tree
+		// is written with git hash-object instead.
+		b := oid(f.t, f.blob("shard"))
+		dir := strings.TrimSpace(f.git2(string(gitstore.EncodeTree([]gitstore.TreeEntry{{Mode: gitstore.ModeTree, Name: "00", ID: b}})),
+			"hash-object", "-t", "tree", "-w", "--stdin"))
+		root := f.mkTree(fmt.Sprintf("040000 tree %s\tt", dir))
+		f.git("update-ref", ref, f.commitTree(root, nil))
+		return ref, "it is a blob, not a tree"
+	}},
 	{"task entry that is a blob", func(f *fixture) (string, string) {
 		ref := refs.Archive("mallory")
 		shard := f.mkTree(fmt.Sprintf("100644 blob %s\tZ-1", f.blob("task")))
@@ -133,7 +145,20 @@ func unreadableArchiveFixture(t *testing.T) (*fixture, string, map[string]string
 	if res, err := s.Archive(bernstein.ArchiveRequest{Tasks: []string{"E-1"}}); err != nil || len(res.Archived) != 1 {
 		t.Fatalf("archive: %v %+v", err, res)
 	}
+	// No false alarm: an honest archive is never read past.
+	snap, err := s.Snapshot(refs.JournalPrefix, refs.LedgerPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := snap.BadArchives(); len(bad) != 0 {
+		t.Fatalf("an honest archive is reported unreadable: %+v", bad)
+	}
 	s.Close()
+	for _, args := range [][]string{{"task", "list"}, {"task", "list", "--limit", "1"}} {
+		if _, errOut, code := f.cli("", args...); code != 0 || strings.Contains(errOut, "warning") {
+			t.Fatalf("%v over an honest archive: exit %d %s", args, code, errOut)
+		}
+	}
 	return f, tok, surfacesOf(t, f, false, "O-1", "E-1")
 }
 
@@ -210,6 +235,15 @@ func TestUnreadableArchiveBlocksNoOne(t *testing.T) {
 			// every failure naming the forged archive.
 			auditNames(t, f, ref, true)
 			auditNames(t, f, ref, true, "--since", "cp")
+
+			// A write to the task the honest archive holds extends its entry.
+			archivedHead := f.rev(refs.Archive("test-writer") + ":" + archive.Path("E-1") + "/ledger")
+			if _, errOut, code := f.cli("", "task", "reopen", "E-1", "--reason", "again"); code != 0 {
+				t.Fatalf("reopen of the archived task: exit %d %s", code, errOut)
+			}
+			if parent := f.rev(refs.Ledger("E-1") + "~1"); parent != archivedHead {
+				t.Fatalf("the reopen's parent is %s, want the archived head %s", parent, archivedHead)
+			}
 		})
 	}
 }
