@@ -154,7 +154,7 @@ func unreadableArchiveFixture(t *testing.T) (*fixture, string, map[string]string
 		t.Fatalf("an honest archive is reported unreadable: %+v", bad)
 	}
 	s.Close()
-	for _, args := range [][]string{{"task", "list"}, {"task", "list", "--limit", "1"}} {
+	for _, args := range [][]string{{"task", "list"}, {"task", "list", "--limit", "1"}, {"task", "list", "--strict"}} {
 		if _, errOut, code := f.cli("", args...); code != 0 || strings.Contains(errOut, "warning") {
 			t.Fatalf("%v over an honest archive: exit %d %s", args, code, errOut)
 		}
@@ -208,8 +208,11 @@ func TestUnreadableArchiveBlocksNoOne(t *testing.T) {
 				}
 			}
 			// The listing says what it read past, on stderr.
-			if _, errOut, code := f.cli("", "task", "list"); code != 0 || !strings.Contains(errOut, ref) {
+			if _, errOut, code := f.cli("", "task", "list"); code != 0 || !strings.Contains(errOut, "warning: "+ref) {
 				t.Errorf("task list: exit %d, stderr %q: want 0 and a warning naming %s", code, errOut, ref)
+			}
+			if _, errOut, code := f.cli("", "task", "list", "--strict"); code != 2 || !strings.Contains(errOut, "read past (--strict)") {
+				t.Errorf("task list --strict: exit %d, stderr %q: want 2, the archive read past", code, errOut)
 			}
 
 			// Writes: a post to the open task, a new task.
