@@ -355,3 +355,74 @@ func TestPushPastUnreadableArchive(t *testing.T) {
 		t.Fatalf("the remote after the push: %v", remote)
 	}
 }
+
+// TestSinceAfterReopenOfArchivedTask: a reopen of an archived task after
+// an audit checkpoint creates its ledger ref on top of the archived head
+// (and a post, its journal ref): audit verify --since checks the rows
+// added after the entries, not the archived rows again (whose audit
+// entries predate the checkpoint), so it holds. A ref created with plain
+// git on top of an archived head, carrying a forged row, is still
+// reported.
+func TestSinceAfterReopenOfArchivedTask(t *testing.T) {
+	f, _, _ := unreadableArchiveFixture(t)
+	if out, errOut, code := f.cli("", "audit", "verify", "--checkpoint", "cp"); code != 0 {
+		t.Fatalf("checkpoint: exit %d\n%s%s", code, out, errOut)
+	}
+	at := refs.Archive("test-writer") + ":" + archive.Path("E-1")
+	ledgerHead, journalHead := f.rev(at+"/ledger"), f.rev(at+"/journal")
+
+	t.Run("forged", func(t *testing.T) {
+		raw := f.git("cat-file", "commit", ledgerHead)
+		body, err := record.RecordFromMessage([]byte(raw[strings.Index(raw, "\n\n")+2:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := record.ParseRow(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, err := record.NewRow(record.KindTaskReopened, "E-1", last.Index+1, last.Hash(), "test-writer", map[string]string{"reason": "forged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := strings.TrimSuffix(string(record.Message("task.reopened", row.Bytes())), "\n")
+		forged := strings.TrimSpace(f.git("-c", "user.name=test-writer", "-c", "user.email=test-writer@bernstein", "commit-tree", "-p", ledgerHead, "-m", msg, gitstore.EmptyTree.String()))
+		f.git("update-ref", refs.Ledger("E-1"), forged, "")
+		out, errOut, code := f.cli("", "audit", "verify", "--since", "cp")
+		if code != 1 || !strings.Contains(out, "E-1") {
+			t.Fatalf("audit verify --since over a forged row on an archived head: exit %d\n%s%s", code, out, errOut)
+		}
+		f.git("update-ref", "-d", refs.Ledger("E-1"), forged)
+	})
+
+	t.Run("ref at the entry's head", func(t *testing.T) {
+		// As a fetch from a remote that has not archived the task leaves it.
+		f.git("update-ref", refs.Journal("E-1"), journalHead, "")
+		if out, errOut, code := f.cli("", "audit", "verify", "--since", "cp"); code != 0 {
+			t.Fatalf("audit verify --since with a ref at the archived head: exit %d\n%s%s", code, out, errOut)
+		}
+		f.git("update-ref", "-d", refs.Journal("E-1"), journalHead)
+	})
+
+	if _, errOut, code := f.cli("", "task", "reopen", "E-1", "--reason", "again"); code != 0 {
+		t.Fatalf("reopen: exit %d %s", code, errOut)
+	}
+	tok, errOut, code := f.cli("", "task", "claim", "E-1", "--agent", "agent-2", "--output-json")
+	if code != 0 {
+		t.Fatalf("claim: exit %d %s", code, errOut)
+	}
+	var claim struct {
+		Token string `json:"token"`
+	}
+	decodeJSON(t, tok, &claim)
+	if out, errOut, code := f.cli("", "artifact", "post", "E-1", "after", "--type", "report", "--body", "# after",
+		"--agent", "agent-2", "--claim-token", claim.Token); code != 0 {
+		t.Fatalf("post: exit %d %s%s", code, out, errOut)
+	}
+	if f.rev(refs.Ledger("E-1")+"~2") != ledgerHead || !f.isAncestor(journalHead, refs.Journal("E-1")) {
+		t.Fatal("the reopen and the post do not extend the archived heads")
+	}
+	if out, errOut, code := f.cli("", "audit", "verify", "--since", "cp"); code != 0 {
+		t.Fatalf("audit verify --since after a reopen of an archived task: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -9,11 +9,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
 	"github.com/bernstein/bernstein/internal/core"
 	"github.com/bernstein/bernstein/internal/heads"
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/keys/auditcheckpoint"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -122,9 +125,84 @@ func (a *Auditor) Since(name string) (*verify.Report, error) {
 			updates = append(updates, verify.Update{Ref: ref, Old: old})
 		}
 	}
+	updates = a.fromArchived(base, updates)
 	g := &verify.Guard{Objects: a.c.Objects, Refs: base, Trust: trust, Local: true, MAC: a.macs(), Mirror: true, Since: name}
 	res := g.Check(updates)
 	return sinceReport(name, res), nil
+}
+
+// fromArchived takes a task ref created since the checkpoint on top of a
+// chain an archive held at the checkpoint (a reopen of an archived task)
+// as moved from that entry's head: the rows up to it were checked with
+// that archive, and only those added after it are the ref's (its audit
+// entries, among them, were added since). A ref created at the entry's
+// head itself adds nothing. Only an archive ref the checkpoint held, and
+// an entry its chain extends (by first parents, as far back as their
+// rows' indexes differ), count; any other creation is walked from the
+// chain's root as before.
+func (a *Auditor) fromArchived(base staticRefs, updates []verify.Update) []verify.Update {
+	_, archives, _ := base.List(refs.ArchivePrefix)
+	out := updates[:0]
+	for _, u := range updates {
+		task, isTask := refs.TaskOf(u.Ref)
+		if isTask && u.Old.IsZero() && !u.New.IsZero() {
+			if head, ok := a.archivedBelow(base, archives, task, strings.HasPrefix(u.Ref, refs.LedgerPrefix), u.New); ok {
+				if head == u.New {
+					continue
+				}
+				u.Old = head
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// archivedBelow returns the head of task's journal (or ledger) that an
+// archive of the checkpoint names and that head extends or is.
+func (a *Auditor) archivedBelow(base staticRefs, archives []string, task string, ledger bool, head gitstore.Oid) (gitstore.Oid, bool) {
+	for _, ref := range archives {
+		e, ok, err := archive.Lookup(a.c.Objects, base[ref], task)
+		if err != nil || !ok {
+			continue
+		}
+		at := e.Journal
+		if ledger {
+			at = e.Ledger
+		}
+		if at == head || a.extends(head, at) {
+			return at, true
+		}
+	}
+	return gitstore.ZeroOid, false
+}
+
+// extends reports whether chain commit head extends chain commit at: at is
+// head's ancestor by first parents, as many steps back as their rows'
+// indexes differ.
+func (a *Auditor) extends(head, at gitstore.Oid) bool {
+	index := func(id gitstore.Oid) (int64, bool) {
+		cc, err := chain.Read(a.c.Objects, id)
+		if err != nil {
+			return 0, false
+		}
+		row, err := record.ParseRow(cc.Record)
+		return row.Index, err == nil
+	}
+	ih, ok := index(head)
+	ia, ok2 := index(at)
+	if !ok || !ok2 || ih <= ia {
+		return false
+	}
+	id := head
+	for i := ih; i > ia; i-- {
+		cc, err := chain.Read(a.c.Objects, id)
+		if err != nil || len(cc.Commit.Parents) == 0 {
+			return false
+		}
+		id = cc.Commit.Parents[0]
+	}
+	return id == at
 }
 
 // sinceReport is the audit verify report of an incremental check.
