@@ -74,12 +74,28 @@ func PageOf(ids []string, p Page) (page []string, next string) {
 // tasks plus one listing of names and the spines once. A task whose
 // ledger is gone by the time the page's snapshot is taken is left out.
 func (s *Store) TaskListPage(p Page) ([]TaskListEntry, string, error) {
+	out, next, _, err := s.TaskListPageReadPast(p)
+	return out, next, err
+}
+
+// TaskListPageReadPast is TaskListPage, with the archive refs the page's
+// reads could not read as archives and read past (the tasks only they
+// hold are not listed): see ReadView.BadArchives.
+func (s *Store) TaskListPageReadPast(p Page) ([]TaskListEntry, string, []refs.BadArchive, error) {
+	out, next, v, err := s.taskListPage(p)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return out, next, v.BadArchives(), nil
+}
+
+func (s *Store) taskListPage(p Page) ([]TaskListEntry, string, *ReadView, error) {
 	if err := CheckTaskPage(p); err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	v, ids, next, err := s.PageView(p)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	lv := v.ListVerifier()
 	out := make([]TaskListEntry, 0, len(ids))
@@ -89,15 +105,15 @@ func (s *Store) TaskListPage(p Page) ([]TaskListEntry, string, error) {
 			continue // deleted since its name was listed
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("task %s: %w", id, err)
+			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		rep, err := lv.Artifacts(id)
 		if err != nil {
-			return nil, "", fmt.Errorf("task %s: %w", id, err)
+			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		out = append(out, TaskListEntry{TaskInfo: info, Integrity: NewTaskIntegrity(info, rep)})
 	}
-	return out, next, nil
+	return out, next, v, nil
 }
 
 // PageView takes the view a page of tasks is read from, the page's task
@@ -120,7 +136,7 @@ func (s *Store) PageView(p Page) (*ReadView, []string, string, error) {
 		ids, next := PageOf(ids, p)
 		return v, ids, next, nil
 	}
-	names, err := s.core.Refs.Names(refs.LedgerPrefix)
+	names, bad, err := s.core.Refs.NamesReadPast(refs.LedgerPrefix)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -136,6 +152,7 @@ func (s *Store) PageView(p Page) (*ReadView, []string, string, error) {
 	if err != nil {
 		return nil, nil, "", err
 	}
+	v.namesBad = bad
 	return v, ids, next, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 
 	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/internal/proof"
@@ -28,6 +29,28 @@ type ReadView struct {
 	task  string             // "" for a view of every task
 	spine string             // the key of the spines, the published keys and the trust set
 	proof string             // the proof version: the published keys and the trust set
+	// namesBad are the archive refs whose task names a paged listing could
+	// not read when it chose the page (PageView).
+	namesBad []refs.BadArchive
+}
+
+// BadArchives lists the archive refs this view's reads could not read as
+// archives and read past (docs/archive.md, Reading): the snapshot's, and
+// for a page of a listing those whose task names could not be read when
+// the page was chosen. Sorted by ref.
+func (v *ReadView) BadArchives() []refs.BadArchive {
+	out := append([]refs.BadArchive(nil), v.snap.BadArchives()...)
+	for _, b := range v.namesBad {
+		dup := false
+		for _, x := range out {
+			dup = dup || x.Ref == b.Ref
+		}
+		if !dup {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
+	return out
 }
 
 // ReadView takes one consistent snapshot for reads of task, or (task "")

@@ -273,3 +273,36 @@ func oidOf(t *testing.T, s string) gitstore.Oid {
 	}
 	return id
 }
+
+// TestGuardPastUnreadableArchive: a remote holding an archive ref that
+// cannot be read as an archive (planted there with plain git, past the
+// guard) blocks no one: the guard accepts an honest post and an honest
+// archive with its deletions, whose checks look the tasks up in every
+// archive ref, and leaves the planted ref where it was.
+func TestGuardPastUnreadableArchive(t *testing.T) {
+	h, r, id := archived(t)
+	h.ended("E-4")
+	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("push of E-4 refused:\n%s", out)
+	}
+	blob, code := run(t, r.dir, baseEnv(r.root), "not an archive", "git", "hash-object", "-w", "--stdin")
+	if code != 0 {
+		t.Fatal(blob)
+	}
+	planted := refs.Archive("mallory")
+	if out, code := run(t, r.dir, baseEnv(r.root), "", "git", "update-ref", planted, strings.TrimSpace(blob)); code != 0 {
+		t.Fatal(out)
+	}
+	h.post("T-1", "summary", "after the plant")
+	if out, code := h.push(r, "--atomic", allBernstein); code != 0 {
+		t.Fatalf("the guard refused an honest post past an unreadable archive:\n%s", out)
+	}
+	h.forger(id).Archive(forgetest.ArchiveSpec{Tasks: []string{"E-4"}})
+	out, code := h.push(r, "--atomic", refs.Archive("host-a"), ":"+refs.Journal("E-4"), ":"+refs.Ledger("E-4"))
+	if code != 0 {
+		t.Fatalf("the guard refused an honest archive past an unreadable archive:\n%s", out)
+	}
+	if got, _ := run(t, r.dir, baseEnv(r.root), "", "git", "rev-parse", planted); strings.TrimSpace(got) != strings.TrimSpace(blob) {
+		t.Fatalf("the planted ref moved: %s", got)
+	}
+}

@@ -1,6 +1,7 @@
 package refs
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,11 @@ import (
 
 // ArchiveIndex reads archive commits and orders chain commits for a
 // Reader: this package reads no object, its caller (internal/core) does.
+// Lookup, List and Tasks return a *BadArchiveError when the archive commit
+// cannot be read as an archive (a reader's checks refuse it, or an object
+// it names is not in the repository): the Reader then reads past that
+// archive ref and reports it (Snapshot.BadArchives). Any other error
+// fails the read.
 type ArchiveIndex interface {
 	// Lookup returns the heads archive commit archive holds for task, ok
 	// false when it holds none: the cost of one task, whatever the
@@ -111,6 +117,48 @@ func TaskOf(ref string) (string, bool) {
 	return "", false
 }
 
+// BadArchiveError is an ArchiveIndex's answer for an archive commit that
+// cannot be read as an archive: Err says why.
+type BadArchiveError struct{ Err error }
+
+func (e *BadArchiveError) Error() string { return e.Err.Error() }
+
+func (e *BadArchiveError) Unwrap() error { return e.Err }
+
+// BadArchive is an archive ref a read could not read as an archive and
+// read past: it contributed no entry. No archive written by an archive
+// writer is one (docs/archive.md, Reading); audit verify reports it as
+// tampered.
+type BadArchive struct {
+	Ref    string
+	Commit gitstore.Oid // the ref's value
+	Reason string
+}
+
+func (b BadArchive) String() string {
+	return fmt.Sprintf("%s (at %s) cannot be read as an archive: %s", b.Ref, b.Commit, b.Reason)
+}
+
+// badArchive returns the BadArchive of archive ref at commit when err is a
+// *BadArchiveError, ok false otherwise.
+func badArchive(ref string, commit gitstore.Oid, err error) (BadArchive, bool) {
+	var be *BadArchiveError
+	if !errors.As(err, &be) {
+		return BadArchive{}, false
+	}
+	return BadArchive{Ref: ref, Commit: commit, Reason: be.Err.Error()}, true
+}
+
+// addBad adds b to list unless its ref is there already.
+func addBad(list []BadArchive, b BadArchive) []BadArchive {
+	for _, x := range list {
+		if x.Ref == b.Ref {
+			return list
+		}
+	}
+	return append(list, b)
+}
+
 // archived is one entry of one archive.
 type archived struct {
 	from          string // the archive ref
@@ -118,7 +166,10 @@ type archived struct {
 }
 
 // readArchives gathers, for the chains the snapshot covers, the entries of
-// every archive ref in it (archive refs in name order).
+// every archive ref in it (archive refs in name order). An archive ref
+// that any of its reads finds unreadable (a *BadArchiveError) contributes
+// no entry, even those read before the fault, and is listed in
+// s.badArchives; every other archive is read as before.
 func (s *Snapshot) readArchives(ix ArchiveIndex, m archiveMode) (map[string][]archived, error) {
 	out := map[string][]archived{}
 	var names []string
@@ -128,25 +179,42 @@ func (s *Snapshot) readArchives(ix ArchiveIndex, m archiveMode) (map[string][]ar
 		}
 	}
 	sort.Strings(names)
+	tasks := make([]string, 0, len(m.tasks))
+	for t := range m.tasks {
+		tasks = append(tasks, t)
+	}
+	sort.Strings(tasks)
 	for _, n := range names {
 		commit := s.vals[n]
+		var got []archived
+		var tasksOf []string
+		var err error
 		if m.list {
-			err := ix.List(commit, func(task string, j, l gitstore.Oid) {
-				out[task] = append(out[task], archived{from: n, journal: j, ledg: l})
+			err = ix.List(commit, func(task string, j, l gitstore.Oid) {
+				got = append(got, archived{from: n, journal: j, ledg: l})
+				tasksOf = append(tasksOf, task)
 			})
-			if err != nil {
-				return nil, fmt.Errorf("archive %s: %w", n, err)
+		} else {
+			for _, t := range tasks {
+				j, l, ok, lerr := ix.Lookup(commit, t)
+				if err = lerr; err != nil {
+					break
+				}
+				if ok {
+					got = append(got, archived{from: n, journal: j, ledg: l})
+					tasksOf = append(tasksOf, t)
+				}
 			}
-			continue
 		}
-		for t := range m.tasks {
-			j, l, ok, err := ix.Lookup(commit, t)
-			if err != nil {
-				return nil, fmt.Errorf("archive %s: %w", n, err)
+		if err != nil {
+			if b, ok := badArchive(n, commit, err); ok {
+				s.badArchives = addBad(s.badArchives, b)
+				continue
 			}
-			if ok {
-				out[t] = append(out[t], archived{from: n, journal: j, ledg: l})
-			}
+			return nil, fmt.Errorf("archive %s: %w", n, err)
+		}
+		for i, t := range tasksOf {
+			out[t] = append(out[t], got[i])
 		}
 	}
 	return out, nil
@@ -216,11 +284,16 @@ func (s *Snapshot) FromArchive(ref string) (string, bool) {
 // sorted by ref.
 func (s *Snapshot) Divergences() []Divergence { return s.divergences }
 
+// BadArchives lists the archive refs this snapshot could not read as
+// archives and read past (they contributed no entry), sorted by ref.
+func (s *Snapshot) BadArchives() []BadArchive { return s.badArchives }
+
 // archivedNames adds to seen the names under prefix of the chains the
-// archives hold, reading each archive's task names only.
-func (r Reader) archivedNames(prefix string, seen map[string]bool) error {
+// archives hold, reading each archive's task names only. An archive that
+// cannot be read as one adds no name and is returned.
+func (r Reader) archivedNames(prefix string, seen map[string]bool) ([]BadArchive, error) {
 	if r.Archive == nil {
-		return nil
+		return nil, nil
 	}
 	var kinds []string
 	for _, p := range []string{JournalPrefix, LedgerPrefix} {
@@ -229,25 +302,32 @@ func (r Reader) archivedNames(prefix string, seen map[string]bool) error {
 		}
 	}
 	if len(kinds) == 0 {
-		return nil
+		return nil, nil
 	}
 	snap, err := r.WithoutArchive().Snapshot(ArchivePrefix)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vals, names, err := snap.List(ArchivePrefix)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var bad []BadArchive
 	for _, n := range names {
-		err := r.Archive.Tasks(vals[n], func(task string) {
+		var got []string
+		err := r.Archive.Tasks(vals[n], func(task string) { got = append(got, task) })
+		if err != nil {
+			if b, ok := badArchive(n, vals[n], err); ok {
+				bad = append(bad, b)
+				continue
+			}
+			return nil, fmt.Errorf("archive %s: %w", n, err)
+		}
+		for _, task := range got {
 			for _, k := range kinds {
 				seen[k+EscapeTask(task)] = true
 			}
-		})
-		if err != nil {
-			return fmt.Errorf("archive %s: %w", n, err)
 		}
 	}
-	return nil
+	return bad, nil
 }

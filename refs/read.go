@@ -182,6 +182,7 @@ type Snapshot struct {
 	// the archive ref it came from (FromArchive).
 	archived    map[string]string
 	divergences []Divergence
+	badArchives []BadArchive // archive refs read past (BadArchives)
 }
 
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
@@ -348,6 +349,13 @@ func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error
 // names, no task's heads). It is what a listing uses to
 // choose a page; the page's refs are then read in one Snapshot.
 func (r Reader) Names(prefix string) ([]string, error) {
+	names, _, err := r.NamesReadPast(prefix)
+	return names, err
+}
+
+// NamesReadPast is Names, with the archive refs whose task names could not
+// be read (they add none): what a listing reports it read past.
+func (r Reader) NamesReadPast(prefix string) ([]string, []BadArchive, error) {
 	seen := map[string]bool{}
 	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -368,23 +376,24 @@ func (r Reader) Names(prefix string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := openPacked(r.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer p.close()
 	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := r.archivedNames(prefix, seen); err != nil {
-		return nil, err
+	bad, err := r.archivedNames(prefix, seen)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]string, 0, len(seen))
 	for n := range seen {
 		out = append(out, n)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out, bad, nil
 }

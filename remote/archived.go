@@ -48,6 +48,9 @@ func (a *archiveSet) entries(task string) ([]archive.Entry, error) {
 	var es []archive.Entry
 	for _, h := range a.heads {
 		e, ok, err := archive.Lookup(a.s.c.Objects, h, task)
+		if archive.Unreadable(err) {
+			continue // an archive that cannot be read covers nothing
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -64,11 +67,19 @@ func (a *archiveSet) entries(task string) ([]archive.Entry, error) {
 func (a *archiveSet) preload() error {
 	all := map[string][]archive.Entry{}
 	for _, h := range a.heads {
-		if err := archive.List(a.s.c.Objects, h, func(e archive.Entry) error {
-			all[e.Task] = append(all[e.Task], e)
+		var es []archive.Entry
+		err := archive.List(a.s.c.Objects, h, func(e archive.Entry) error {
+			es = append(es, e)
 			return nil
-		}); err != nil {
+		})
+		if archive.Unreadable(err) {
+			continue // an archive that cannot be read covers nothing
+		}
+		if err != nil {
 			return err
+		}
+		for _, e := range es {
+			all[e.Task] = append(all[e.Task], e)
 		}
 	}
 	a.found = all

@@ -507,7 +507,7 @@ func TestArchiveCompareAndSwap(t *testing.T) {
 	}{
 		{"archive ref created", func(f *fixture) (string, string) {
 			return refs.Archive("test-writer"), rev(f, refs.Ledger("C-1"))
-		}, "refs/bernstein/archive/test-writer head"},
+		}, "cannot be read as an archive: refs/bernstein/archive/test-writer"},
 		{"ledger moved", func(f *fixture) (string, string) {
 			return refs.Ledger("C-1"), rev(f, refs.Ledger("C-1")+"~1")
 		}, "ledger"},

@@ -39,11 +39,16 @@ is named on stderr, with why.
 "next_cursor" with --output-json, else on stderr. A page reads and verifies
 only its own tasks.
 
+An archive ref (refs/bernstein/archive/<writer>) that cannot be read as an
+archive is read past, one warning line on stderr naming it: the tasks only
+it holds are not listed ('bernstein audit verify' reports it as tampered).
+
 Exit status: 0 listed (also when there are no tasks, and when some are
 tampered); 1 error (a --limit or --cursor that is not one: nothing is read);
 2 with --strict, some task's integrity is not verified
 (a version tampered or unverifiable, progress not proven, a journal identity
-mismatched, or unverifiable once the task ended).`
+mismatched, or unverifiable once the task ended), or an archive ref was read
+past.`
 
 func newTaskListCmd(f *factory, runF func(*taskListOptions) error) *cobra.Command {
 	o := &taskListOptions{IO: f.IO, Store: f.Store}
@@ -60,7 +65,7 @@ func newTaskListCmd(f *factory, runF func(*taskListOptions) error) *cobra.Comman
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the tasks as JSON")
-	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any task's integrity is not verified")
+	cmd.Flags().BoolVar(&o.Strict, "strict", false, "exit 2 when any task's integrity is not verified (or an archive ref was read past)")
 	cmd.Flags().IntVar(&o.Page.Limit, "limit", 0, "list one page of at most this many tasks (1 to 1000)")
 	cmd.Flags().StringVar(&o.Page.Cursor, "cursor", "", "list the tasks after this cursor (a page's next_cursor)")
 	return cmd
@@ -71,7 +76,7 @@ func taskListRun(o *taskListOptions) error {
 		return err
 	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
-		tasks, next, err := s.TaskListPage(o.Page)
+		tasks, next, readPast, err := s.TaskListPageReadPast(o.Page)
 		if err != nil {
 			return err
 		}
@@ -96,6 +101,14 @@ func taskListRun(o *taskListOptions) error {
 					fmt.Fprintf(o.IO.Err, "note: task %s is %s: %s\n", e.ID, e.Integrity.State, e.Integrity.Reason)
 				}
 			}
+		}
+		// An archive ref that cannot be read as an archive was read past:
+		// the tasks only it holds are not listed.
+		for _, b := range readPast {
+			fmt.Fprintf(o.IO.Err, "warning: %s; the tasks only it holds are not listed (run 'bernstein audit verify')\n", b)
+		}
+		if o.Strict && len(readPast) > 0 {
+			return exitCode(2, fmt.Errorf("%d archive %s read past (--strict)", len(readPast), map[bool]string{true: "ref was", false: "refs were"}[len(readPast) == 1]))
 		}
 		if o.Strict && len(bad) > 0 {
 			n := len(bad)

@@ -14,6 +14,7 @@ package archive
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/gitstore"
@@ -85,14 +86,34 @@ func taskTree(e Entry) gitstore.Object {
 	}))
 }
 
-// MalformedError is an archive tree that is not in the archive's shape.
+// MalformedError is an archive tree (or the archive commit) that is not in
+// the archive's shape.
 type MalformedError struct {
-	Tree gitstore.Oid // the tree at fault
+	Tree gitstore.Oid // the tree (or commit) at fault
 	What string
+	// Commit is set when the object at fault is the archive commit itself
+	// (not a commit, or one git cannot parse).
+	Commit bool
 }
 
 func (e *MalformedError) Error() string {
-	return fmt.Sprintf("malformed archive tree %s: %s", e.Tree, e.What)
+	kind := "tree"
+	if e.Commit {
+		kind = "commit"
+	}
+	return fmt.Sprintf("malformed archive %s %s: %s", kind, e.Tree, e.What)
+}
+
+// Unreadable reports whether err, from a reader of this package, says
+// that the archive commit read cannot be read as an archive: a
+// MalformedError, or an object of it that is not in the repository (git
+// moves an archive ref only once it holds the commit, its trees and, as
+// its parents, the heads it names, so an absent one was never written by
+// an archive writer). Any other error (the object store could not be
+// read) is not the archive's.
+func Unreadable(err error) bool {
+	var m *MalformedError
+	return errors.As(err, &m) || errors.Is(err, gitstore.ErrMissing)
 }
 
 func malformed(tree gitstore.Oid, format string, args ...any) error {

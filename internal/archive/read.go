@@ -20,9 +20,12 @@ func key(e gitstore.TreeEntry) string {
 // git's order with no name twice (a reader that stopped at the first match
 // and one that read them all would otherwise disagree).
 func readTree(repo *gitstore.Repo, id gitstore.Oid) ([]gitstore.TreeEntry, error) {
-	data, err := repo.ReadType(id, gitstore.TypeTree)
+	typ, data, err := repo.Read(id)
 	if err != nil {
 		return nil, fmt.Errorf("archive tree %s: %w", id, err)
+	}
+	if typ != gitstore.TypeTree {
+		return nil, malformed(id, "it is a %s, not a tree", typ)
 	}
 	es, err := gitstore.ParseTree(data)
 	if err != nil {
@@ -43,13 +46,16 @@ func rootOf(repo *gitstore.Repo, commit gitstore.Oid) (root, shards gitstore.Oid
 	if commit.IsZero() {
 		return root, shards, nil
 	}
-	data, err := repo.ReadType(commit, gitstore.TypeCommit)
+	typ, data, err := repo.Read(commit)
 	if err != nil {
 		return root, shards, fmt.Errorf("archive commit %s: %w", commit, err)
 	}
+	if typ != gitstore.TypeCommit {
+		return root, shards, &MalformedError{Tree: commit, Commit: true, What: fmt.Sprintf("it is a %s, not a commit", typ)}
+	}
 	c, err := gitstore.ParseCommitLinks(data)
 	if err != nil {
-		return root, shards, fmt.Errorf("archive commit %s: %w", commit, err)
+		return root, shards, &MalformedError{Tree: commit, Commit: true, What: err.Error()}
 	}
 	shards, err = shardsDir(repo, c.Tree)
 	return c.Tree, shards, err

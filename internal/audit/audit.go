@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/archive"
 	"github.com/bernstein/bernstein/internal/core"
@@ -148,6 +149,7 @@ func (a *Auditor) Since(name, checkpoint string) (*verify.Report, error) {
 			updates = append(updates, verify.Update{Ref: ref, Old: old})
 		}
 	}
+	updates = a.fromArchived(base, updates)
 	g := &verify.Guard{Objects: a.c.Objects, Refs: base, Trust: trust, Local: true, MAC: a.macs(), Mirror: true, Since: name}
 	res := g.Check(updates)
 	rep := sinceReport(name, res)
@@ -253,6 +255,80 @@ func AddDivergences(view *refs.Snapshot, task string, rep *verify.Report) {
 	}
 }
 
+// fromArchived takes a task ref created since the checkpoint on top of a
+// chain an archive held at the checkpoint (a reopen of an archived task)
+// as moved from that entry's head: the rows up to it were checked with
+// that archive, and only those added after it are the ref's (its audit
+// entries, among them, were added since). A ref created at the entry's
+// head itself adds nothing. Only an archive ref the checkpoint held, and
+// an entry its chain extends (by first parents, as far back as their
+// rows' indexes differ), count; any other creation is walked from the
+// chain's root as before.
+func (a *Auditor) fromArchived(base staticRefs, updates []verify.Update) []verify.Update {
+	_, archives, _ := base.List(refs.ArchivePrefix)
+	out := updates[:0]
+	for _, u := range updates {
+		task, isTask := refs.TaskOf(u.Ref)
+		if isTask && u.Old.IsZero() && !u.New.IsZero() {
+			if head, ok := a.archivedBelow(base, archives, task, strings.HasPrefix(u.Ref, refs.LedgerPrefix), u.New); ok {
+				if head == u.New {
+					continue
+				}
+				u.Old = head
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// archivedBelow returns the head of task's journal (or ledger) that an
+// archive of the checkpoint names and that head extends or is.
+func (a *Auditor) archivedBelow(base staticRefs, archives []string, task string, ledger bool, head gitstore.Oid) (gitstore.Oid, bool) {
+	for _, ref := range archives {
+		e, ok, err := archive.Lookup(a.c.Objects, base[ref], task)
+		if err != nil || !ok {
+			continue
+		}
+		at := e.Journal
+		if ledger {
+			at = e.Ledger
+		}
+		if at == head || a.extends(head, at) {
+			return at, true
+		}
+	}
+	return gitstore.ZeroOid, false
+}
+
+// extends reports whether chain commit head extends chain commit at: at is
+// head's ancestor by first parents, as many steps back as their rows'
+// indexes differ.
+func (a *Auditor) extends(head, at gitstore.Oid) bool {
+	index := func(id gitstore.Oid) (int64, bool) {
+		cc, err := chain.Read(a.c.Objects, id)
+		if err != nil {
+			return 0, false
+		}
+		row, err := record.ParseRow(cc.Record)
+		return row.Index, err == nil
+	}
+	ih, ok := index(head)
+	ia, ok2 := index(at)
+	if !ok || !ok2 || ih <= ia {
+		return false
+	}
+	id := head
+	for i := ih; i > ia; i-- {
+		cc, err := chain.Read(a.c.Objects, id)
+		if err != nil || len(cc.Commit.Parents) == 0 {
+			return false
+		}
+		id = cc.Commit.Parents[0]
+	}
+	return id == at
+}
+
 // sinceReport is the audit verify report of an incremental check.
 func sinceReport(name string, res *verify.Result) *verify.Report {
 	rep := &verify.Report{Since: name, Tasks: []verify.TaskResult{}, Failures: []verify.Failure{}, NotChecked: []verify.NotChecked{},
@@ -323,7 +399,9 @@ func problemFailure(p verify.Problem) verify.Failure {
 			f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", p.Task, *p.Index, p.Reason)
 		}
 	}
-	if p.Task == "" && p.Writer == "" {
+	if p.Task == "" && p.Writer == "" || strings.HasPrefix(p.Ref, refs.ArchivePrefix) && !strings.Contains(f.Reason, p.Ref) {
+		// An archive chain's problem names its writer, and the ref too
+		// (as the full walk's do): a writer's archive is its own chain.
 		f.Reason = p.Ref + ": " + f.Reason
 	}
 	return f

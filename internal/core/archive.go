@@ -24,6 +24,32 @@ type archiveIndex struct {
 	whole map[gitstore.Oid]map[string]archive.Entry
 }
 
+// bad marks err as the archive's own fault (refs.BadArchiveError) when
+// the archive cannot be read as an archive (archive.Unreadable): the refs
+// reader then reads past that archive ref.
+func bad(err error) error {
+	if err != nil && archive.Unreadable(err) {
+		return &refs.BadArchiveError{Err: err}
+	}
+	return err
+}
+
+// present checks that e's heads are in the repository: an archive
+// commit's parents keep every head its tree names (archive.Parents), so
+// an absent one is an archive no archive writer wrote, refused as a tree
+// of the wrong shape is.
+func (x *archiveIndex) present(e archive.Entry) error {
+	for _, h := range []struct {
+		kind string
+		id   gitstore.Oid
+	}{{archive.JournalLink, e.Journal}, {archive.LedgerLink, e.Ledger}} {
+		if !x.objs.Has(h.id) {
+			return fmt.Errorf("task %s's %s head: %w: %s (an archive commit's parents hold the heads it names)", e.Task, h.kind, gitstore.ErrMissing, h.id)
+		}
+	}
+	return nil
+}
+
 // archiveKeep is how many archive commits' entries the index keeps.
 const archiveKeep = 8
 
@@ -41,7 +67,13 @@ func (x *archiveIndex) Lookup(commit gitstore.Oid, task string) (j, l gitstore.O
 		return e.Journal, e.Ledger, ok, nil
 	}
 	e, ok, err := archive.Lookup(x.objs, commit, task)
-	return e.Journal, e.Ledger, ok, err
+	if err == nil && ok {
+		err = x.present(e)
+	}
+	if err != nil {
+		return gitstore.ZeroOid, gitstore.ZeroOid, false, bad(err)
+	}
+	return e.Journal, e.Ledger, ok, nil
 }
 
 // List reads every entry of the archive (once per commit).
@@ -51,10 +83,10 @@ func (x *archiveIndex) List(commit gitstore.Oid, fn func(task string, j, l gitst
 		es = map[string]archive.Entry{}
 		err := archive.List(x.objs, commit, func(e archive.Entry) error {
 			es[e.Task] = e
-			return nil
+			return x.present(e)
 		})
 		if err != nil {
-			return err
+			return bad(err)
 		}
 		x.mu.Lock()
 		if len(x.whole) >= archiveKeep {
@@ -80,7 +112,7 @@ func (x *archiveIndex) Tasks(commit gitstore.Oid, fn func(task string)) error {
 		}
 		return nil
 	}
-	return archive.Tasks(x.objs, commit, func(t string) error { fn(t); return nil })
+	return bad(archive.Tasks(x.objs, commit, func(t string) error { fn(t); return nil }))
 }
 
 // errNotRow reports a commit that is not a journal or ledger row.

@@ -55,6 +55,15 @@ func (notEnded) Is(target error) bool { return target == ErrNotEnded }
 
 func (e notEnded) Unwrap() error { return e.error }
 
+// ErrUnreadableArchive refuses to archive on top of the writer's own
+// archive ref when it cannot be read as an archive (not an archive commit,
+// a tree of another shape, an object absent): no archive writer wrote it.
+var ErrUnreadableArchive = errors.New("the writer's archive cannot be read as an archive")
+
+func unreadableArchive(ref string, head gitstore.Oid, err error) error {
+	return fmt.Errorf("%w: %s (at %s): %v; nothing is archived on top of it: run 'bernstein audit verify', and set %s back to this writer's last archive commit", ErrUnreadableArchive, ref, head, err, ref)
+}
+
 // CheckArchiveFormat refuses a repository below storage format 3.
 func (t *Tx) CheckArchiveFormat() error {
 	format, _, err := t.Format()
@@ -205,14 +214,14 @@ func (t *Tx) archiveChain() (*Chain, error) {
 	return t.chain(refs.Archive(t.id.Writer), func(c *Chain) error {
 		cc, err := chain.ReadArchive(t.w.c.Objects, c.head)
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.ref, err)
+			return unreadableArchive(c.ref, c.head, err)
 		}
 		a, err := record.ParseArchive(cc.Record)
 		if err != nil {
-			return fmt.Errorf("%s head: %w", c.ref, err)
+			return unreadableArchive(c.ref, c.head, err)
 		}
 		if a.Writer != t.id.Writer {
-			return fmt.Errorf("%s head: its record names writer %s", c.ref, a.Writer)
+			return unreadableArchive(c.ref, c.head, fmt.Errorf("its record names writer %s", a.Writer))
 		}
 		c.next, c.last, c.tree = a.Seq+1, string(record.Sum(cc.Record)), cc.Commit.Tree
 		return nil
@@ -249,6 +258,9 @@ func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive
 	}
 	root, objs, err := archive.Build(t.w.c.Objects, prevTree, archive.Update{Add: entries, Remove: a.Remove})
 	if err != nil {
+		if archive.Unreadable(err) {
+			err = unreadableArchive(c.ref, c.head, err)
+		}
 		return record.Archive{}, gitstore.ZeroOid, err
 	}
 	b, err := record.Canonical(a)
