@@ -349,36 +349,7 @@ func (s *Snapshot) List(prefix string) (map[string]gitstore.Oid, []string, error
 // choose a page; the page's refs are then read in one Snapshot.
 func (r Reader) Names(prefix string) ([]string, error) {
 	seen := map[string]bool{}
-	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() || strings.HasSuffix(path, ".lock") {
-			return nil
-		}
-		rel, err := filepath.Rel(r.Dir, path)
-		if err != nil {
-			return err
-		}
-		seen[filepath.ToSlash(rel)] = true
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	p, err := openPacked(r.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer p.close()
-	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
-		return nil, err
-	}
-	if err := r.archivedNames(prefix, seen); err != nil {
+	if err := r.EachName(prefix, func(name string) { seen[name] = true }); err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(seen))
@@ -387,4 +358,60 @@ func (r Reader) Names(prefix string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// EachName calls fn with the name of every ref under prefix (which ends in
+// '/'), as Names finds them, in no order, and a name once for each place
+// it is in (a loose file, packed-refs, an archive): what a page that keeps
+// only a few of the names needs, without the map and sort of every name.
+// The loose refs' directories are read unsorted.
+func (r Reader) EachName(prefix string, fn func(name string)) error {
+	if err := walkNames(filepath.Join(r.Dir, filepath.FromSlash(prefix)), prefix, fn); err != nil {
+		return err
+	}
+	p, err := openPacked(r.Dir)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if err := p.each(prefix, func(name string, _ gitstore.Oid) { fn(name) }); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	if err := r.archivedNames(prefix, seen); err != nil {
+		return err
+	}
+	for n := range seen {
+		fn(n)
+	}
+	return nil
+}
+
+// walkNames calls fn with name+the path below dir of every file under
+// dir but lock files (a missing dir has none).
+func walkNames(dir, name string, fn func(string)) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case e.IsDir():
+			if err := walkNames(dir+string(filepath.Separator)+n, name+n+"/", fn); err != nil {
+				return err
+			}
+		case !strings.HasSuffix(n, ".lock"):
+			fn(name + n)
+		}
+	}
+	return nil
 }
