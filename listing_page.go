@@ -1,6 +1,7 @@
 package bernstein
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"sort"
@@ -136,24 +137,65 @@ func (s *Store) PageView(p Page) (*ReadView, []string, string, error) {
 		ids, next := PageOf(ids, p)
 		return v, ids, next, nil
 	}
-	names, bad, err := s.core.Refs.NamesReadPast(refs.LedgerPrefix)
+	ids, next, bad, err := s.pageIDs(p)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	all := make([]string, 0, len(names))
-	for _, n := range names {
-		if id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix)); err == nil {
-			all = append(all, id)
-		}
-	}
-	sort.Strings(all)
-	ids, next := PageOf(all, p)
 	v, err := s.readViewOf(ids)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	v.namesBad = bad
 	return v, ids, next, nil
+}
+
+// pageIDs chooses the ids of page p (Limit > 0) from the names of the
+// ledger refs, as PageOf chooses them from every id sorted: it keeps the
+// Limit+1 smallest ids after the cursor as it meets them (a max-heap), so
+// a page costs the walk of the names and not a sort of every id. It
+// returns the archive refs it read past as well.
+func (s *Store) pageIDs(p Page) ([]string, string, []refs.BadArchive, error) {
+	var h idHeap
+	in := map[string]bool{}
+	bad, err := s.core.Refs.EachName(refs.LedgerPrefix, func(n string) {
+		id, err := refs.UnescapeTask(strings.TrimPrefix(n, refs.LedgerPrefix))
+		if err != nil || id <= p.Cursor && p.Cursor != "" || in[id] {
+			return
+		}
+		if len(h) > p.Limit {
+			if id >= h[0] {
+				return
+			}
+			delete(in, heap.Pop(&h).(string))
+		}
+		heap.Push(&h, id)
+		in[id] = true
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ids := []string(h)
+	sort.Strings(ids)
+	next := ""
+	if len(ids) > p.Limit {
+		ids = ids[:p.Limit]
+		next = ids[len(ids)-1]
+	}
+	return ids, next, bad, nil
+}
+
+// idHeap is a max-heap of ids.
+type idHeap []string
+
+func (h idHeap) Len() int           { return len(h) }
+func (h idHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h idHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *idHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // productionCursor splits a production's URI cursor into its task and key.

@@ -145,6 +145,31 @@ func (v *ReadView) TaskKey(task string) (string, error) {
 	return "journal " + j.String() + " ledger " + l.String() + " spines " + v.spine, nil
 }
 
+// ListKey names what the answers of every task of ids depend on in this
+// view: the ids in their order and each one's TaskKey, hashed. Two views
+// with the same ListKey give the same answers for each of those tasks (a
+// task with no ledger in both is absent from both), so a server can keep
+// a whole list of them under one key.
+func (v *ReadView) ListKey(ids []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "spines %s\n", v.spine)
+	for _, id := range ids {
+		if err := v.covers(id); err != nil {
+			return "", err
+		}
+		j, err := v.snap.ReadOptional(refs.Journal(id))
+		if err != nil {
+			return "", err
+		}
+		l, err := v.snap.ReadOptional(refs.Ledger(id))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s journal %s ledger %s\n", id, j, l)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // JournalKey names what task's journal rows depend on in this view: its
 // journal and ledger heads, the published keys and the trust set (a row's
 // proof reads no spine).

@@ -357,36 +357,7 @@ func (r Reader) Names(prefix string) ([]string, error) {
 // be read (they add none): what a listing reports it read past.
 func (r Reader) NamesReadPast(prefix string) ([]string, []BadArchive, error) {
 	seen := map[string]bool{}
-	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() || strings.HasSuffix(path, ".lock") {
-			return nil
-		}
-		rel, err := filepath.Rel(r.Dir, path)
-		if err != nil {
-			return err
-		}
-		seen[filepath.ToSlash(rel)] = true
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := openPacked(r.Dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer p.close()
-	if err := p.each(prefix, func(name string, _ gitstore.Oid) { seen[name] = true }); err != nil {
-		return nil, nil, err
-	}
-	bad, err := r.archivedNames(prefix, seen)
+	bad, err := r.EachName(prefix, func(name string) { seen[name] = true })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -396,4 +367,62 @@ func (r Reader) NamesReadPast(prefix string) ([]string, []BadArchive, error) {
 	}
 	sort.Strings(out)
 	return out, bad, nil
+}
+
+// EachName calls fn with the name of every ref under prefix (which ends in
+// '/'), as Names finds them, in no order, and a name once for each place
+// it is in (a loose file, packed-refs, an archive): what a page that keeps
+// only a few of the names needs, without the map and sort of every name.
+// The loose refs' directories are read unsorted. It returns the archive
+// refs whose task names could not be read, as NamesReadPast does.
+func (r Reader) EachName(prefix string, fn func(name string)) ([]BadArchive, error) {
+	if err := walkNames(filepath.Join(r.Dir, filepath.FromSlash(prefix)), prefix, fn); err != nil {
+		return nil, err
+	}
+	p, err := openPacked(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	if err := p.each(prefix, func(name string, _ gitstore.Oid) { fn(name) }); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	bad, err := r.archivedNames(prefix, seen)
+	if err != nil {
+		return nil, err
+	}
+	for n := range seen {
+		fn(n)
+	}
+	return bad, nil
+}
+
+// walkNames calls fn with name+the path below dir of every file under
+// dir but lock files (a missing dir has none).
+func walkNames(dir, name string, fn func(string)) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case e.IsDir():
+			if err := walkNames(dir+string(filepath.Separator)+n, name+n+"/", fn); err != nil {
+				return err
+			}
+		case !strings.HasSuffix(n, ".lock"):
+			fn(name + n)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
@@ -143,6 +144,7 @@ const (
 	memoReport      = "report"
 	memoJournal     = "journal"
 	memoProductions = "productions"
+	memoList        = "list"
 )
 
 // taskInfo is v.Task(task), memoized.
@@ -250,12 +252,13 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	asOf := a.memo.now()
 	v, ids, next, err := a.s.store.PageView(p)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	tasks, err := a.taskEntries(v, ids)
+	tasks, err := a.listEntries(v, ids, p, asOf)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -265,13 +268,54 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, doc)
 }
 
-// taskList is every task of the view with its integrity (taskEntries).
-func (a *api) taskList(v *bernstein.ReadView) ([]bernstein.TaskListEntry, error) {
+// taskList is every task of the view with its integrity (listEntries; the
+// view was taken at asOf).
+func (a *api) taskList(v *bernstein.ReadView, asOf time.Time) ([]bernstein.TaskListEntry, error) {
 	ids, err := v.TaskIDs()
 	if err != nil {
 		return nil, err
 	}
-	return a.taskEntries(v, ids)
+	return a.listEntries(v, ids, bernstein.Page{}, asOf)
+}
+
+// listEntries is taskEntries kept as one answer for the page p (every task
+// when p is the zero Page), under the view's ListKey of its ids, used when
+// it was complete less than memoMaxAge before asOf (when the view was
+// taken: the snapshot of a large repository takes seconds): a list
+// asked for again while none of its tasks' refs, the spines, the keys and
+// the trust set moved costs one snapshot and one lookup, not one per task.
+// One answer a list, not two a task: however many tasks there are, a list
+// cannot push its own answers out before the next list reads them (it
+// fits in the memo's bytes, or it is not kept at all), and its age runs
+// from when it was complete, so a list that takes longer than memoMaxAge
+// to compute is still kept for the next one.
+func (a *api) listEntries(v *bernstein.ReadView, ids []string, p bernstein.Page, asOf time.Time) ([]bernstein.TaskListEntry, error) {
+	key, err := v.ListKey(ids)
+	if err != nil {
+		return nil, err
+	}
+	name := memoList + "\x00" + p.Cursor + "\x00" + strconv.Itoa(p.Limit)
+	val, err := a.memo.getAsOf(name, key, asOf, func() (any, int64, error) {
+		tasks, err := a.taskEntries(v, ids)
+		if err != nil {
+			return nil, 0, err
+		}
+		return tasks, listSize(tasks), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.([]bernstein.TaskListEntry), nil
+}
+
+// listSize is roughly what a list's entries hold in memory, about 1 KiB a
+// task with one artifact (measured: 1.08 KB a task at 1,000 tasks).
+func listSize(tasks []bernstein.TaskListEntry) int64 {
+	size := int64(1024)
+	for _, t := range tasks {
+		size += 1024 + int64(len(t.ID)+len(t.Title)) + 96*int64(len(t.Artifacts)) + 256*int64(len(t.Evidence)+len(t.Gates))
+	}
+	return size
 }
 
 // taskEntries is the tasks ids of the view with their integrity, each

@@ -15,17 +15,19 @@ import (
 // soon as any of those refs moves. Concurrent requests for an answer not
 // yet kept wait for one computation. Answers are derived by this process
 // from verified chains, never read from disk, and bounded in number and
-// size (least recently used first out) and in age: a stored object that
-// changes under refs that do not move (a disk, or someone with write access
-// to the object files) is seen within memoMaxAge, as the CLI sees it on its
-// next run.
+// size (least recently used first out) and in age: an answer is used for
+// memoMaxAge after its computation ended, so a stored object that changes
+// under refs that do not move (a disk, or someone with write access to the
+// object files) is seen within memoMaxAge of the end of the computation
+// that read it, as the CLI sees it on its next run. A list is one answer
+// made of its tasks' answers (server/api.go, listEntries): what it shows
+// was read at most memoMaxAge before its computation began, or during it.
 
 // memoMaxEntries, memoMaxBytes and memoMaxAge bound what a memo keeps (a
-// memo's own fields, which tests lower). A listing keeps two answers a task
-// (its state and its report), read in one pass: with fewer entries than
-// that, a list of many tasks pushes out its own answers before the next
-// list reads them, and every list computes every task again. The bytes
-// bound what the entries hold.
+// memo's own fields, which tests lower). A list is kept as one answer (its
+// tasks' answers are kept too, as far as the bounds allow, for the pages
+// of single tasks), so it does not depend on the memo holding two answers
+// for each of its tasks. The bytes bound what the entries hold.
 const (
 	memoMaxEntries = 1 << 16
 	memoMaxBytes   = int64(256 << 20)
@@ -53,7 +55,7 @@ type memoEntry struct {
 	name string
 	key  string
 	done chan struct{} // closed when val and err are set
-	at   time.Time     // when its computation began
+	at   time.Time     // when its computation ended (set with done)
 	val  any
 	err  error
 	size int64
@@ -68,10 +70,16 @@ func newMemo() *memo {
 // its key is key, else compute's (which also returns the answer's size in
 // bytes, roughly). Errors are not kept.
 func (m *memo) get(name, key string, compute func() (any, int64, error)) (any, error) {
+	return m.getAsOf(name, key, m.now(), compute)
+}
+
+// getAsOf is get for a request whose view of the refs was taken at asOf:
+// a kept answer is used when it was complete less than maxAge before.
+func (m *memo) getAsOf(name, key string, asOf time.Time, compute func() (any, int64, error)) (any, error) {
 	m.mu.Lock()
 	if el, ok := m.entries[name]; ok {
 		e := el.Value.(*memoEntry)
-		if e.key == key && m.now().Sub(e.at) < m.maxAge {
+		if e.key == key && m.fresh(e, asOf) {
 			m.order.MoveToFront(el)
 			m.mu.Unlock()
 			if m.waiting != nil {
@@ -86,25 +94,40 @@ func (m *memo) get(name, key string, compute func() (any, int64, error)) (any, e
 		}
 		m.removeLocked(el)
 	}
-	e := &memoEntry{name: name, key: key, done: make(chan struct{}), at: m.now()}
+	e := &memoEntry{name: name, key: key, done: make(chan struct{})}
 	m.entries[name] = m.order.PushFront(e)
 	m.computed[name]++
 	m.mu.Unlock()
 
 	val, size, err := compute()
 	m.mu.Lock()
-	e.val, e.err, e.size = val, err, size
+	e.val, e.err, e.size, e.at = val, err, size, m.now()
 	close(e.done)
 	if el, ok := m.entries[name]; ok && el.Value == e {
 		if err != nil {
 			m.removeLocked(el)
 		} else {
+			// Used now: a long computation (a list) must not be the least
+			// recently used entry, behind the answers it made, as it ends.
+			m.order.MoveToFront(el)
 			m.bytes += size
 			m.trimLocked()
 		}
 	}
 	m.mu.Unlock()
 	return val, err
+}
+
+// fresh reports whether e may be used by a request as of asOf: still
+// being computed (the reader waits for it), or complete less than maxAge
+// before asOf; m.mu is held.
+func (m *memo) fresh(e *memoEntry, asOf time.Time) bool {
+	select {
+	case <-e.done:
+		return asOf.Sub(e.at) < m.maxAge
+	default:
+		return true
+	}
 }
 
 // removeLocked drops an entry; m.mu is held.

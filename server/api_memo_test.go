@@ -91,3 +91,36 @@ func TestMemo(t *testing.T) {
 		t.Fatalf("%d bytes kept, at most %d", m.bytes, m.maxBytes)
 	}
 }
+
+// TestMemoLongComputation: an answer whose computation took longer than
+// the memo's age (a list of many tasks) is used for that age from when it
+// ended, by the requests whose view was taken by then however long they
+// took to reach the memo, and it is not the first out as it ends, behind
+// the answers it made.
+func TestMemoLongComputation(t *testing.T) {
+	m := newMemo()
+	m.maxBytes = 4
+	now := time.Now()
+	m.now = func() time.Time { return now }
+	list := func() (any, int64, error) {
+		for i := range 3 { // the list's tasks, each an answer of its own
+			m.get(fmt.Sprint("task", i), "k", func() (any, int64, error) { return i, 1, nil })
+			now = now.Add(m.maxAge)
+		}
+		return "list", 3, nil
+	}
+	if v, _ := m.get("list", "k", list); v != "list" {
+		t.Fatalf("got %v", v)
+	}
+	if m.entries["list"] == nil || m.bytes > m.maxBytes {
+		t.Fatalf("the list was pushed out as it ended (%d bytes kept)", m.bytes)
+	}
+	asOf := now.Add(m.maxAge - time.Millisecond)
+	now = asOf.Add(m.maxAge) // the request's view took long
+	if v, _ := m.getAsOf("list", "k", asOf, list); v != "list" || m.computations("list") != 1 {
+		t.Fatalf("the list was computed %d times", m.computations("list"))
+	}
+	if m.getAsOf("list", "k", asOf.Add(time.Millisecond), list); m.computations("list") != 2 {
+		t.Fatalf("a list older than the memo's age was used: computed %d times", m.computations("list"))
+	}
+}

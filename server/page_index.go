@@ -132,10 +132,11 @@ func validPhase(p string) bool {
 
 // pageTasks is GET /: every task, integrity first.
 func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) {
+	asOf := s.api().memo.now()
 	v, err := s.store.ReadView("")
 	if err == nil {
 		var tasks []bernstein.TaskListEntry
-		if tasks, err = s.api().taskList(v); err == nil {
+		if tasks, err = s.api().taskList(v, asOf); err == nil {
 			s.write(w, http.StatusOK, "tasks", "base", page{Title: "Tasks", Body: body{Page: "tasks"}, Main: newTaskIndex(tasks, r.URL.Query())})
 			return
 		}

@@ -116,3 +116,52 @@ func TestTaskListPages(t *testing.T) {
 		t.Errorf("artifact list <task> --limit: exit %d %s", code, errOut)
 	}
 }
+
+// TestTaskListPagesPackedAndLoose: a task whose ledger ref is both in
+// packed-refs and loose (moved after git pack-refs) is on one page once;
+// pages of every size join into git's own list of the ledger refs.
+func TestTaskListPagesPackedAndLoose(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	for _, id := range []string{"a-1", "b-2", "c-3", "d-4", "e-5"} {
+		if _, err := s.CreateTask(bernstein.TaskSpec{ID: id, Title: "task " + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.git("pack-refs", "--all")
+	for _, id := range []string{"a-1", "c-3", "e-5"} {
+		if _, err := s.Claim(id, "agent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, ".git", "refs", "bernstein", "ledger", "c-3")); err != nil {
+		t.Fatalf("the claim left no loose ledger ref: %v", err)
+	}
+	if packed, err := os.ReadFile(filepath.Join(f.dir, ".git", "packed-refs")); err != nil || !strings.Contains(string(packed), "refs/bernstein/ledger/c-3") {
+		t.Fatalf("c-3's ledger is not in packed-refs: %v", err)
+	}
+	want := strings.Fields(strings.ReplaceAll(f.git("for-each-ref", "--format=%(refname)", "refs/bernstein/ledger/"), "refs/bernstein/ledger/", ""))
+	for limit := 1; limit <= 6; limit++ {
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page, next, err := s.TaskListPage(bernstein.Page{Cursor: cursor, Limit: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > limit || pages > len(want) {
+				t.Fatalf("limit %d: page after %q: %d tasks", limit, cursor, len(page))
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if !reflect.DeepEqual(got, want) || len(want) != 5 {
+			t.Fatalf("limit %d: pages list %v, git's ledger refs %v", limit, got, want)
+		}
+	}
+}
