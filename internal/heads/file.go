@@ -227,6 +227,8 @@ func (h *headsFile) refresh() error {
 		}
 		if h.appended != nil {
 			decodeLines(b[:last+1], h.appended)
+		} else if h.tail == nil {
+			h.tail = b[:last+1]
 		} else {
 			h.tail = append(h.tail, b[:last+1]...)
 		}
