@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestHeadsLineReadsOnlyWhole(t *testing.T) {
 
 // The file's snapshot is found by binary search with a few preads, what
 // was appended overrides it, a forgotten chain has no head, and the file
-// is rewritten (compacted) once its appended part outgrows the snapshot,
+// is rewritten (compacted) once its appended part passes compactAt bytes,
 // with every head kept.
 func TestHeadsFileSnapshotAppendCompact(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.heads")
@@ -86,20 +87,32 @@ func TestHeadsFileSnapshotAppendCompact(t *testing.T) {
 		t.Fatal("a forgotten head is still there")
 	}
 	fi0, _ := os.Stat(path)
-	// Enough appends to pass both thresholds: the file is rewritten.
-	for i := 0; i < n/2+compactMin; i++ {
+	// Appends until the appended part passes compactAt bytes, however
+	// large the snapshot: the file is rewritten then, not before.
+	appended := int64(len(encodeLine("journal/T-3", &m)) + len(encodeLine("journal/T-4", nil)))
+	rewrittenAt := -1
+	for i := 0; i < 2*compactAt/100 && rewrittenAt < 0; i++ {
 		m := mark(n + i)
 		if err := h.write([]entry{{chain: fmt.Sprintf("ledger/T-%d", i), mark: &m}}, nil); err != nil {
 			t.Fatal(err)
 		}
+		appended += int64(len(encodeLine(fmt.Sprintf("ledger/T-%d", i), &m)))
+		fi1, _ := os.Stat(path)
+		switch same := os.SameFile(fi0, fi1); {
+		case !same && appended <= compactAt:
+			t.Fatalf("rewritten with %d bytes appended", appended)
+		case !same:
+			rewrittenAt = i
+		case appended > compactAt:
+			t.Fatalf("not rewritten with %d bytes appended", appended)
+		}
 	}
-	fi1, _ := os.Stat(path)
-	if os.SameFile(fi0, fi1) {
+	if rewrittenAt < 0 {
 		t.Fatal("the file was never rewritten")
 	}
 	b, _ := os.ReadFile(path)
 	hl, snapLen, ok := readHeader(b, "w")
-	if !ok || int64(len(b)) > hl+snapLen+int64(len(b))/2 {
+	if !ok || int64(len(b)) != hl+snapLen {
 		t.Fatalf("after the rewrite the appended part is %d of %d bytes", int64(len(b))-hl-snapLen, len(b))
 	}
 	h2 := newHeadsFile(path, "w")
@@ -107,8 +120,22 @@ func TestHeadsFileSnapshotAppendCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != n-1+n/2+compactMin {
+	if len(all) != n-1+rewrittenAt+1 {
 		t.Fatalf("%d heads after the rewrite", len(all))
+	}
+	// The new snapshot holds exactly the heads written, sorted, one
+	// encoded line each.
+	want := map[string]Mark{}
+	for c, m := range snap {
+		want[c] = m
+	}
+	want["journal/T-3"] = mark(999999)
+	delete(want, "journal/T-4")
+	for i := 0; i <= rewrittenAt; i++ {
+		want[fmt.Sprintf("ledger/T-%d", i)] = mark(n + i)
+	}
+	if body := string(b[hl:]); body != wantBody(want) {
+		t.Fatalf("the rewritten snapshot (%d bytes) is not the %d heads written, sorted (%d bytes)", len(body), len(want), len(wantBody(want)))
 	}
 	if all["journal/T-3"] != m && all["journal/T-3"] != mark(999999) {
 		t.Fatalf("journal/T-3 after the rewrite: %+v", all["journal/T-3"])
@@ -154,6 +181,99 @@ func TestHeadsFileTornAppend(t *testing.T) {
 		t.Fatalf("file:\n%s", mustRead(t, path))
 	}
 }
+
+// wantBody is the snapshot of heads: their lines sorted by chain.
+func wantBody(heads map[string]Mark) string {
+	var chains []string
+	for c := range heads {
+		chains = append(chains, c)
+	}
+	sort.Strings(chains)
+	var b strings.Builder
+	for _, c := range chains {
+		m := heads[c]
+		b.Write(encodeLine(c, &m))
+	}
+	return b.String()
+}
+
+// A compaction copies the snapshot's lines that read back whole, in
+// order, merged with the last whole line of each chain appended: a damaged
+// line (in the snapshot or appended) is dropped, never copied, and a
+// forgotten chain is left out. A reader of the appended part finds a
+// chain's last whole line, whether it searches the bytes or decodes them.
+func TestHeadsFileCompactMerges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.heads")
+	h := newHeadsFile(path, "w")
+	snap := map[string]Mark{}
+	for i, c := range []string{"journal/A", "journal/B", "journal/C", "journal/D", "journal/E", "journal/H"} {
+		snap[c] = mark(i)
+	}
+	if err := h.rewrite(snap); err != nil {
+		t.Fatal(err)
+	}
+	// Damage journal/C's line in the snapshot (one byte of its link).
+	b := []byte(mustRead(t, path))
+	at := strings.Index(string(b), "journal/C ") + 40
+	b[at] ^= 0x01
+	// journal/H's line moved before journal/E's: out of order.
+	eLine := string(encodeLine("journal/E", ptr(mark(4))))
+	hLine := string(encodeLine("journal/H", ptr(mark(5))))
+	b = []byte(strings.Replace(string(b), eLine+hLine, hLine+eLine, 1))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g1, g2 := mark(70), mark(71)
+	if err := h.write([]entry{{chain: "journal/B", mark: ptr(mark(10))}, {chain: "journal/D"}, {chain: "journal/F", mark: ptr(mark(11))}, {chain: "aaa/0", mark: ptr(mark(12))}, {chain: "journal/G", mark: &g1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A later line of journal/G, whole but with a byte changed: not a line.
+	bad := encodeLine("journal/G", &g2)
+	bad[len("journal/G ")+3] ^= 0x01
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bad)
+	f.Close()
+	for _, gets := range []int{0, memAfter + 1} {
+		r := newHeadsFile(path, "w")
+		r.gets = gets // searched, then decoded
+		if got, ok := r.get("journal/G"); !ok || got != g1 {
+			t.Fatalf("journal/G after %d gets: %+v %v, want the last whole line %+v", gets, got, ok, g1)
+		}
+		if got, ok := r.get("journal/B"); !ok || got != mark(10) {
+			t.Fatalf("journal/B after %d gets: %+v %v", gets, got, ok)
+		}
+		if _, ok := r.get("journal/D"); ok {
+			t.Fatalf("journal/D after %d gets: forgotten, still read", gets)
+		}
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	st, _ := fh.Stat()
+	hl, snapLen, ok := readHeader(b, "w")
+	if !ok {
+		t.Fatal("no header")
+	}
+	if err := h.compact(fh, hl, snapLen, st.Size()); err != nil {
+		t.Fatal(err)
+	}
+	got := []byte(mustRead(t, path))
+	hl2, snap2, ok := readHeader(got, "w")
+	if !ok || int64(len(got)) != hl2+snap2 {
+		t.Fatalf("compacted file:\n%s", got)
+	}
+	want := map[string]Mark{"aaa/0": mark(12), "journal/A": mark(0), "journal/B": mark(10), "journal/F": mark(11), "journal/G": g1, "journal/H": mark(5)}
+	if string(got[hl2:]) != wantBody(want) {
+		t.Fatalf("compacted snapshot:\n%s\nwant:\n%s", got[hl2:], wantBody(want))
+	}
+}
+
+func ptr(m Mark) *Mark { return &m }
 
 func mustRead(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)

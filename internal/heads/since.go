@@ -19,8 +19,9 @@ import (
 // line per chain it moves, so the chains changed since a checkpoint are
 // the lines appended after the file's length at that moment, as long as
 // the file is the same one: a rewrite (a new snapshot, renamed over the
-// file) or a tail lost to a machine crash (the appends are not synced)
-// makes the position unusable, and the caller checks every head again.
+// file, once per 1 MiB of appended lines: some 2,000 posts) or a tail lost
+// to a machine crash (the appends are not synced) makes the position
+// unusable, and the caller checks every head again.
 //
 // A position is "none" (no heads file and no heads kept the older way,
 // one file per chain), or "v1 <inode> <snapshot bytes> <length> <CRC-32
