@@ -200,13 +200,13 @@ type Folder struct {
 	heads  *heads.Keeper
 
 	mu       sync.Mutex
-	ledgers  map[string]ledgerCache
-	journals map[string]journalCache
+	ledgers  *memo[ledgerCache]
+	journals *memo[journalCache]
 }
 
 // NewFolder is the folder of repository c.
 func NewFolder(c *core.Repo, p *proof.Prover, h *heads.Keeper) *Folder {
-	return &Folder{c: c, prover: p, heads: h, ledgers: map[string]ledgerCache{}, journals: map[string]journalCache{}}
+	return &Folder{c: c, prover: p, heads: h, ledgers: newMemo[ledgerCache](memoTasks), journals: newMemo[journalCache](memoTasks)}
 }
 
 // Remember keeps the folds a committed write left: ledger and journal (nil
@@ -215,10 +215,10 @@ func (f *Folder) Remember(version gitstore.Oid, ledgerHead gitstore.Oid, l *Ledg
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l != nil {
-		f.ledgers[l.State.TaskID] = ledgerCache{cacheKey{ledgerHead, version}, l}
+		f.ledgers.put(l.State.TaskID, ledgerCache{cacheKey{ledgerHead, version}, l})
 	}
 	if j != nil {
-		f.journals[j.Task] = journalCache{cacheKey{journalHead, version}, j}
+		f.journals.put(j.Task, journalCache{cacheKey{journalHead, version}, j})
 	}
 }
 
@@ -272,7 +272,7 @@ func (f *Folder) LedgerAt(env *proof.Env, task string, head gitstore.Oid) (*Ledg
 // it.
 func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*Journal, error) {
 	f.mu.Lock()
-	cached, ok := f.journals[task]
+	cached, ok := f.journals.get(task)
 	f.mu.Unlock()
 	if ok && cached.key.version != env.Version {
 		ok = false
@@ -285,7 +285,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 			cached, ok = journalCache{cacheKey{h, env.Version}, st}, true
 			if h == head {
 				f.mu.Lock()
-				f.journals[task] = cached
+				f.journals.put(task, cached)
 				f.mu.Unlock()
 				return st, nil
 			}
@@ -311,7 +311,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 	}
 	st.Proof.extend(env.Env, record.ChainJournal, task, commits, st.Apply)
 	f.mu.Lock()
-	f.journals[task] = journalCache{cacheKey{head, env.Version}, st}
+	f.journals.put(task, journalCache{cacheKey{head, env.Version}, st})
 	f.mu.Unlock()
 	if len(commits) >= cacheMinRows {
 		f.saveJournalCache(env, task, head, st)
@@ -322,7 +322,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 // foldLedger folds task's ledger up to head.
 func (f *Folder) foldLedger(env *proof.Env, task string, head gitstore.Oid) (*Ledger, error) {
 	f.mu.Lock()
-	cached, ok := f.ledgers[task]
+	cached, ok := f.ledgers.get(task)
 	f.mu.Unlock()
 	if ok && cached.key.version != env.Version {
 		ok = false
@@ -355,7 +355,7 @@ func (f *Folder) foldLedger(env *proof.Env, task string, head gitstore.Oid) (*Le
 		return fold.State.ApplyHashed(row, h) // its root was checked by extend
 	})
 	f.mu.Lock()
-	f.ledgers[task] = ledgerCache{cacheKey{head, env.Version}, fold}
+	f.ledgers.put(task, ledgerCache{cacheKey{head, env.Version}, fold})
 	f.mu.Unlock()
 	return fold, nil
 }
