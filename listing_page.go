@@ -113,10 +113,6 @@ func (s *Store) taskListPage(p Page) ([]TaskListEntry, string, *ReadView, error)
 			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		rep, err := lv.Artifacts(id)
-		if e, ok := UnreadableEntry(id, err); ok {
-			out = append(out, e)
-			continue
-		}
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
 		}

@@ -338,10 +338,6 @@ func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.Task
 			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
 		rep, err := a.reportWith(v, id, lv.Artifacts)
-		if e, ok := bernstein.UnreadableEntry(id, err); ok {
-			tasks = append(tasks, e)
-			continue
-		}
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", id, err)
 		}
