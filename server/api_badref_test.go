@@ -1,0 +1,52 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein"
+)
+
+// TestTaskListPastUnreadableTaskRef: GET /api/v1/tasks (whole and paged)
+// over a task whose ledger ref plain git pointed at a tree lists it as
+// tampered, naming the ref, with nothing of it rendered (progress null),
+// as the description allows, and the other task as before.
+func TestTaskListPastUnreadableTaskRef(t *testing.T) {
+	r := newTaskRepo(t, "T-1")
+	if _, err := r.store.CreateTask(bernstein.TaskSpec{ID: "T-2", Title: "forged"}); err != nil {
+		t.Fatal(err)
+	}
+	before := newAPIClient(t, r)
+	var want bernstein.TaskListDoc
+	before.get("/tasks", http.StatusOK, &want)
+	ref := "refs/bernstein/ledger/T-2"
+	tree := r.git("rev-parse", ref+"^{tree}")
+	r.git("update-ref", ref, tree)
+
+	c := newAPIClient(t, r)
+	for _, q := range []string{"", "?limit=2", "?limit=1&cursor=T-1"} {
+		var got struct {
+			Tasks []map[string]any `json:"tasks"`
+		}
+		c.get("/tasks"+q, http.StatusOK, &got)
+		var t2 map[string]any
+		for _, e := range got.Tasks {
+			if e["id"] == "T-2" {
+				t2 = e
+			}
+		}
+		if t2 == nil {
+			t.Fatalf("GET /tasks%s: T-2 is not listed: %v", q, got.Tasks)
+		}
+		in := t2["integrity"].(map[string]any)
+		if in["state"] != "tampered" || !strings.Contains(in["reason"].(string), ref+" (at "+tree+") cannot be read as a ledger") || t2["progress"] != nil {
+			t.Fatalf("GET /tasks%s: T-2 is %v", q, t2)
+		}
+	}
+	var got bernstein.TaskListDoc
+	c.get("/tasks?limit=1", http.StatusOK, &got)
+	if len(got.Tasks) != 1 || got.Tasks[0].ID != "T-1" || got.Tasks[0].Integrity != want.Tasks[0].Integrity || got.Tasks[0].LedgerHead != want.Tasks[0].LedgerHead {
+		t.Fatalf("T-1 reads %+v, was %+v", got.Tasks, want.Tasks[0])
+	}
+}
