@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 // TestTaskListPastUnreadableTaskRef: GET /api/v1/tasks (whole and paged)
 // over a task whose ledger ref plain git pointed at a tree lists it as
 // tampered, naming the ref, with nothing of it rendered (progress null),
-// as the description allows, and the other task as before.
+// as the description allows, and the other task as before; the task's own
+// reads (its detail, progress, page) are 409 naming the ref.
 func TestTaskListPastUnreadableTaskRef(t *testing.T) {
 	r := newTaskRepo(t, "T-1")
 	if _, err := r.store.CreateTask(bernstein.TaskSpec{ID: "T-2", Title: "forged"}); err != nil {
@@ -43,6 +45,22 @@ func TestTaskListPastUnreadableTaskRef(t *testing.T) {
 		if in["state"] != "tampered" || !strings.Contains(in["reason"].(string), ref+" (at "+tree+") cannot be read as a ledger") || t2["progress"] != nil {
 			t.Fatalf("GET /tasks%s: T-2 is %v", q, t2)
 		}
+	}
+	// The task's own reads: 409, naming the ref, nothing rendered.
+	for _, path := range []string{"/tasks/T-2", "/tasks/T-2/progress"} {
+		e := c.wantError(path, http.StatusConflict, "task_id")
+		if !strings.Contains(e.Error.Message, "task T-2 is tampered: "+ref+" (at "+tree+")") {
+			t.Fatalf("GET %s: %q", path, e.Error.Message)
+		}
+	}
+	res, err := http.Get(c.base + "/tasks/T-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusConflict || !strings.Contains(string(body), ref) {
+		t.Fatalf("the task page: %d\n%s", res.StatusCode, body)
 	}
 	var got bernstein.TaskListDoc
 	c.get("/tasks?limit=1", http.StatusOK, &got)
