@@ -16,6 +16,7 @@ import (
 // reads (its detail, progress, page) are 409 naming the ref.
 func TestTaskListPastUnreadableTaskRef(t *testing.T) {
 	r := newTaskRepo(t, "T-1")
+	r.post("k", "# one")
 	if _, err := r.store.CreateTask(bernstein.TaskSpec{ID: "T-2", Title: "forged"}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +67,12 @@ func TestTaskListPastUnreadableTaskRef(t *testing.T) {
 	c.get("/tasks?limit=1", http.StatusOK, &got)
 	if len(got.Tasks) != 1 || got.Tasks[0].ID != "T-1" || got.Tasks[0].Integrity != want.Tasks[0].Integrity || got.Tasks[0].LedgerHead != want.Tasks[0].LedgerHead {
 		t.Fatalf("T-1 reads %+v, was %+v", got.Tasks, want.Tasks[0])
+	}
+	// A journal ref at a tree: the journal's read is 409 as well.
+	jref := "refs/bernstein/journal/T-1"
+	jtree := r.git("rev-parse", jref+"^{tree}")
+	r.git("update-ref", jref, jtree)
+	if e := c.wantError("/tasks/T-1/journal", http.StatusConflict, "task_id"); !strings.Contains(e.Error.Message, "task T-1 is tampered: "+jref+" (at "+jtree+")") {
+		t.Fatalf("GET /tasks/T-1/journal: %q", e.Error.Message)
 	}
 }
