@@ -46,6 +46,10 @@ type unreadable struct{ err error }
 func (u unreadable) Error() string   { return u.err.Error() }
 func (u unreadable) Unwrap() []error { return []error{u.err, ErrUnreadable} }
 
+// Unreadable marks err, met reading a chain commit, as an ErrUnreadable:
+// the object's fault.
+func Unreadable(err error) error { return unreadable{err} }
+
 // notChainCommit marks err, met reading id, as an ErrUnreadable when the
 // object is at fault (missing or corrupt: a commit's parse and record
 // errors are marked by their caller).

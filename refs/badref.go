@@ -1,6 +1,7 @@
 package refs
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -25,6 +26,17 @@ type BadRef struct {
 
 func (b BadRef) String() string {
 	return fmt.Sprintf("%s (at %s) cannot be read as %s: %s", b.Ref, b.At, KindOf(b.Ref), b.Reason)
+}
+
+// MarshalJSON writes b as {"ref", "at", "reason", "message"}: message
+// is String's.
+func (b BadRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Ref     string `json:"ref"`
+		At      string `json:"at"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	}{b.Ref, b.At.String(), b.Reason, b.String()})
 }
 
 // KindOf names what a ref under refs/bernstein/ holds, with its article:

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/server"
 )
 
@@ -289,5 +291,53 @@ func TestHonestTaskRefsAreNotReadPast(t *testing.T) {
 		if _, errOut, code := f.cli("", "task", "show", id); code != 0 {
 			t.Fatalf("task show %s: exit %d %s", id, code, errOut)
 		}
+	}
+}
+
+// TestPushPastUnreadableTaskRef: a local task ref that cannot be read as
+// its chain (its head a blob, a missing object, or a chain commit whose
+// parent is missing) is not pushed and holds no other ref back: a new task
+// and the audit entries go, the remote keeps its honest head of the
+// forged ref, and push names what it read past.
+func TestPushPastUnreadableTaskRef(t *testing.T) {
+	cases := []taskRefForgery{taskRefForgeries[0], taskRefForgeries[3], {"parent missing", func(f *fixture, ref string) string {
+		// The honest head's bytes with its parent swapped for an absent
+		// one: a commit carrying a record, below which the chain breaks.
+		raw := f.git("cat-file", "commit", ref)
+		parent := strings.TrimSpace(f.git("rev-parse", ref+"~1"))
+		forged := strings.Replace(raw, "parent "+parent, "parent "+strings.Repeat("6", 40), 1)
+		if forged == raw {
+			f.t.Fatalf("the head of %s names no parent %s", ref, parent)
+		}
+		o := strings.TrimSpace(f.git2(forged, "hash-object", "-t", "commit", "-w", "--literally", "--stdin"))
+		f.git("update-ref", ref, o)
+		return o
+	}}}
+	for _, fg := range cases {
+		t.Run(strings.ReplaceAll(fg.name, " ", "_"), func(t *testing.T) {
+			f, _ := unreadableTaskFixture(t)
+			bare := filepath.Join(t.TempDir(), "remote.git")
+			if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			f.git("remote", "add", "origin", bare)
+			if out, errOut, code := f.cli("", "push", "origin"); code != 0 {
+				t.Fatalf("push: %d %s %s", code, out, errOut)
+			}
+			ref := "refs/bernstein/ledger/B-1"
+			honest := f.rev(ref)
+			at := fg.forge(f, ref)
+			if _, errOut, code := f.cli("", "task", "create", "N-1", "--title", "new"); code != 0 {
+				t.Fatalf("task create: exit %d %s", code, errOut)
+			}
+			out, errOut, code := f.cli("", "push", "origin")
+			if code != 0 || !strings.Contains(errOut, "warning: "+ref+" (at "+at+") cannot be read as a ledger") {
+				t.Fatalf("push past %s: exit %d\n%s%s", ref, code, out, errOut)
+			}
+			remote := refsOf(t, bare, refs.Prefix)
+			if remote[ref] != honest || remote[refs.Ledger("N-1")] != f.rev(refs.Ledger("N-1")) || remote[refs.Audit("test-writer")] != f.rev(refs.Audit("test-writer")) {
+				t.Fatalf("the remote after the push: %v", remote)
+			}
+		})
 	}
 }
