@@ -530,6 +530,14 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 				res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
 				continue
 			}
+			if theirs.IsZero() || !s.c.Objects.Has(theirs) {
+				// New to the remote: every commit of it goes, so every
+				// one must be there to go.
+				if err := s.walkChain(head); unreadableObject(err) {
+					res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
+					continue
+				}
+			}
 		}
 		if isArchiveRef(ref) && (theirs.IsZero() || !s.c.Objects.Has(theirs)) {
 			standing = append(standing, head)
@@ -641,6 +649,21 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 // fault, not the read's.
 func unreadableObject(err error) bool {
 	return errors.Is(err, chain.ErrUnreadable) || errors.Is(err, gitstore.ErrMissing) || errors.Is(err, gitstore.ErrCorrupt)
+}
+
+// walkChain reads the chain from head to its root by first parents and
+// returns the first error met.
+func (s *Syncer) walkChain(head gitstore.Oid) error {
+	seen := map[gitstore.Oid]bool{}
+	for id := head; !id.IsZero() && !seen[id]; {
+		seen[id] = true
+		p, err := s.parentOf(id)
+		if err != nil {
+			return err
+		}
+		id = p
+	}
+	return nil
 }
 
 // readPast adds b to the refs the push read past, once.

@@ -295,12 +295,13 @@ func TestHonestTaskRefsAreNotReadPast(t *testing.T) {
 }
 
 // TestPushPastUnreadableTaskRef: a local task ref that cannot be read as
-// its chain (its head a blob, a missing object, or a chain commit whose
-// parent is missing) is not pushed and holds no other ref back: a new task
-// and the audit entries go, the remote keeps its honest head of the
-// forged ref, and push names what it read past.
+// its chain (its head a blob, a missing object, a commit with no record,
+// or a chain commit whose parent is missing or no commit) is not pushed
+// and holds no other ref back: a new task and the audit entries go, the remote keeps its honest
+// head of the forged ref and gets none of a forged task it did not have,
+// and push names what it read past.
 func TestPushPastUnreadableTaskRef(t *testing.T) {
-	cases := []taskRefForgery{taskRefForgeries[0], taskRefForgeries[3], {"parent missing", func(f *fixture, ref string) string {
+	cases := []taskRefForgery{taskRefForgeries[0], taskRefForgeries[3], taskRefForgeries[4], {"parent missing", func(f *fixture, ref string) string {
 		// The honest head's bytes with its parent swapped for an absent
 		// one: a commit carrying a record, below which the chain breaks.
 		raw := f.git("cat-file", "commit", ref)
@@ -310,6 +311,13 @@ func TestPushPastUnreadableTaskRef(t *testing.T) {
 			f.t.Fatalf("the head of %s names no parent %s", ref, parent)
 		}
 		o := strings.TrimSpace(f.git2(forged, "hash-object", "-t", "commit", "-w", "--literally", "--stdin"))
+		f.git("update-ref", ref, o)
+		return o
+	}}, {"parent of no commit's shape", func(f *fixture, ref string) string {
+		raw := f.git("cat-file", "commit", ref)
+		parent := strings.TrimSpace(f.git("rev-parse", ref+"~1"))
+		junk := strings.TrimSpace(f.git2("not a commit\n", "hash-object", "-t", "commit", "-w", "--literally", "--stdin"))
+		o := strings.TrimSpace(f.git2(strings.Replace(raw, "parent "+parent, "parent "+junk, 1), "hash-object", "-t", "commit", "-w", "--literally", "--stdin"))
 		f.git("update-ref", ref, o)
 		return o
 	}}}
@@ -327,15 +335,25 @@ func TestPushPastUnreadableTaskRef(t *testing.T) {
 			ref := "refs/bernstein/ledger/B-1"
 			honest := f.rev(ref)
 			at := fg.forge(f, ref)
+			// A task the remote does not have yet, forged alike.
+			if _, errOut, code := f.cli("", "task", "create", "M-1", "--title", "forged"); code != 0 {
+				t.Fatalf("task create: exit %d %s", code, errOut)
+			}
+			if _, errOut, code := f.cli("", "task", "abandon", "M-1", "--reason", "a second row"); code != 0 {
+				t.Fatalf("task abandon: exit %d %s", code, errOut)
+			}
+			refM := "refs/bernstein/ledger/M-1"
+			atM := fg.forge(f, refM)
 			if _, errOut, code := f.cli("", "task", "create", "N-1", "--title", "new"); code != 0 {
 				t.Fatalf("task create: exit %d %s", code, errOut)
 			}
 			out, errOut, code := f.cli("", "push", "origin")
-			if code != 0 || !strings.Contains(errOut, "warning: "+ref+" (at "+at+") cannot be read as a ledger") {
-				t.Fatalf("push past %s: exit %d\n%s%s", ref, code, out, errOut)
+			if code != 0 || !strings.Contains(errOut, "warning: "+ref+" (at "+at+") cannot be read as a ledger") ||
+				!strings.Contains(errOut, "warning: "+refM+" (at "+atM+") cannot be read as a ledger") {
+				t.Fatalf("push past %s and %s: exit %d\n%s%s", ref, refM, code, out, errOut)
 			}
 			remote := refsOf(t, bare, refs.Prefix)
-			if remote[ref] != honest || remote[refs.Ledger("N-1")] != f.rev(refs.Ledger("N-1")) || remote[refs.Audit("test-writer")] != f.rev(refs.Audit("test-writer")) {
+			if remote[ref] != honest || remote[refM] != "" || remote[refs.Ledger("N-1")] != f.rev(refs.Ledger("N-1")) || remote[refs.Audit("test-writer")] != f.rev(refs.Audit("test-writer")) {
 				t.Fatalf("the remote after the push: %v", remote)
 			}
 		})
