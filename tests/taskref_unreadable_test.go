@@ -175,7 +175,7 @@ func TestUnreadableTaskRefBlocksNoReader(t *testing.T) {
 					t.Fatalf("artifact list: exit %d", code)
 				}
 				showBefore, _, _ := f.cli("", "task", "show", "A-1", "--output-json")
-				if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+				if out, errOut, code := f.cli("", "audit", "verify", "--checkpoint", "cp"); code != 0 {
 					t.Fatalf("audit verify before the forgery: exit %d\n%s%s", code, out, errOut)
 				}
 
@@ -251,8 +251,10 @@ func TestUnreadableTaskRefBlocksNoReader(t *testing.T) {
 					t.Errorf("task show A-1: exit %d\n%s\nwant\n%s", code, got, showBefore)
 				}
 
-				// audit verify: tampered, a failure naming the ref.
+				// audit verify, full and since the checkpoint: tampered, a
+				// failure naming the ref.
 				auditNames(t, f, ref, false)
+				auditNames(t, f, ref, false, "--since", "cp")
 
 				// Writers of the other tasks are not blocked.
 				if out, errOut, code := f.cli("", "artifact", "post", "A-1", "more", "--type", "report", "--body", "# more",
