@@ -1,9 +1,12 @@
 package bernstein
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/internal/proof"
+	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -107,6 +110,23 @@ func joinReasons(rs []string) string {
 type TaskListEntry struct {
 	*TaskInfo
 	Integrity TaskIntegrity `json:"integrity"`
+}
+
+// UnreadableEntry is the list entry of a task whose journal or ledger ref
+// cannot be read as one (err, from reading the task, is a
+// *refs.BadRefError): the list reads past it and lists it as tampered,
+// naming the ref, with nothing of the task rendered (no phase, no
+// progress: null). ok is false for any other error, which fails the list.
+func UnreadableEntry(task string, err error) (TaskListEntry, bool) {
+	var bad *refs.BadRefError
+	if !errors.As(err, &bad) {
+		return TaskListEntry{}, false
+	}
+	info := &TaskInfo{ID: task, Evidence: []ledger.Producer{}, Gates: []ledger.Gate{}, Artifacts: map[string]int64{}}
+	return TaskListEntry{TaskInfo: info, Integrity: TaskIntegrity{
+		State: verify.Tampered, Reason: bad.BadRef.String(), ProgressProof: verify.Tampered,
+		JournalIdentity: verify.IdentityUnverifiable, JournalIdentityReason: "not read: " + bad.Ref + " cannot be read as " + refs.KindOf(bad.Ref),
+	}}, true
 }
 
 // ListVerifier verifies the artifacts of the tasks of one view against the

@@ -82,7 +82,7 @@ func (s *Store) TaskListPage(p Page) ([]TaskListEntry, string, error) {
 // TaskListPageReadPast is TaskListPage, with the archive refs the page's
 // reads could not read as archives and read past (the tasks only they
 // hold are not listed): see ReadView.BadArchives.
-func (s *Store) TaskListPageReadPast(p Page) ([]TaskListEntry, string, []refs.BadArchive, error) {
+func (s *Store) TaskListPageReadPast(p Page) ([]TaskListEntry, string, []refs.BadRef, error) {
 	out, next, v, err := s.taskListPage(p)
 	if err != nil {
 		return nil, "", nil, err
@@ -104,6 +104,10 @@ func (s *Store) taskListPage(p Page) ([]TaskListEntry, string, *ReadView, error)
 		info, err := v.Task(id)
 		if errors.Is(err, ErrUnknownTask) && p.Limit > 0 {
 			continue // deleted since its name was listed
+		}
+		if e, ok := UnreadableEntry(id, err); ok {
+			out = append(out, e) // read past: listed as tampered
+			continue
 		}
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
@@ -154,7 +158,7 @@ func (s *Store) PageView(p Page) (*ReadView, []string, string, error) {
 // Limit+1 smallest ids after the cursor as it meets them (a max-heap), so
 // a page costs the walk of the names and not a sort of every id. It
 // returns the archive refs it read past as well.
-func (s *Store) pageIDs(p Page) ([]string, string, []refs.BadArchive, error) {
+func (s *Store) pageIDs(p Page) ([]string, string, []refs.BadRef, error) {
 	var h idHeap
 	in := map[string]bool{}
 	bad, err := s.core.Refs.EachName(refs.LedgerPrefix, func(n string) {

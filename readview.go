@@ -31,15 +31,15 @@ type ReadView struct {
 	proof string             // the proof version: the published keys and the trust set
 	// namesBad are the archive refs whose task names a paged listing could
 	// not read when it chose the page (PageView).
-	namesBad []refs.BadArchive
+	namesBad []refs.BadRef
 }
 
 // BadArchives lists the archive refs this view's reads could not read as
 // archives and read past (docs/archive.md, Reading): the snapshot's, and
 // for a page of a listing those whose task names could not be read when
 // the page was chosen. Sorted by ref.
-func (v *ReadView) BadArchives() []refs.BadArchive {
-	out := append([]refs.BadArchive(nil), v.snap.BadArchives()...)
+func (v *ReadView) BadArchives() []refs.BadRef {
+	out := append([]refs.BadRef(nil), v.snap.BadArchives()...)
 	for _, b := range v.namesBad {
 		dup := false
 		for _, x := range out {

@@ -33,6 +33,33 @@ type Proof struct {
 // ErrNotLinear reports a chain commit with more than one parent.
 var ErrNotLinear = errors.New("chain commit has more than one parent")
 
+// ErrUnreadable matches (errors.Is) a read that met an object which cannot
+// be a chain commit: missing, corrupt, not a commit, a commit with more
+// than one parent or whose message carries no record. That is what plain
+// git can write and no writer of chains does; an error of the disk is not
+// one.
+var ErrUnreadable = errors.New("not a chain commit")
+
+// unreadable is err as an ErrUnreadable.
+type unreadable struct{ err error }
+
+func (u unreadable) Error() string   { return u.err.Error() }
+func (u unreadable) Unwrap() []error { return []error{u.err, ErrUnreadable} }
+
+// Unreadable marks err, met reading a chain commit, as an ErrUnreadable:
+// the object's fault.
+func Unreadable(err error) error { return unreadable{err} }
+
+// notChainCommit marks err, met reading id, as an ErrUnreadable when the
+// object is at fault (missing or corrupt: a commit's parse and record
+// errors are marked by their caller).
+func notChainCommit(err error) error {
+	if errors.Is(err, gitstore.ErrMissing) || errors.Is(err, gitstore.ErrCorrupt) {
+		return unreadable{err}
+	}
+	return err
+}
+
 // Read reads one chain commit, its signed payload and the record in its
 // message.
 func Read(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
@@ -42,7 +69,7 @@ func Read(objs *gitstore.Repo, id gitstore.Oid) (Commit, error) {
 func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 	data, err := objs.ReadType(id, gitstore.TypeCommit)
 	if err != nil {
-		return Commit{ID: id}, err
+		return Commit{ID: id}, notChainCommit(err)
 	}
 	var c gitstore.Commit
 	var p []byte
@@ -52,15 +79,15 @@ func read(objs *gitstore.Repo, id gitstore.Oid, payload bool) (Commit, error) {
 		c, err = gitstore.ParseCommitLinks(data)
 	}
 	if err != nil {
-		return Commit{ID: id}, fmt.Errorf("commit %s: %w", id, err)
+		return Commit{ID: id}, unreadable{fmt.Errorf("commit %s: %w", id, err)}
 	}
 	cc := Commit{ID: id, Commit: c, Payload: p}
 	if len(c.Parents) > 1 {
-		return cc, fmt.Errorf("commit %s: %w", id, ErrNotLinear)
+		return cc, unreadable{fmt.Errorf("commit %s: %w", id, ErrNotLinear)}
 	}
 	rec, err := record.RecordFromMessage(c.Message)
 	if err != nil {
-		return cc, fmt.Errorf("commit %s: %w", id, err)
+		return cc, unreadable{fmt.Errorf("commit %s: %w", id, err)}
 	}
 	cc.Record = rec
 	return cc, nil

@@ -19,7 +19,7 @@ import (
 // Lookup, List and Tasks return a *BadArchiveError when the archive commit
 // cannot be read as an archive (a reader's checks refuse it, or an object
 // it names is not in the repository): the Reader then reads past that
-// archive ref and reports it (Snapshot.BadArchives). Any other error
+// archive ref and reports it (Snapshot.BadArchives, a BadRef each). Any other error
 // fails the read.
 type ArchiveIndex interface {
 	// Lookup returns the heads archive commit archive holds for task, ok
@@ -125,32 +125,18 @@ func (e *BadArchiveError) Error() string { return e.Err.Error() }
 
 func (e *BadArchiveError) Unwrap() error { return e.Err }
 
-// BadArchive is an archive ref a read could not read as an archive and
-// read past: it contributed no entry. No archive written by an archive
-// writer is one (docs/archive.md, Reading); audit verify reports it as
-// tampered.
-type BadArchive struct {
-	Ref    string
-	Commit gitstore.Oid // the ref's value
-	Reason string
-}
-
-func (b BadArchive) String() string {
-	return fmt.Sprintf("%s (at %s) cannot be read as an archive: %s", b.Ref, b.Commit, b.Reason)
-}
-
-// badArchive returns the BadArchive of archive ref at commit when err is a
+// badArchive returns the BadRef of archive ref at commit when err is a
 // *BadArchiveError, ok false otherwise.
-func badArchive(ref string, commit gitstore.Oid, err error) (BadArchive, bool) {
+func badArchive(ref string, commit gitstore.Oid, err error) (BadRef, bool) {
 	var be *BadArchiveError
 	if !errors.As(err, &be) {
-		return BadArchive{}, false
+		return BadRef{}, false
 	}
-	return BadArchive{Ref: ref, Commit: commit, Reason: be.Err.Error()}, true
+	return BadRef{Ref: ref, At: commit, Reason: be.Err.Error()}, true
 }
 
 // addBad adds b to list unless its ref is there already.
-func addBad(list []BadArchive, b BadArchive) []BadArchive {
+func addBad(list []BadRef, b BadRef) []BadRef {
 	for _, x := range list {
 		if x.Ref == b.Ref {
 			return list
@@ -286,12 +272,12 @@ func (s *Snapshot) Divergences() []Divergence { return s.divergences }
 
 // BadArchives lists the archive refs this snapshot could not read as
 // archives and read past (they contributed no entry), sorted by ref.
-func (s *Snapshot) BadArchives() []BadArchive { return s.badArchives }
+func (s *Snapshot) BadArchives() []BadRef { return s.badArchives }
 
 // archivedNames adds to seen the names under prefix of the chains the
 // archives hold, reading each archive's task names only. An archive that
 // cannot be read as one adds no name and is returned.
-func (r Reader) archivedNames(prefix string, seen map[string]bool) ([]BadArchive, error) {
+func (r Reader) archivedNames(prefix string, seen map[string]bool) ([]BadRef, error) {
 	if r.Archive == nil {
 		return nil, nil
 	}
@@ -312,7 +298,7 @@ func (r Reader) archivedNames(prefix string, seen map[string]bool) ([]BadArchive
 	if err != nil {
 		return nil, err
 	}
-	var bad []BadArchive
+	var bad []BadRef
 	for _, n := range names {
 		var got []string
 		err := r.Archive.Tasks(vals[n], func(task string) { got = append(got, task) })

@@ -182,7 +182,7 @@ type Snapshot struct {
 	// the archive ref it came from (FromArchive).
 	archived    map[string]string
 	divergences []Divergence
-	badArchives []BadArchive // archive refs read past (BadArchives)
+	badArchives []BadRef // archive refs read past (BadArchives)
 }
 
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
@@ -355,7 +355,7 @@ func (r Reader) Names(prefix string) ([]string, error) {
 
 // NamesReadPast is Names, with the archive refs whose task names could not
 // be read (they add none): what a listing reports it read past.
-func (r Reader) NamesReadPast(prefix string) ([]string, []BadArchive, error) {
+func (r Reader) NamesReadPast(prefix string) ([]string, []BadRef, error) {
 	seen := map[string]bool{}
 	bad, err := r.EachName(prefix, func(name string) { seen[name] = true })
 	if err != nil {
@@ -375,7 +375,7 @@ func (r Reader) NamesReadPast(prefix string) ([]string, []BadArchive, error) {
 // only a few of the names needs, without the map and sort of every name.
 // The loose refs' directories are read unsorted. It returns the archive
 // refs whose task names could not be read, as NamesReadPast does.
-func (r Reader) EachName(prefix string, fn func(name string)) ([]BadArchive, error) {
+func (r Reader) EachName(prefix string, fn func(name string)) ([]BadRef, error) {
 	if err := walkNames(filepath.Join(r.Dir, filepath.FromSlash(prefix)), prefix, fn); err != nil {
 		return nil, err
 	}

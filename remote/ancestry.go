@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -130,7 +131,7 @@ func (s *Syncer) parentOf(id gitstore.Oid) (gitstore.Oid, error) {
 	}
 	c, err := gitstore.ParseCommitLinks(data)
 	if err != nil {
-		return gitstore.ZeroOid, fmt.Errorf("commit %s: %w", id, err)
+		return gitstore.ZeroOid, chain.Unreadable(fmt.Errorf("commit %s: %w", id, err))
 	}
 	if len(c.Parents) == 0 {
 		return gitstore.ZeroOid, nil

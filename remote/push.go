@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
 	"github.com/bernstein/bernstein/internal/writers"
@@ -43,6 +44,11 @@ type PushResult struct {
 	// Deleted are the remote's refs of tasks this host archived that the
 	// push deleted (Old: the remote's value, which the deletion expected).
 	Deleted []RefChange `json:"deleted"`
+	// ReadPast are this host's task refs that cannot be read as their
+	// chain (plain git pointed them at a blob, a tree, a tag, a missing
+	// object): not pushed, and no hold on the others (docs/trust.md, Refs
+	// that cannot be read).
+	ReadPast []refs.BadRef `json:"read_past,omitempty"`
 	// more: deletions were left for another push (more than one push's
 	// command line holds).
 	more bool
@@ -517,6 +523,22 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		theirs := tracking[TrackingRef(remote, ref)]
 		in := DescribeRef(ref)
 		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
+		if isTask {
+			// A task ref whose head is no chain commit is read past: it
+			// is not pushed, and holds no other ref back.
+			if _, err := chain.Read(s.c.Objects, head); unreadableObject(err) {
+				res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
+				continue
+			}
+			if theirs.IsZero() || !s.c.Objects.Has(theirs) {
+				// New to the remote: every commit of it goes, so every
+				// one must be there to go.
+				if err := s.walkChain(head); unreadableObject(err) {
+					res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
+					continue
+				}
+			}
+		}
 		if isArchiveRef(ref) && (theirs.IsZero() || !s.c.Objects.Has(theirs)) {
 			standing = append(standing, head)
 		}
@@ -537,6 +559,12 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			continue
 		}
 		a, err := s.relate(head, theirs)
+		if isTask && unreadableObject(err) {
+			// The chain, or the remote's as last fetched, breaks below its
+			// head: read past as well.
+			res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
@@ -614,6 +642,38 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		}
 	}
 	return s.planDeletions(remote, res, mine, tracking, standing, kept)
+}
+
+// unreadableObject reports whether err says an object is not what a chain
+// needs (missing, corrupt, not a commit, not a commit's shape): the ref's
+// fault, not the read's.
+func unreadableObject(err error) bool {
+	return errors.Is(err, chain.ErrUnreadable) || errors.Is(err, gitstore.ErrMissing) || errors.Is(err, gitstore.ErrCorrupt)
+}
+
+// walkChain reads the chain from head to its root by first parents and
+// returns the first error met.
+func (s *Syncer) walkChain(head gitstore.Oid) error {
+	seen := map[gitstore.Oid]bool{}
+	for id := head; !id.IsZero() && !seen[id]; {
+		seen[id] = true
+		p, err := s.parentOf(id)
+		if err != nil {
+			return err
+		}
+		id = p
+	}
+	return nil
+}
+
+// readPast adds b to the refs the push read past, once.
+func (r *PushResult) readPast(b refs.BadRef) {
+	for _, x := range r.ReadPast {
+		if x.Ref == b.Ref {
+			return
+		}
+	}
+	r.ReadPast = append(r.ReadPast, b)
 }
 
 var errNoAtomic = errors.New("the remote does not support atomic pushes")

@@ -99,6 +99,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, bernstein.ErrUnknownTask):
 		writeError(w, http.StatusNotFound, "task_id", err.Error())
+	case errors.As(err, new(*refs.BadRefError)):
+		// The task's journal or ledger ref cannot be read as one
+		// (docs/trust.md, Refs that cannot be read): tampered, never
+		// rendered; the message names the ref.
+		writeError(w, http.StatusConflict, "task_id", err.Error())
 	case errors.Is(err, bernstein.ErrUnproven):
 		// The request is sound; the task's state refuses it until the
 		// chain is repaired (the message names the chain and the index).
@@ -328,6 +333,10 @@ func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.Task
 	for _, id := range ids {
 		info, err := a.taskInfo(v, id)
 		if errors.Is(err, bernstein.ErrUnknownTask) {
+			continue
+		}
+		if e, ok := bernstein.UnreadableEntry(id, err); ok {
+			tasks = append(tasks, e) // read past: listed as tampered
 			continue
 		}
 		if err != nil {

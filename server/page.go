@@ -105,6 +105,11 @@ func (s *Server) storeProblem(w http.ResponseWriter, fragment bool, task string,
 		s.problem(w, http.StatusNotFound, fragment, ie.Error())
 		return
 	}
+	if errors.As(err, new(*refs.BadRefError)) {
+		// Tampered: said, naming the ref, never rendered.
+		s.problem(w, http.StatusConflict, fragment, err.Error()+".")
+		return
+	}
 	s.opts.Logger.Error("page", "task", task, "err", err)
 	s.problem(w, http.StatusInternalServerError, fragment, "Reading the task failed: "+err.Error())
 }

@@ -762,7 +762,9 @@ func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int6
 			fs = append(fs, Failure{TaskID: task, Check: check, Reason: fmt.Sprintf("ledger of %s at index %d: %s", task, i, reason)})
 		}
 		if cc.Err != nil {
-			fail("ledger_chain", cc.Err.Error())
+			// The ref cannot be read as a ledger (docs/trust.md, Refs that
+			// cannot be read): named, as every reader names it.
+			fail("ledger_chain", refs.BadRef{Ref: refs.Ledger(task), At: head, Reason: cc.Err.Error()}.String())
 			broken = true
 			continue
 		}

@@ -1309,7 +1309,13 @@ func linkReason(kind string) string {
 // broken reports a commit of a segment that cannot be read as its chain's
 // record.
 func (c *checker) broken(s *segment, pos int64, id gitstore.Oid, reason string) {
-	p := Problem{Ref: s.u.Ref, Task: s.task, Writer: s.writer, Chain: s.kind, Check: s.kind + "_chain", Reason: fmt.Sprintf("commit %s: %s", short(id), reason)}
+	reason = fmt.Sprintf("commit %s: %s", short(id), reason)
+	if s.task != "" && (s.kind == kindJournal || s.kind == kindLedger) {
+		// A task ref that cannot be read as its chain, named as every
+		// reader names it (docs/trust.md, Refs that cannot be read).
+		reason = refs.BadRef{Ref: s.u.Ref, At: s.u.New, Reason: reason}.String()
+	}
+	p := Problem{Ref: s.u.Ref, Task: s.task, Writer: s.writer, Chain: s.kind, Check: s.kind + "_chain", Reason: reason}
 	if pos >= 0 {
 		p.Index = i64(pos)
 	}

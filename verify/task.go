@@ -280,7 +280,7 @@ func (v *Verifier) task(task string) (*TaskReport, error) {
 	for i, cc := range commits {
 		idx := int64(i)
 		if cc.Err != nil {
-			breakChain(idx, cc.Err.Error())
+			breakChain(idx, refs.BadRef{Ref: refs.Journal(task), At: head, Reason: cc.Err.Error()}.String())
 			continue
 		}
 		row, err := record.ParseRow(cc.Record)

@@ -105,6 +105,12 @@ func pushRun(o *pushOptions) error {
 				return perr
 			}
 		}
+		if res != nil {
+			// Read past, not pushed: said whatever else happened.
+			for _, b := range res.ReadPast {
+				fmt.Fprintf(o.IO.Err, "warning: %s; not pushed (run 'bernstein audit verify')\n", b)
+			}
+		}
 		if err != nil {
 			return o.failed(res, err)
 		}

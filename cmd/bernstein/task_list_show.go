@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/refs"
 )
 
 // 'task list' and 'task show': what the repository holds of its tasks.
@@ -39,16 +41,20 @@ is named on stderr, with why.
 "next_cursor" with --output-json, else on stderr. A page reads and verifies
 only its own tasks.
 
-An archive ref (refs/bernstein/archive/<writer>) that cannot be read as an
-archive is read past, one warning line on stderr naming it: the tasks only
-it holds are not listed ('bernstein audit verify' reports it as tampered).
+A ref that cannot be read as its kind (plain git can point one at a blob,
+a tree, a tag or a missing object) is read past and named: a task whose
+journal or ledger ref is one is listed as tampered, naming the ref, nothing
+else of it shown; an archive ref (refs/bernstein/archive/<writer>) that
+cannot be read as an archive is one warning line on stderr, and the tasks
+only it holds are not listed. 'bernstein audit verify' reports both as
+tampered.
 
 Exit status: 0 listed (also when there are no tasks, and when some are
 tampered); 1 error (a --limit or --cursor that is not one: nothing is read);
 2 with --strict, some task's integrity is not verified
 (a version tampered or unverifiable, progress not proven, a journal identity
-mismatched, or unverifiable once the task ended), or an archive ref was read
-past.`
+mismatched, or unverifiable once the task ended, or a ref of it that cannot
+be read), or an archive ref was read past.`
 
 func newTaskListCmd(f *factory, runF func(*taskListOptions) error) *cobra.Command {
 	o := &taskListOptions{IO: f.IO, Store: f.Store}
@@ -149,7 +155,11 @@ func newTaskShowCmd(f *factory, runF func(*taskShowOptions) error) *cobra.Comman
 		Use:   "show <task>",
 		Short: "Show a task's ledger state and artifacts",
 		Long: `Show a task: its phase, live claim, declared evidence and gates, and its
-artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
+artifact keys. A task whose journal or ledger ref cannot be read as one
+(plain git pointed it at a blob, a tree, a tag, a missing object or a commit
+that is no chain's) is tampered: one error line names the ref, nothing of
+the task is shown. Exit status: 0 shown, 1 unknown task or error, 2
+tampered: a ref of the task cannot be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Task = args[0]
@@ -166,6 +176,10 @@ artifact keys. Exit status: 0 shown, 1 unknown task or error.`,
 func taskShowRun(o *taskShowOptions) error {
 	return withStore(o.Store, func(s *bernstein.Store) error {
 		info, err := s.Task(o.Task)
+		var bad *refs.BadRefError
+		if errors.As(err, &bad) {
+			return exitCode(2, err) // tampered: never rendered
+		}
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@
 package feed
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/chain"
@@ -140,6 +141,9 @@ func (r *Reader) Since(view refs.Source, task string, since Heads) (*Feed, error
 			continue
 		}
 		commits, met, err := chain.WalkBack(r.c.Objects, head, *c.head, proof.Check(env.Env))
+		if errors.Is(err, chain.ErrUnreadable) {
+			return nil, refs.Unreadable(c.ref, head, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s of %s: %w", c.name, task, err)
 		}
@@ -188,6 +192,9 @@ func (r *Reader) Journal(view refs.Source, task string) ([]Row, error) {
 		return nil, err
 	}
 	commits, _, err := chain.WalkBack(r.c.Objects, head, gitstore.ZeroOid, proof.Check(env.Env))
+	if errors.Is(err, chain.ErrUnreadable) {
+		return nil, refs.Unreadable(refs.Journal(task), head, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", task, err)
 	}
@@ -213,6 +220,9 @@ func (r *Reader) RowAt(view refs.Source, task, chainName string, index int64) (R
 		return Row{}, err
 	}
 	commits, _, err := chain.WalkBack(r.c.Objects, head, gitstore.ZeroOid, nil)
+	if errors.Is(err, chain.ErrUnreadable) {
+		return Row{}, refs.Unreadable(ref, head, err)
+	}
 	if err != nil {
 		return Row{}, err
 	}

@@ -6,8 +6,10 @@
 package fold
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/bernstein/bernstein/chain"
@@ -298,7 +300,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 	check := proof.Check(env.Env)
 	commits, met, err := chain.WalkBack(f.c.Objects, head, stop, check)
 	if err != nil {
-		return nil, fmt.Errorf("journal of %s: %w", task, err)
+		return nil, chainErr(refs.Journal(task), head, err)
 	}
 	st := NewJournal(task)
 	if met && ok {
@@ -306,7 +308,7 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 	} else if ok {
 		// The cached head is not an ancestor: fold from the root.
 		if commits, _, err = chain.WalkBack(f.c.Objects, head, gitstore.ZeroOid, check); err != nil {
-			return nil, fmt.Errorf("journal of %s: %w", task, err)
+			return nil, chainErr(refs.Journal(task), head, err)
 		}
 	}
 	st.Proof.extend(env.Env, record.ChainJournal, task, commits, st.Apply)
@@ -317,6 +319,21 @@ func (f *Folder) foldJournal(env *proof.Env, task string, head gitstore.Oid) (*J
 		f.saveJournalCache(env, task, head, st)
 	}
 	return st, nil
+}
+
+// chainErr is the error of a walk of the chain ref names from head: a
+// chain that cannot be read as one (chain.ErrUnreadable) is the ref's
+// fault, a *refs.BadRefError; any other error is the read's.
+func chainErr(ref string, head gitstore.Oid, err error) error {
+	if errors.Is(err, chain.ErrUnreadable) {
+		return refs.Unreadable(ref, head, err)
+	}
+	kind := "journal"
+	if strings.HasPrefix(ref, refs.LedgerPrefix) {
+		kind = "ledger"
+	}
+	t, _ := refs.TaskOf(ref)
+	return fmt.Errorf("%s of %s: %w", kind, t, err)
 }
 
 // foldLedger folds task's ledger up to head.
@@ -337,7 +354,7 @@ func (f *Folder) foldLedger(env *proof.Env, task string, head gitstore.Oid) (*Le
 	check := proof.Check(env.Env)
 	commits, met, err := chain.WalkBack(f.c.Objects, head, stop, check)
 	if err != nil {
-		return nil, fmt.Errorf("ledger of %s: %w", task, err)
+		return nil, chainErr(refs.Ledger(task), head, err)
 	}
 	fold := &Ledger{State: &ledger.State{}}
 	if met && ok {
@@ -345,7 +362,7 @@ func (f *Folder) foldLedger(env *proof.Env, task string, head gitstore.Oid) (*Le
 		fold = &Ledger{State: &st, Proof: cached.fold.Proof.Clone()}
 	} else if ok {
 		if commits, _, err = chain.WalkBack(f.c.Objects, head, gitstore.ZeroOid, check); err != nil {
-			return nil, fmt.Errorf("ledger of %s: %w", task, err)
+			return nil, chainErr(refs.Ledger(task), head, err)
 		}
 	}
 	fold.Proof.extend(env.Env, record.ChainLedger, task, commits, func(row record.Row, h record.Hash) error {

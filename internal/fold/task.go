@@ -82,7 +82,7 @@ func (f *Folder) Task(view refs.Source, task string) (*Task, error) {
 func (f *Folder) sealFault(env *proof.Env, task string, head gitstore.Oid) (*verify.RowFault, error) {
 	commits, _, err := chain.WalkBack(f.c.Objects, head, gitstore.ZeroOid, nil)
 	if err != nil {
-		return nil, fmt.Errorf("journal of %s: %w", task, err)
+		return nil, chainErr(refs.Journal(task), head, err)
 	}
 	hashes := make([]record.Hash, len(commits))
 	for i, cc := range commits {
