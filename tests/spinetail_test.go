@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/bernstein/bernstein/keys"
@@ -360,5 +361,74 @@ func TestSpineIndexTailOfAnotherIndex(t *testing.T) {
 		if st, _ := os.Stat(f.spineIndexPath()); !os.SameFile(st0, st) {
 			t.Fatalf("with the older index's tail %s, the index was dropped", c.name)
 		}
+	}
+}
+
+// TestSpineIndexRewriteTakesTurns: a reader that finds the tail full
+// rewrites the kept index only when no other reader (another process, or
+// another goroutine: each takes the lock file afresh) is rewriting it. While
+// the lock is held, as by a reader merging a large index, reads over the
+// full tail still read every entry, and the index file is left as it was;
+// once it is free, the next read merges.
+func TestSpineIndexRewriteTakesTurns(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "SL-1", "agent")
+	f.post(s, "SL-1", "k", "agent", tok, report("v0"))
+	s.Close()
+	f.allVerified("SL-1", "first read")
+	n0 := f.spineCount()
+	lockPath := strings.TrimSuffix(f.spineIndexPath(), ".idx") + ".lock"
+	var lock *os.File
+	for i := 1; lock == nil || f.spineCount()-n0 < 40; i++ {
+		if lock == nil && f.spineCount()-n0 >= 30 {
+			// Held from here on: the posts that fill the tail past the
+			// merge find the index being rewritten by someone else.
+			l, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatalf("the lock is held with no reader running: %v", err)
+			}
+			lock = l
+		}
+		st0, err := os.Stat(f.spineIndexPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = f.open()
+		f.post(s, "SL-1", "k", "agent", tok, report("v"+strconv.Itoa(i)))
+		s.Close()
+		f.allVerified("SL-1", "read "+strconv.Itoa(i))
+		st, err := os.Stat(f.spineIndexPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lock != nil && !os.SameFile(st0, st) {
+			t.Fatalf("the index was written again, %d entries after it, while another reader held its lock", f.spineCount()-n0)
+		}
+	}
+	if _, err := os.Stat(f.spineTailPath()); err != nil {
+		t.Fatalf("no tail kept while the index could not be rewritten: %v", err)
+	}
+	st0, err := os.Stat(f.spineIndexPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	f.allVerified("SL-1", "read after the lock's release")
+	st, err := os.Stat(f.spineIndexPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(st0, st) {
+		t.Fatal("the index was not written again once its lock was free, with a full tail")
+	}
+	if _, idx := f.readSpineIndex(); !bytes.Contains(idx, f.rawOid(refs.Spine("test-writer"))) {
+		t.Fatal("the index written again is not at the spine's head")
+	}
+	if _, err := os.Stat(f.spineTailPath()); !os.IsNotExist(err) {
+		t.Fatalf("the tail is still kept after it was merged: %v", err)
 	}
 }

@@ -70,6 +70,11 @@ type SpineCache interface {
 	Save(writer string, header, body []byte)
 	LoadTail(writer string) []byte
 	SaveTail(writer string, content []byte)
+	// Rewrite takes the right to replace writer's index (Save): one
+	// reader at a time, in this process or another, rewrites it; a reader
+	// refused keeps reading the index it has and saves nothing. It
+	// returns the header kept now (nil when none reads) and a release.
+	Rewrite(writer string) (release func(), kept []byte, ok bool)
 }
 
 // spineCacheMinNew is the fewest entries a tail holds before the index is

@@ -364,7 +364,9 @@ type taskEntries struct {
 func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	cache := ix.env.SpineCache
 	var base *keptIndex
+	var loaded [32]byte // the header of the index read (zero: none read)
 	if h, body := cache.Load(writer); h != nil {
+		loaded = sha256.Sum256(h)
 		if base = openKept(h, body, writer, tag); base == nil {
 			if c, ok := body.(io.Closer); ok {
 				c.Close()
@@ -386,13 +388,21 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	}
 	ix.addWriter(writer, wi)
 	if wi.base == nil {
-		save(cache, writer, wi.recs, wi, tag)
+		if release, ok := rewrite(cache, writer, loaded); ok {
+			defer release()
+			save(cache, writer, wi.recs, wi, tag)
+		}
 		return
 	}
 	if added == 0 {
 		return
 	}
 	if mergeTail(len(wi.recs), wi.base.n) {
+		release, ok := rewrite(cache, writer, loaded)
+		if !ok {
+			return
+		}
+		defer release()
 		older := wi.base.all()
 		if older == nil {
 			ix.poison()
@@ -404,6 +414,30 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	if t := encodeTail(wi, tag); t != nil {
 		cache.SaveTail(writer, t)
 	}
+}
+
+// rewrite takes the right to replace writer's kept index, which must still
+// be the one this reader loaded (loaded: the SHA-256 of its header, zero
+// for none): at most one reader rewrites an index at a time, and none
+// rewrites it over a newer one another reader wrote since it loaded its
+// own (it would do that work again, and put back an older head). Readers
+// refused read on from the index and tail they have: many readers of a
+// large index that all found its tail full would otherwise each read the
+// index whole and write it again at once.
+func rewrite(cache SpineCache, writer string, loaded [32]byte) (func(), bool) {
+	release, kept, ok := cache.Rewrite(writer)
+	if !ok {
+		return nil, false
+	}
+	var now [32]byte
+	if kept != nil {
+		now = sha256.Sum256(kept)
+	}
+	if now != loaded {
+		release()
+		return nil, false
+	}
+	return release, true
 }
 
 // save keeps recs, writer's whole spine as wi indexes it.
@@ -421,7 +455,13 @@ func (ix *SpineIndex) keepWalked() {
 	}
 	tag := ix.env.bindingTag()
 	for i, wi := range ix.walked {
+		// It replaces an index that did not hold, whichever is kept now.
+		release, _, ok := ix.env.SpineCache.Rewrite(ix.Writers[i])
+		if !ok {
+			continue
+		}
 		save(ix.env.SpineCache, ix.Writers[i], wi.recs, wi, tag)
+		release()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/bernstein/bernstein/internal/core"
 )
@@ -91,6 +92,35 @@ func (s spineCache) write(path string, data []byte) bool {
 		return false
 	}
 	return true
+}
+
+// lockPath is the file a reader flocks while it rewrites writer's index.
+func (s spineCache) lockPath(writer string) string {
+	return filepath.Join(s.c.GitDir, "bernstein", "cache", "spine", hex.EncodeToString([]byte(writer))+".v2.lock")
+}
+
+// Rewrite takes the right to replace writer's index: an exclusive flock on
+// its lock file, not waited for (a reader refused keeps the index it has).
+// Each call opens the file afresh, so two readers in one process exclude
+// each other as two processes do. It returns the header kept now.
+func (s spineCache) Rewrite(writer string) (func(), []byte, bool) {
+	p := s.lockPath(writer)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, nil, false
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, nil, false
+	}
+	header, body := s.Load(writer)
+	if c, ok := body.(io.Closer); ok {
+		c.Close()
+	}
+	return func() { f.Close() }, header, true
 }
 
 // spineMACInput is what a kept index's header (domain spineCacheDomain) or
