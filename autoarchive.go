@@ -145,6 +145,17 @@ func (s *Store) PushWith(name string, o PushOptions) (*PushResult, error) {
 	return res, err
 }
 
+// AutoArchive runs the automatic archive alone, as a push under policy p
+// would before it pushes (nil when p is off, or the repository is below
+// storage format 3 or has no writer): its failure is in the result's
+// Error, and warned of.
+func (s *Store) AutoArchive(p ArchivePolicy) *AutoArchive {
+	if p.Off {
+		return nil
+	}
+	return s.autoArchive(p.EndedBefore)
+}
+
 // autoArchive archives this writer's own tasks that ended before now minus
 // age, and reports what it did; its failure is warned of and reported,
 // never returned. It does nothing below storage format 3 or without a
@@ -215,7 +226,7 @@ func (s *Store) runAutoArchive(age time.Duration, out *remote.AutoArchive) error
 	}
 	return atomicfile.Locked(path, func() error {
 		st := s.readArchiveState(path, id.Writer)
-		if err := s.walkOwnSeals(id.Writer, st); err != nil {
+		if err := s.walkOwnSeals(id.Writer, st, out); err != nil {
 			return err
 		}
 		cutoff := s.core.Now().Add(-age).Unix()
@@ -282,7 +293,7 @@ func (s *Store) writeArchiveState(path string, st *archiveState) error {
 // spine whole and the seals it finds replace st's. The entries are not
 // proven here: they only name the tasks to look at, and each is checked
 // under the write lock before it is archived.
-func (s *Store) walkOwnSeals(writer string, st *archiveState) error {
+func (s *Store) walkOwnSeals(writer string, st *archiveState, out *remote.AutoArchive) error {
 	head, err := s.core.Refs.ReadOptional(refs.Spine(writer))
 	if err != nil {
 		return err
@@ -295,6 +306,7 @@ func (s *Store) walkOwnSeals(writer string, st *archiveState) error {
 		if err != nil {
 			return fmt.Errorf("%s at %s: %w", refs.Spine(writer), id, err)
 		}
+		out.SpineRead++
 		if e, err := record.ParseSpineEntry(cc.Record); err == nil && e.Seal != nil {
 			found = append(found, pendingSeal{Task: e.Seal.TaskID, LedgerIndex: e.Seal.LedgerIndex, Ended: verify.CommitTime(cc.Commit.Committer)})
 		}
@@ -345,8 +357,9 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 	defer archiveMu.Unlock()
 	for next := 0; next < due; {
 		var passed []remote.PassedOver
+		checked := 0
 		res, err := s.w.Submit(func(t *txn.Tx) (any, error) {
-			passed = passed[:0]
+			passed, checked = passed[:0], 0
 			if err := t.CheckArchiveFormat(); err != nil {
 				return nil, err
 			}
@@ -354,6 +367,7 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 			i := next
 			for ; i < due && len(add) < archive.MaxAdd; i++ {
 				p := st.Pending[i]
+				checked++
 				ledgerHead, err := t.RefValue(refs.Ledger(p.Task))
 				if err != nil {
 					return nil, err
@@ -391,6 +405,7 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 			out.Commits = append(out.Commits, a.commit)
 		}
 		out.PassedOver = append(out.PassedOver, passed...)
+		out.Checked += checked
 		next = a.next
 	}
 	st.Pending = st.Pending[due:]

@@ -219,6 +219,12 @@ type AutoArchive struct {
 	Commits     []string     `json:"commits"`
 	PassedOver  []PassedOver `json:"passed_over"`
 	Error       string       `json:"error,omitempty"`
+	// SpineRead counts the spine entries read (those this writer wrote
+	// since the last run), Checked the tasks checked under the write lock
+	// (those whose end came of age): the run's cost, whatever the number
+	// of tasks.
+	SpineRead int `json:"spine_entries_read"`
+	Checked   int `json:"tasks_checked"`
 }
 
 // PassedOver is an ended task the automatic archive did not archive, and

@@ -123,7 +123,7 @@ func autoArchiveHosts(t *testing.T) (srv *gitServer, url, root string, a, b *hos
 // now, nor host-b's task ended 30 days ago; the guarded remote takes the
 // archive and the deletion of the task's refs; a fresh clone reads the
 // task as before and audit verify holds there; a second push does
-// nothing.
+// nothing, reading no spine entry and checking no task.
 func TestPushArchivesByDefault(t *testing.T) {
 	_, url, root, a, _ := autoArchiveHosts(t)
 	before := a.refs()
@@ -146,8 +146,10 @@ func TestPushArchivesByDefault(t *testing.T) {
 			t.Fatalf("%s was archived: the remote holds %v, host-a %v", task, taskRefsOf(there, task), taskRefsOf(a.refs(), task))
 		}
 	}
-	if again, _ := autoPush(t, a); len(autoArchived(again))+len(again.Pushed)+len(again.Deleted) != 0 {
-		t.Fatalf("a second push archived %v, pushed %v, deleted %v", autoArchived(again), again.Pushed, again.Deleted)
+	// Nothing new: the second push reads no spine entry and checks no
+	// task (its walk stops at the spine head the first one read to).
+	if again, _ := autoPush(t, a); len(autoArchived(again))+len(again.Pushed)+len(again.Deleted) != 0 || again.AutoArchive.SpineRead != 0 || again.AutoArchive.Checked != 0 {
+		t.Fatalf("a second push archived %v, pushed %v, deleted %v, read %d spine entries and checked %d tasks", autoArchived(again), again.Pushed, again.Deleted, again.AutoArchive.SpineRead, again.AutoArchive.Checked)
 	}
 	c, _ := cloneHost(t, url, root, "host-c")
 	c.signers = a.signers
@@ -225,12 +227,14 @@ func TestPushArchivesOnlyOwnLastEnd(t *testing.T) {
 // TestPushArchivesWhenDue: a task ended just now is not archived by the
 // push that first reads its seal, and is by a push once its end is older
 // than the policy's age (the store's clock 8 days on); the seal is
-// remembered between the two, not read again.
+// remembered between the two, not read again: the later push reads the
+// one spine entry written since (a post) and checks NEW-1 alone.
 func TestPushArchivesWhenDue(t *testing.T) {
 	_, url, root, a, _ := autoArchiveHosts(t)
 	if res, _ := autoPush(t, a); !slices.Equal(autoArchived(res), []string{"OLD-1"}) {
 		t.Fatalf("the first push archived %v", autoArchived(res))
 	}
+	a.work("OPEN-2", "notes", 1) // one spine entry: the post's
 	s := storeAt(t, a, time.Now().Add(8*24*time.Hour))
 	defer s.Close()
 	res, err := s.Push("origin")
@@ -239,6 +243,9 @@ func TestPushArchivesWhenDue(t *testing.T) {
 	}
 	if got := autoArchived(*res); !slices.Equal(got, []string{"NEW-1"}) || len(taskRefsOf(lsRemote(t, root, url), "NEW-1")) != 0 {
 		t.Fatalf("the push 8 days on archived %v", got)
+	}
+	if res.AutoArchive.SpineRead != 1 || res.AutoArchive.Checked != 1 {
+		t.Fatalf("the push 8 days on read %d spine entries and checked %d tasks, want the post's entry and NEW-1 alone", res.AutoArchive.SpineRead, res.AutoArchive.Checked)
 	}
 	if got := taskRefsOf(a.refs(), "OPEN-1"); len(got) != 2 {
 		t.Fatalf("OPEN-1 was archived: %v", got)
