@@ -310,4 +310,3 @@ func gitRunStdin(t *testing.T, dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
-
