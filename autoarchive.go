@@ -2,12 +2,11 @@ package bernstein
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,31 +178,57 @@ func (s *Store) autoArchive(age time.Duration) *remote.AutoArchive {
 var errAutoArchiveSkip = errors.New("no automatic archive here")
 
 // archiveState is what the automatic archive keeps between runs, in
-// <git dir>/bernstein/cache/archive/<writer in hex>.json: the spine commit
-// it read up to, and the seals of this writer's spine up to it that it has
-// not archived or passed over yet (their ends not old enough then).
-// Derived data: a missing or unreadable file, or one whose head the walk
-// back from the spine's head does not meet, makes the next run read the
-// spine whole; a file edited by hand can only keep tasks from being
-// archived automatically (every task is checked under the write lock).
+// <git dir>/bernstein/cache/archive/<writer in hex>: the spine commit it
+// read up to, and the seals of this writer's spine up to it that it has
+// not looked at yet (their ends not old enough then), in the spine's
+// order. Lines: "bernstein auto-archive v1 <writer in hex> <spine commit
+// or ->", then one "<ended> <ledger index> <escaped task>" a seal. A run
+// parses the seals only as far as the first that is not due, and keeps
+// the rest as bytes: one with nothing new and nothing due costs the same
+// whatever the number of seals pending. Derived data: a missing or
+// unreadable file, or one whose head the walk back from the spine's head
+// does not meet, makes the run read the spine whole; a file edited by
+// hand can only keep tasks from being archived automatically (every task
+// is checked under the write lock before it is archived).
 type archiveState struct {
-	V       int           `json:"v"`
-	Writer  string        `json:"writer"`
-	Head    string        `json:"head"` // spine commit, "" for none
-	Pending []pendingSeal `json:"pending"`
+	head    gitstore.Oid  // the spine commit read up to (zero: none)
+	due     []pendingSeal // the first seals pending, each ended before the cutoff
+	rest    []byte        // the seals pending after them, unparsed lines
+	added   []pendingSeal // the seals the walk found, oldest first, after rest
+	changed bool          // the file is to be written again
 }
 
 // pendingSeal is a journal seal of this writer's spine: the task it ended,
 // the ledger row that ended it, and when (the seal commit's committer
 // time, written in the terminal transition's transaction).
 type pendingSeal struct {
-	Task        string `json:"task_id"`
-	LedgerIndex int64  `json:"ledger_index"`
-	Ended       int64  `json:"ended"` // Unix seconds
+	Task        string
+	LedgerIndex int64
+	Ended       int64 // Unix seconds
 }
 
+func (p pendingSeal) line() string {
+	return fmt.Sprintf("%d %d %s\n", p.Ended, p.LedgerIndex, refs.EscapeTask(p.Task))
+}
+
+func parseSeal(line string) (pendingSeal, bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return pendingSeal{}, false
+	}
+	ended, err1 := strconv.ParseInt(f[0], 10, 64)
+	index, err2 := strconv.ParseInt(f[1], 10, 64)
+	task, err3 := refs.UnescapeTask(f[2])
+	if err1 != nil || err2 != nil || err3 != nil || index < 0 {
+		return pendingSeal{}, false
+	}
+	return pendingSeal{Task: task, LedgerIndex: index, Ended: ended}, true
+}
+
+const archiveStateMagic = "bernstein auto-archive v1 "
+
 func (s *Store) archiveStatePath(writer string) string {
-	return filepath.Join(s.core.GitDir, "bernstein", "cache", "archive", hex.EncodeToString([]byte(writer))+".json")
+	return filepath.Join(s.core.GitDir, "bernstein", "cache", "archive", hex.EncodeToString([]byte(writer)))
 }
 
 // runAutoArchive is autoArchive's work, under a lock on the state file so
@@ -225,13 +250,13 @@ func (s *Store) runAutoArchive(age time.Duration, out *remote.AutoArchive) error
 		return err
 	}
 	return atomicfile.Locked(path, func() error {
-		st := s.readArchiveState(path, id.Writer)
-		if err := s.walkOwnSeals(id.Writer, st, out); err != nil {
+		cutoff := s.core.Now().Add(-age).Unix()
+		st, err := s.walkOwnSeals(path, id.Writer, cutoff, out)
+		if err != nil {
 			return err
 		}
-		cutoff := s.core.Now().Add(-age).Unix()
-		err := s.archiveDue(st, cutoff, out)
-		if werr := s.writeArchiveState(path, st); err == nil && werr != nil {
+		err = s.archiveDue(st, out)
+		if werr := writeArchiveState(path, id.Writer, st); err == nil && werr != nil {
 			err = fmt.Errorf("keep the automatic archive's position: %w", werr)
 		}
 		return err
@@ -257,54 +282,87 @@ func (s *Store) storageFormat() (int, error) {
 	return rec.Format, nil
 }
 
-func (s *Store) readArchiveState(path, writer string) *archiveState {
-	fresh := &archiveState{V: 1, Writer: writer}
+// readArchiveState reads the state file as far as it needs: its head, the
+// seals due before cutoff at its start, the rest unparsed. ok is false
+// when there is no file or it does not read (the spine is then read
+// whole).
+func readArchiveState(path, writer string, cutoff int64) (st *archiveState, ok bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fresh
+		return &archiveState{changed: true}, false
 	}
-	var st archiveState
-	if json.Unmarshal(b, &st) != nil || st.V != 1 || st.Writer != writer {
-		return fresh
+	header, body, found := strings.Cut(string(b), "\n")
+	rest, cut := strings.CutPrefix(header, archiveStateMagic)
+	w, h, _ := strings.Cut(rest, " ")
+	if !found || !cut || w != hex.EncodeToString([]byte(writer)) {
+		return &archiveState{changed: true}, false
 	}
-	if st.Head != "" {
-		if _, err := gitstore.ParseOid(st.Head); err != nil {
-			return fresh
+	st = &archiveState{}
+	if h != "-" {
+		if st.head, err = gitstore.ParseOid(h); err != nil {
+			return &archiveState{changed: true}, false
 		}
 	}
-	return &st
+	for body != "" {
+		line, after, _ := strings.Cut(body, "\n")
+		p, ok := parseSeal(line)
+		if !ok {
+			return &archiveState{changed: true}, false
+		}
+		if p.Ended >= cutoff {
+			break
+		}
+		st.due = append(st.due, p)
+		body = after
+	}
+	st.rest = []byte(body)
+	return st, true
 }
 
-func (s *Store) writeArchiveState(path string, st *archiveState) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
+// writeArchiveState writes the state file again when it changed: the
+// seals left pending (those due that were not looked at, the rest, those
+// added), in order.
+func writeArchiveState(path, writer string, st *archiveState) error {
+	if !st.changed {
+		return nil // nothing new and nothing looked at: the file stands
 	}
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(b)+"\n" {
-		return nil // unchanged: a push with nothing new writes nothing
+	var b strings.Builder
+	head := "-"
+	if !st.head.IsZero() {
+		head = st.head.String()
 	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
+	b.WriteString(archiveStateMagic + hex.EncodeToString([]byte(writer)) + " " + head + "\n")
+	for _, p := range st.due {
+		b.WriteString(p.line())
+	}
+	b.Write(st.rest)
+	for _, p := range st.added {
+		b.WriteString(p.line())
+	}
+	return atomicfile.Write(path, []byte(b.String()), 0o644)
 }
 
-// walkOwnSeals adds to st the journal seals of writer's spine after
-// st.Head, reading back from the spine's head to st.Head: the spine
-// entries written since the last run. When the walk does not meet
-// st.Head (no state, or a spine that no longer contains it), it reads the
-// spine whole and the seals it finds replace st's. The entries are not
-// proven here: they only name the tasks to look at, and each is checked
-// under the write lock before it is archived.
-func (s *Store) walkOwnSeals(writer string, st *archiveState, out *remote.AutoArchive) error {
+// walkOwnSeals reads the state file and adds to it the journal seals of
+// writer's spine after its head, reading back from the spine's head to
+// that head: the spine entries written since the last run. When the walk
+// does not meet it (no file, or a spine that no longer contains it), it
+// reads the spine whole and the seals it finds replace the file's. The
+// entries are not proven here: they only name the tasks to look at, and
+// each is checked under the write lock before it is archived. The seals
+// due before cutoff at the start of what is pending are in st.due.
+func (s *Store) walkOwnSeals(path, writer string, cutoff int64, out *remote.AutoArchive) (*archiveState, error) {
 	head, err := s.core.Refs.ReadOptional(refs.Spine(writer))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	stop, _ := gitstore.ParseOid(st.Head)
+	st, ok := readArchiveState(path, writer, cutoff)
+	stop := st.head
+	met := ok && head == stop
 	var found []pendingSeal
-	met := head == stop
 	for id := head; !id.IsZero() && !met; {
 		cc, err := chain.Read(s.core.Objects, id)
 		if err != nil {
-			return fmt.Errorf("%s at %s: %w", refs.Spine(writer), id, err)
+			return nil, fmt.Errorf("%s at %s: %w", refs.Spine(writer), id, err)
 		}
 		out.SpineRead++
 		if e, err := record.ParseSpineEntry(cc.Record); err == nil && e.Seal != nil {
@@ -314,32 +372,26 @@ func (s *Store) walkOwnSeals(writer string, st *archiveState, out *remote.AutoAr
 		if len(cc.Commit.Parents) > 0 {
 			id = cc.Commit.Parents[0]
 		}
-		met = !stop.IsZero() && id == stop
+		met = ok && !stop.IsZero() && id == stop
 	}
 	if !met {
-		st.Pending = nil // the spine read whole
+		st = &archiveState{} // the spine read whole
 	}
-	// Oldest first, a later seal of a task replacing an earlier one.
-	for i := len(found) - 1; i >= 0; i-- {
-		st.Pending = append(st.Pending, found[i])
+	if head != st.head || !met {
+		st.head, st.changed = head, true
 	}
-	latest := map[string]int{}
-	for i, p := range st.Pending {
-		latest[p.Task] = i
-	}
-	kept := st.Pending[:0]
-	for i, p := range st.Pending {
-		if latest[p.Task] == i {
-			kept = append(kept, p)
+	slices.Reverse(found) // oldest first
+	// The seals walked are due too when nothing pending comes before
+	// them that is not.
+	i := 0
+	if len(st.rest) == 0 {
+		for i < len(found) && found[i].Ended < cutoff {
+			i++
 		}
 	}
-	st.Pending = kept
-	sort.SliceStable(st.Pending, func(i, j int) bool { return st.Pending[i].Ended < st.Pending[j].Ended })
-	st.Head = ""
-	if !head.IsZero() {
-		st.Head = head.String()
-	}
-	return nil
+	st.due = append(st.due, found[:i]...)
+	st.added = found[i:]
+	return st, nil
 }
 
 // archiveDue archives the pending seals' tasks that ended before cutoff,
@@ -348,11 +400,8 @@ func (s *Store) walkOwnSeals(writer string, st *archiveState, out *remote.AutoAr
 // ledger row: a task another writer ended since (or reopened) is not this
 // writer's to archive. Each seal looked at leaves st.Pending once its
 // transaction committed: archived, or passed over.
-func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchive) error {
-	due := 0
-	for due < len(st.Pending) && st.Pending[due].Ended < cutoff {
-		due++
-	}
+func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
+	due := len(st.due)
 	archiveMu.Lock()
 	defer archiveMu.Unlock()
 	for next := 0; next < due; {
@@ -364,9 +413,13 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 				return nil, err
 			}
 			var add []record.ArchivedTask
+			adding := map[string]bool{}
 			i := next
 			for ; i < due && len(add) < archive.MaxAdd; i++ {
-				p := st.Pending[i]
+				p := st.due[i]
+				if adding[p.Task] {
+					continue // a seal named twice
+				}
 				checked++
 				ledgerHead, err := t.RefValue(refs.Ledger(p.Task))
 				if err != nil {
@@ -379,6 +432,7 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 				switch {
 				case err == nil && e.LedgerRows-1 == p.LedgerIndex:
 					add = append(add, e)
+					adding[p.Task] = true
 				case err == nil, errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
 					// Ended last by another writer, or reopened: this
 					// writer's next seal of it, if any, is pending.
@@ -396,7 +450,7 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 			return a, err
 		})
 		if err != nil {
-			st.Pending = st.Pending[next:]
+			st.due = st.due[next:]
 			return err
 		}
 		a := res.(archived)
@@ -407,7 +461,8 @@ func (s *Store) archiveDue(st *archiveState, cutoff int64, out *remote.AutoArchi
 		out.PassedOver = append(out.PassedOver, passed...)
 		out.Checked += checked
 		next = a.next
+		st.changed = true
 	}
-	st.Pending = st.Pending[due:]
+	st.due = nil
 	return nil
 }
