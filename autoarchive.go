@@ -1,9 +1,12 @@
 package bernstein
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -183,18 +186,23 @@ var errAutoArchiveSkip = errors.New("no automatic archive here")
 // not looked at yet (their ends not old enough then), in the spine's
 // order. Lines: "bernstein auto-archive v1 <writer in hex> <spine commit
 // or ->", then one "<ended> <ledger index> <escaped task>" a seal. A run
-// parses the seals only as far as the first that is not due, and keeps
-// the rest as bytes: one with nothing new and nothing due costs the same
-// whatever the number of seals pending. Derived data: a missing or
+// reads the seals only as far as the first that is not due, and copies
+// the rest as bytes when it writes the file again: one with nothing new
+// and nothing due reads the file's first lines, whatever the number of
+// seals pending. Derived data: a missing or
 // unreadable file, or one whose head the walk back from the spine's head
 // does not meet, makes the run read the spine whole; a file edited by
 // hand can only keep tasks from being archived automatically (every task
 // is checked under the write lock before it is archived).
 type archiveState struct {
-	head    gitstore.Oid  // the spine commit read up to (zero: none)
-	due     []pendingSeal // the first seals pending, each ended before the cutoff
-	rest    []byte        // the seals pending after them, unparsed lines
-	added   []pendingSeal // the seals the walk found, oldest first, after rest
+	head gitstore.Oid  // the spine commit read up to (zero: none)
+	due  []pendingSeal // the first seals pending, each ended before the cutoff
+	// more: seals pending after them, lines not read, in the file at path
+	// from byte restAt.
+	more    bool
+	path    string
+	restAt  int64
+	added   []pendingSeal // the seals the walk found, oldest first, after those
 	changed bool          // the file is to be written again
 }
 
@@ -282,51 +290,56 @@ func (s *Store) storageFormat() (int, error) {
 	return rec.Format, nil
 }
 
-// readArchiveState reads the state file as far as it needs: its head, the
-// seals due before cutoff at its start, the rest unparsed. ok is false
-// when there is no file or it does not read (the spine is then read
-// whole).
+// readArchiveState reads the state file as far as it needs: its head and
+// the seals due before cutoff at its start; where the rest starts is kept
+// (st.restAt), read only if the file is written again. ok is false when
+// there is no file or it does not read (the spine is then read whole).
 func readArchiveState(path, writer string, cutoff int64) (st *archiveState, ok bool) {
-	b, err := os.ReadFile(path)
+	fresh := &archiveState{changed: true}
+	f, err := os.Open(path)
 	if err != nil {
-		return &archiveState{changed: true}, false
+		return fresh, false
 	}
-	header, body, found := strings.Cut(string(b), "\n")
-	rest, cut := strings.CutPrefix(header, archiveStateMagic)
+	defer f.Close()
+	r := bufio.NewReader(f)
+	header, err := r.ReadString('\n')
+	rest, cut := strings.CutPrefix(strings.TrimSuffix(header, "\n"), archiveStateMagic)
 	w, h, _ := strings.Cut(rest, " ")
-	if !found || !cut || w != hex.EncodeToString([]byte(writer)) {
-		return &archiveState{changed: true}, false
+	if err != nil || !cut || w != hex.EncodeToString([]byte(writer)) {
+		return fresh, false
 	}
-	st = &archiveState{}
+	st = &archiveState{path: path, restAt: int64(len(header))}
 	if h != "-" {
 		if st.head, err = gitstore.ParseOid(h); err != nil {
-			return &archiveState{changed: true}, false
+			return fresh, false
 		}
 	}
-	for body != "" {
-		line, after, _ := strings.Cut(body, "\n")
-		p, ok := parseSeal(line)
-		if !ok {
-			return &archiveState{changed: true}, false
+	for {
+		line, err := r.ReadString('\n')
+		if err == io.EOF && line == "" {
+			return st, true
+		}
+		p, ok := parseSeal(strings.TrimSuffix(line, "\n"))
+		if err != nil || !ok {
+			return fresh, false
 		}
 		if p.Ended >= cutoff {
-			break
+			st.more = true
+			return st, true
 		}
 		st.due = append(st.due, p)
-		body = after
+		st.restAt += int64(len(line))
 	}
-	st.rest = []byte(body)
-	return st, true
 }
 
 // writeArchiveState writes the state file again when it changed: the
-// seals left pending (those due that were not looked at, the rest, those
-// added), in order.
+// seals left pending (those due that were not looked at, the rest of the
+// file, those added), in order.
 func writeArchiveState(path, writer string, st *archiveState) error {
 	if !st.changed {
 		return nil // nothing new and nothing looked at: the file stands
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	head := "-"
 	if !st.head.IsZero() {
 		head = st.head.String()
@@ -335,11 +348,24 @@ func writeArchiveState(path, writer string, st *archiveState) error {
 	for _, p := range st.due {
 		b.WriteString(p.line())
 	}
-	b.Write(st.rest)
+	if st.more {
+		f, err := os.Open(st.path)
+		if err != nil {
+			return err
+		}
+		_, err = f.Seek(st.restAt, io.SeekStart)
+		if err == nil {
+			_, err = b.ReadFrom(f)
+		}
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
 	for _, p := range st.added {
 		b.WriteString(p.line())
 	}
-	return atomicfile.Write(path, []byte(b.String()), 0o644)
+	return atomicfile.Write(path, b.Bytes(), 0o644)
 }
 
 // walkOwnSeals reads the state file and adds to it the journal seals of
@@ -384,7 +410,7 @@ func (s *Store) walkOwnSeals(path, writer string, cutoff int64, out *remote.Auto
 	// The seals walked are due too when nothing pending comes before
 	// them that is not.
 	i := 0
-	if len(st.rest) == 0 {
+	if !st.more {
 		for i < len(found) && found[i].Ended < cutoff {
 			i++
 		}

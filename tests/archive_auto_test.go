@@ -225,27 +225,31 @@ func TestPushArchivesOnlyOwnLastEnd(t *testing.T) {
 }
 
 // TestPushArchivesWhenDue: a task ended just now is not archived by the
-// push that first reads its seal, and is by a push once its end is older
-// than the policy's age (the store's clock 8 days on); the seal is
-// remembered between the two, not read again: the later push reads the
-// one spine entry written since (a post) and checks NEW-1 alone.
+// push that first reads its seal, nor by the next, which reads the two
+// spine entries written since (a post and the seal of another task ended
+// just now) and nothing before; both are archived by a push once their
+// ends are older than the policy's age (the store's clock 8 days on),
+// which reads no spine entry and checks those two tasks alone.
 func TestPushArchivesWhenDue(t *testing.T) {
 	_, url, root, a, _ := autoArchiveHosts(t)
 	if res, _ := autoPush(t, a); !slices.Equal(autoArchived(res), []string{"OLD-1"}) {
 		t.Fatalf("the first push archived %v", autoArchived(res))
 	}
-	a.work("OPEN-2", "notes", 1) // one spine entry: the post's
+	a.ended("NEW-2")
+	if res, _ := autoPush(t, a); len(autoArchived(res)) != 0 || res.AutoArchive.SpineRead != 2 {
+		t.Fatalf("the second push archived %v and read %d spine entries, want none and NEW-2's post and seal", autoArchived(res), res.AutoArchive.SpineRead)
+	}
 	s := storeAt(t, a, time.Now().Add(8*24*time.Hour))
 	defer s.Close()
 	res, err := s.Push("origin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := autoArchived(*res); !slices.Equal(got, []string{"NEW-1"}) || len(taskRefsOf(lsRemote(t, root, url), "NEW-1")) != 0 {
+	if got := autoArchived(*res); !slices.Equal(got, []string{"NEW-1", "NEW-2"}) || len(taskRefsOf(lsRemote(t, root, url), "NEW-1", "NEW-2")) != 0 {
 		t.Fatalf("the push 8 days on archived %v", got)
 	}
-	if res.AutoArchive.SpineRead != 1 || res.AutoArchive.Checked != 1 {
-		t.Fatalf("the push 8 days on read %d spine entries and checked %d tasks, want the post's entry and NEW-1 alone", res.AutoArchive.SpineRead, res.AutoArchive.Checked)
+	if res.AutoArchive.SpineRead != 0 || res.AutoArchive.Checked != 2 {
+		t.Fatalf("the push 8 days on read %d spine entries and checked %d tasks, want none and NEW-1, NEW-2 alone", res.AutoArchive.SpineRead, res.AutoArchive.Checked)
 	}
 	if got := taskRefsOf(a.refs(), "OPEN-1"); len(got) != 2 {
 		t.Fatalf("OPEN-1 was archived: %v", got)
