@@ -65,13 +65,13 @@ fingerprint. Once it is pinned, push again.
 Before it pushes, push archives this writer's own ended tasks (docs/archive.md,
 Automatic archiving): each task whose last ledger row, a complete, fail or
 abandon this writer wrote, is at least 7 days old, as 'bernstein archive
---ended-before 7d' would archive it; the push then deletes the remote's refs of
-those tasks with the archive. The age is the git configuration key
-bernstein.archive.endedBefore (a duration such as 168h, a number of days such as
-30d, or off), else 7 days; --archive-ended-before AGE and --no-archive set it for
-one push. It reads the spine entries this writer wrote since the last push, not
-every task. An archive that fails (the writer's archive ref moved with plain
-git, another write in the way) is warned of and the push goes on.
+--ended-before 7d' would archive it; the push then deletes the remote's refs
+of those tasks with the archive. The age is the git configuration key
+bernstein.archive.endedBefore (a duration such as 168h, a number of days such
+as 30d, or off), else 7 days; --archive-ended-before AGE and --no-archive set
+it for one push. It reads the spine entries this writer wrote since its last
+run, not every task. An archive that fails (the writer's archive ref moved
+with plain git, another write in the way) is warned of and the push goes on.
 
 A local archive ref that cannot be read as its writer's archive (moved with
 plain git: not an archive commit, not signed by its writer, a tree of another
