@@ -63,6 +63,7 @@ type (
 	FetchResult        = remote.FetchResult
 	FetchOptions       = remote.FetchOptions
 	PushResult         = remote.PushResult
+	AutoArchive        = remote.AutoArchive
 	Rejection          = remote.Rejection
 	RejectedError      = remote.RejectedError
 	RemoteRefusedError = remote.RemoteRefusedError
@@ -117,7 +118,10 @@ func (s *Store) Adopt(name, task string) (*AdoptResult, error) { return s.sync.A
 // Push sends every local refs/bernstein/* ref that this host moved past the
 // remote's head, in one atomic push, never forced (see remote.Syncer.Push
 // for what it retries and which errors it returns).
-func (s *Store) Push(name string) (*PushResult, error) { return s.sync.Push(name) }
+//
+// Before it pushes, Push archives this writer's own tasks that ended long
+// enough ago, as the repository's policy says (PushWith, ArchivePolicy).
+func (s *Store) Push(name string) (*PushResult, error) { return s.PushWith(name, PushOptions{}) }
 
 // CheckRemote reports ErrUnknownRemote unless the repository o names has
 // remote.

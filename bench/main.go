@@ -52,6 +52,7 @@ var sections = []section{
 	{"archive", "ended tasks archived into one ref per writer (docs/archive.md), the archive commits built by internal/archive: a push and a fetch of one row and a listing, against every task as refs", runArchive},
 	{"archiveread", "reads of archived tasks (docs/archive.md, Reading): task show and a page of task list at 1k and 10k tasks with 90% archived, against the same repository with every task as refs", runArchiveRead},
 	{"archiveverify", "audit verify --since after a few posts at 1k and 10k tasks, 90% of them ended: every task as refs, then the ended tasks archived", runArchiveVerify},
+	{"autoarchive", "push's automatic archive with nothing due at 1k and 10k tasks, 90% of them ended just now: the explicit archive (every task checked) against the automatic one (the spine entries since its last run)", runAutoArchive},
 	{"peers", "gittuf (signed RSL entries, verify-ref) and git-bug (comments), built from the Go module proxy, against bernstein posts and audit verify", runPeers},
 }
 

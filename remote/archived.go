@@ -7,6 +7,7 @@ import (
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/archive"
 	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
 )
 
 // The archive of ended tasks on a remote (docs/archive.md, Remotes). An
@@ -363,4 +364,56 @@ func (a *archiveSet) coversTask(task string, mine, tracking map[string]gitstore.
 	}
 	a.taskCovered[task] = all
 	return all, nil
+}
+
+// LeftOut is a local ref push did not send, and why: an archive ref that
+// cannot be read as its writer's archive (docs/archive.md, Remotes).
+type LeftOut struct {
+	RefInfo
+	Commit string `json:"commit"` // the local ref's value
+	Reason string `json:"reason"`
+}
+
+// unsendableArchive says why the archive ref at head cannot go to a
+// remote whose copy of it (as last fetched or pushed) is theirs: its
+// commits since theirs (since its root when theirs is unknown here or not
+// in its history) fail the checks the remote's guard makes of an archive
+// (verify.ArchiveChain: the chain, the record's writer, the signature, the
+// tree, the parents, the heads), a missing pin aside. "" when it can go.
+// Plain git can point an archive ref anywhere; a guard refuses such a ref,
+// and with it the whole atomic push, so push leaves it out and sends the
+// rest.
+func (s *Syncer) unsendableArchive(ref string, head, theirs gitstore.Oid, view refs.Source) (string, error) {
+	writer := strings.TrimPrefix(ref, refs.ArchivePrefix)
+	if refs.ValidateWriter(writer) != nil {
+		return fmt.Sprintf("%q is not a writer's name", writer), nil
+	}
+	base := gitstore.ZeroOid
+	if !theirs.IsZero() && s.c.Objects.Has(theirs) {
+		a, err := s.relate(head, theirs)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", ref, err)
+		}
+		switch a.rel {
+		case relSame, relBehind:
+			return "", nil // nothing of it is sent
+		case relAhead:
+			base = theirs
+		}
+	}
+	trust, err := s.c.Trust()
+	if err != nil {
+		return "", err
+	}
+	env := &verify.Env{Objects: s.c.Objects, Refs: view, Trust: trust}
+	res := verify.ArchiveChain{Env: env, RepoID: s.c.IdentityID(), Ref: ref, Writer: writer, Base: "the remote's head"}.Verify(base, head)
+	if res.OK() {
+		return "", nil
+	}
+	for _, p := range res.Problems {
+		if !p.Unverifiable {
+			return p.Check + ": " + p.Reason, nil
+		}
+	}
+	return "it cannot be read as an archive", nil
 }

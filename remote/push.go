@@ -49,6 +49,13 @@ type PushResult struct {
 	// object): not pushed, and no hold on the others (docs/trust.md, Refs
 	// that cannot be read).
 	ReadPast []refs.BadRef `json:"read_past,omitempty"`
+	// LeftOut are local refs the push did not send: an archive ref that
+	// cannot be read as its writer's archive, which the remote's guard
+	// would refuse, and with it the whole push.
+	LeftOut []LeftOut `json:"left_out"`
+	// AutoArchive is what the automatic archive did before the push
+	// (docs/archive.md, Automatic archiving); nil when it did not run.
+	AutoArchive *AutoArchive `json:"auto_archive,omitempty"`
 	// more: deletions were left for another push (more than one push's
 	// command line holds).
 	more bool
@@ -197,10 +204,40 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 			res = next
 		}
 	}
+	if res != nil {
+		for _, l := range res.LeftOut {
+			s.c.Warn("did not push %s (at %s): it cannot be read as writer %s's archive (%s); run 'bernstein audit verify', and delete the ref or set it back to that writer's last archive commit", l.Ref, l.Commit, l.Writer, l.Reason)
+		}
+	}
 	if err != nil || signed.IsZero() {
 		return res, err
 	}
 	return s.cosignPushed(remote, res, signed)
+}
+
+// AutoArchive is what the automatic archive (docs/archive.md, Automatic
+// archiving) did before a push: the tasks it archived and the archive
+// commits it made, the ended tasks it passed over and why, and, when it
+// stopped, why (the push went on all the same).
+type AutoArchive struct {
+	EndedBefore string       `json:"ended_before"` // the policy's age
+	Archived    []string     `json:"archived"`
+	Commits     []string     `json:"commits"`
+	PassedOver  []PassedOver `json:"passed_over"`
+	Error       string       `json:"error,omitempty"`
+	// SpineRead counts the spine entries read (those this writer wrote
+	// since the last run), Checked the tasks checked under the write lock
+	// (those whose end came of age): the run's cost, whatever the number
+	// of tasks.
+	SpineRead int `json:"spine_entries_read"`
+	Checked   int `json:"tasks_checked"`
+}
+
+// PassedOver is an ended task the automatic archive did not archive, and
+// why.
+type PassedOver struct {
+	Task   string `json:"task_id"`
+	Reason string `json:"reason"`
 }
 
 // pushRefs is one push of every ref this host has ahead of remote.
@@ -267,7 +304,7 @@ type pushRun struct {
 // plan starts an attempt's result with what earlier attempts did, and
 // plans the refs it pushes.
 func (p *pushRun) plan(attempt int) (*PushResult, []refs.Update, error) {
-	res := &PushResult{Remote: p.remote, Atomic: p.atomic, Pushed: []RefChange{}, Deleted: []RefChange{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
+	res := &PushResult{Remote: p.remote, Atomic: p.atomic, Pushed: []RefChange{}, Deleted: []RefChange{}, LeftOut: []LeftOut{}, RemoteAhead: []RefChange{}, Rejected: []Rejection{}, Diverged: []Divergence{}, RemoteMessages: []string{}}
 	skip := map[string]bool{}
 	for _, c := range p.pushedBefore {
 		skip[c.Ref] = true
@@ -537,6 +574,19 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 					res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
 					continue
 				}
+			}
+		}
+		if isArchiveRef(ref) && head != theirs {
+			// An archive ref that is not its writer's archive (moved with
+			// plain git) would have the remote's guard refuse the whole
+			// push: it stays here, named, and covers no deletion.
+			why, err := s.unsendableArchive(ref, head, theirs, local)
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				res.LeftOut = append(res.LeftOut, LeftOut{RefInfo: in, Commit: head.String(), Reason: why})
+				continue
 			}
 		}
 		if isArchiveRef(ref) && (theirs.IsZero() || !s.c.Objects.Has(theirs)) {

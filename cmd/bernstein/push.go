@@ -16,6 +16,10 @@ type pushOptions struct {
 	Remote string
 	JSON   bool
 	Quorum int // --witness-quorum (0: the configured one)
+	// ArchiveAge is --archive-ended-before ("": the configured policy);
+	// NoArchive is --no-archive.
+	ArchiveAge string
+	NoArchive  bool
 }
 
 const pushLong = `Push refs/bernstein/* to REMOTE (default origin, a configured remote).
@@ -58,6 +62,22 @@ key ref there alone (which the guard accepts: a key is a claim, not trust)
 and prints the command the remote's operator runs to pin it, with its
 fingerprint. Once it is pinned, push again.
 
+Before it pushes, push archives this writer's own ended tasks (docs/archive.md,
+Automatic archiving): each task whose last ledger row, a complete, fail or
+abandon this writer wrote, is at least 7 days old, as 'bernstein archive
+--ended-before 7d' would archive it; the push then deletes the remote's refs
+of those tasks with the archive. The age is the git configuration key
+bernstein.archive.endedBefore (a duration such as 168h, a number of days such
+as 30d, or off), else 7 days; --archive-ended-before AGE and --no-archive set
+it for one push. It reads the spine entries this writer wrote since its last
+run, not every task. An archive that fails (the writer's archive ref moved
+with plain git, another write in the way) is warned of and the push goes on.
+
+A local archive ref that cannot be read as its writer's archive (moved with
+plain git: not an archive commit, not signed by its writer, a tree of another
+shape) is not pushed: a warning names it, and the rest is pushed (a guarded
+remote would refuse it, and with it the whole atomic push).
+
 Exit status: 0 pushed (or nothing to push); 1 error, the pre-push hook
 stopped the push, or the remote refused (a hook); 5 a ref diverged (a task:
 every other ref was pushed), or the remote kept moving a ref this host moved
@@ -89,6 +109,8 @@ func newPushCmd(f *factory, runF func(*pushOptions) error) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "output-json", false, "print the result as JSON (also when the push is rejected)")
+	cmd.Flags().StringVar(&o.ArchiveAge, "archive-ended-before", "", "archive first this writer's tasks ended at least this long ago (e.g. 7d, 720h, off; default: git config bernstein.archive.endedBefore, else 7d)")
+	cmd.Flags().BoolVar(&o.NoArchive, "no-archive", false, "archive nothing before pushing (the same as --archive-ended-before off)")
 	cmd.Flags().IntVar(&o.Quorum, "witness-quorum", 0, "how many configured witnesses must cosign this writer's checkpoint (default: 'bernstein witness quorum', else every witness)")
 	return cmd
 }
@@ -97,9 +119,26 @@ func pushRun(o *pushOptions) error {
 	if o.Quorum < 0 {
 		return fmt.Errorf("--witness-quorum %d: a number of witnesses, 1 or more", o.Quorum)
 	}
+	var popts bernstein.PushOptions
+	switch {
+	case o.NoArchive && o.ArchiveAge != "":
+		return errors.New("--no-archive and --archive-ended-before: give one")
+	case o.NoArchive:
+		popts.Archive = &bernstein.ArchivePolicy{Off: true, From: "--no-archive"}
+	case o.ArchiveAge != "":
+		p, err := bernstein.ParseArchiveAge(o.ArchiveAge)
+		if err != nil {
+			return fmt.Errorf("--archive-ended-before %w", err)
+		}
+		p.From = "--archive-ended-before"
+		popts.Archive = &p
+	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
 		s.SetPushQuorum(o.Quorum)
-		res, err := s.Push(o.Remote)
+		res, err := s.PushWith(o.Remote, popts)
+		if res != nil && !o.JSON {
+			printAutoArchive(o.IO, res.AutoArchive)
+		}
 		if res != nil && o.JSON {
 			if perr := printJSON(o.IO, res); perr != nil {
 				return perr
@@ -248,5 +287,20 @@ func printPushed(sio *IO, remote string, res *bernstein.PushResult) {
 	}
 	if n := len(res.RemoteAhead); n > 0 {
 		fmt.Fprintf(sio.Out, "%s has %d ref%s newer than this host: bernstein push %s\n", remote, n, plural(n), remote)
+	}
+}
+
+// printAutoArchive says what the automatic archive did before the push:
+// the tasks it archived on stdout, those it passed over on stderr (its
+// failure was warned of as it happened).
+func printAutoArchive(sio *IO, a *bernstein.AutoArchive) {
+	if a == nil {
+		return
+	}
+	for _, p := range a.PassedOver {
+		fmt.Fprintf(sio.Err, "note: the automatic archive passed over %s: %s\n", p.Task, p.Reason)
+	}
+	if n := len(a.Archived); n > 0 {
+		fmt.Fprintf(sio.Out, "archived %d task%s ended %s ago or more (%d commit%s): %s\n", n, plural(n), a.EndedBefore, len(a.Commits), plural(len(a.Commits)), strings.Join(a.Archived, " "))
 	}
 }
