@@ -314,3 +314,21 @@ func gitRunStdin(t *testing.T, dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestPushArchiveToRemoteDenyingDeletes: git's receive.denyDeletes guards
+// branches (refs/heads/) only, so a remote that sets it still takes the
+// deletion of an archived task's refs with the archive.
+func TestPushArchiveToRemoteDenyingDeletes(t *testing.T) {
+	srv, url, root, a, _ := autoArchiveHosts(t)
+	if _, err := execGit(filepath.Join(srv.root, "tasks.git"), "config", "receive.denyDeletes", "true"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := autoPush(t, a)
+	if got := autoArchived(res); !slices.Equal(got, []string{"OLD-1"}) {
+		t.Fatalf("the push archived %v, want OLD-1", got)
+	}
+	there := lsRemote(t, root, url)
+	if gone := taskRefsOf(there, "OLD-1"); len(gone) > 0 || there[refs.Archive("host-a")] != a.refs()[refs.Archive("host-a")] {
+		t.Fatalf("a remote denying deletions holds %v of OLD-1 and archive %q", gone, there[refs.Archive("host-a")])
+	}
+}
