@@ -257,12 +257,9 @@ func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 	unlock := shareWithReaders(r.Dir)
 	defer unlock()
 	s := &Snapshot{vals: map[string]gitstore.Oid{}, scope: scope, badLoose: map[string]BadRef{}}
-	// Loose refs first, then packed-refs (see List). A loose file that is
-	// not an object id hides any packed value of its ref, as in git, which
-	// reads the loose file first: the ref is read past, not read as the
-	// packed value.
+	// Loose refs first, then packed-refs (see List).
 	loose := map[string]bool{}
-	bad := func(b BadRef) { s.badLoose[b.Ref], loose[b.Ref] = b, true }
+	bad := func(b BadRef) { s.badLoose[b.Ref] = b }
 	for _, sc := range scope {
 		if !strings.HasSuffix(sc, "/") {
 			o, err := r.readLoose(sc)
@@ -347,6 +344,9 @@ func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 			}
 		}
 	}
+	// A loose file that is not an object id hides any packed value of its
+	// ref, as in git, which reads the loose file first: the ref is read
+	// past, never read as the packed value.
 	for ref := range s.badLoose {
 		delete(s.vals, ref)
 	}

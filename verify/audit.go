@@ -508,11 +508,6 @@ func taskSet(env *Env, ix *SpineIndex, audits *auditIndex, only string) ([]strin
 		if err != nil {
 			return nil, err
 		}
-		// A ref whose loose file is not an object id is its task's: the
-		// task's check names it.
-		for _, b := range refs.BadLooseOf(env.Refs, prefix) {
-			names = append(names, b.Ref)
-		}
 		for _, n := range names {
 			if id, err := refs.UnescapeTask(strings.TrimPrefix(n, prefix)); err == nil {
 				set[id] = true
