@@ -3,8 +3,10 @@ package bernstein
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/internal/proof"
@@ -134,15 +136,15 @@ func (v *ReadView) TaskKey(task string) (string, error) {
 	if err := v.covers(task); err != nil {
 		return "", err
 	}
-	j, err := v.snap.ReadOptional(refs.Journal(task))
+	j, err := v.headKey(refs.Journal(task))
 	if err != nil {
 		return "", err
 	}
-	l, err := v.snap.ReadOptional(refs.Ledger(task))
+	l, err := v.headKey(refs.Ledger(task))
 	if err != nil {
 		return "", err
 	}
-	return "journal " + j.String() + " ledger " + l.String() + " spines " + v.spine, nil
+	return "journal " + j + " ledger " + l + " spines " + v.spine, nil
 }
 
 // ListKey names what the answers of every task of ids depend on in this
@@ -157,11 +159,11 @@ func (v *ReadView) ListKey(ids []string) (string, error) {
 		if err := v.covers(id); err != nil {
 			return "", err
 		}
-		j, err := v.snap.ReadOptional(refs.Journal(id))
+		j, err := v.headKey(refs.Journal(id))
 		if err != nil {
 			return "", err
 		}
-		l, err := v.snap.ReadOptional(refs.Ledger(id))
+		l, err := v.headKey(refs.Ledger(id))
 		if err != nil {
 			return "", err
 		}
@@ -177,15 +179,29 @@ func (v *ReadView) JournalKey(task string) (string, error) {
 	if err := v.covers(task); err != nil {
 		return "", err
 	}
-	j, err := v.snap.ReadOptional(refs.Journal(task))
+	j, err := v.headKey(refs.Journal(task))
 	if err != nil {
 		return "", err
 	}
-	l, err := v.snap.ReadOptional(refs.Ledger(task))
+	l, err := v.headKey(refs.Ledger(task))
 	if err != nil {
 		return "", err
 	}
-	return "journal " + j.String() + " ledger " + l.String() + " proof " + v.proof, nil
+	return "journal " + j + " ledger " + l + " proof " + v.proof, nil
+}
+
+// headKey is ref's value in the view for a key: its id, or for a ref the
+// snapshot read past (a *refs.BadRefError) what it could not read.
+func (v *ReadView) headKey(ref string) (string, error) {
+	o, err := v.snap.ReadOptional(ref)
+	var bad *refs.BadRefError
+	if errors.As(err, &bad) {
+		return "unreadable " + strconv.Quote(bad.Reason), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return o.String(), nil
 }
 
 // TaskIDs lists the tasks that have a ledger in the view, sorted (as

@@ -63,13 +63,38 @@ func (r Reader) readLoose(ref string) (gitstore.Oid, error) {
 	}
 	s := strings.TrimSpace(string(b))
 	if strings.HasPrefix(s, "ref: ") {
-		return gitstore.ZeroOid, fmt.Errorf("%s is a symbolic ref", ref)
+		return gitstore.ZeroOid, &looseError{ref, fmt.Errorf("its loose file is a symbolic ref (%q)", s)}
 	}
 	o, err := gitstore.ParseOid(s)
 	if err != nil {
-		return o, fmt.Errorf("ref %s: %w", ref, err)
+		return o, &looseError{ref, fmt.Errorf("its loose file holds no object id: %w", err)}
 	}
 	return o, nil
+}
+
+// looseError is a loose ref file whose content is not an object id: what
+// plain git can write and no bernstein writer does.
+type looseError struct {
+	ref string
+	err error
+}
+
+func (e *looseError) Error() string { return fmt.Sprintf("ref %s: %v", e.ref, e.err) }
+
+func (e *looseError) Unwrap() error { return e.err }
+
+// badLoose returns the BadRef of a journal or ledger ref whose loose file
+// is not an object id (err a *looseError): a snapshot reads past it, and
+// its task is tampered. Any other ref's such file still fails the read.
+func badLoose(err error) (BadRef, bool) {
+	var le *looseError
+	if !errors.As(err, &le) {
+		return BadRef{}, false
+	}
+	if _, ok := TaskOf(le.ref); !ok {
+		return BadRef{}, false
+	}
+	return BadRef{Ref: le.ref, Reason: le.err.Error()}, true
 }
 
 // ReadOptional is Read with a missing ref reported as the zero id.
@@ -108,7 +133,7 @@ func (e *InconsistentError) Is(target error) bool { return target == ErrInconsis
 // before it prunes the loose files, so no ref slips between the two reads.
 func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
 	out := map[string]gitstore.Oid{}
-	if err := r.walkLoose(prefix, func(name string, o gitstore.Oid) { out[name] = o }); err != nil {
+	if err := r.walkLoose(prefix, func(name string, o gitstore.Oid) { out[name] = o }, nil); err != nil {
 		return nil, nil, err
 	}
 	p, err := openPacked(r.Dir)
@@ -132,8 +157,10 @@ func (r Reader) List(prefix string) (map[string]gitstore.Oid, []string, error) {
 	return out, names, nil
 }
 
-// walkLoose calls fn for every loose ref under prefix.
-func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid)) error {
+// walkLoose calls fn for every loose ref under prefix; with bad set, bad
+// for every journal or ledger ref whose file is not an object id
+// (badLoose), which fails the walk otherwise.
+func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid), bad func(BadRef)) error {
 	root := filepath.Join(r.Dir, filepath.FromSlash(prefix))
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -153,6 +180,10 @@ func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid)) error {
 		o, err := r.readLoose(name)
 		if err == errNoLoose {
 			return nil // deleted meanwhile: packed-refs, read before, holds it
+		}
+		if b, ok := badLoose(err); ok && bad != nil {
+			bad(b)
+			return nil
 		}
 		if err != nil {
 			return err
@@ -183,6 +214,10 @@ type Snapshot struct {
 	archived    map[string]string
 	divergences []Divergence
 	badArchives []BadRef // archive refs read past (BadArchives)
+	// badLoose holds the loose refs whose file is not an object id, read
+	// past (BadLoose): each reads as a *BadRefError, never as a packed
+	// value of the same ref.
+	badLoose map[string]BadRef
 }
 
 // Snapshot reads the refs scope names: a name ending in '/' is a prefix
@@ -221,13 +256,18 @@ func (r Reader) Snapshot(scope ...string) (*Snapshot, error) {
 func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 	unlock := shareWithReaders(r.Dir)
 	defer unlock()
-	s := &Snapshot{vals: map[string]gitstore.Oid{}, scope: scope}
+	s := &Snapshot{vals: map[string]gitstore.Oid{}, scope: scope, badLoose: map[string]BadRef{}}
 	// Loose refs first, then packed-refs (see List).
 	loose := map[string]bool{}
+	bad := func(b BadRef) { s.badLoose[b.Ref] = b }
 	for _, sc := range scope {
 		if !strings.HasSuffix(sc, "/") {
 			o, err := r.readLoose(sc)
 			if err == errNoLoose {
+				continue
+			}
+			if b, ok := badLoose(err); ok {
+				bad(b)
 				continue
 			}
 			if err != nil {
@@ -236,7 +276,7 @@ func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 			s.vals[sc], loose[sc] = o, true
 			continue
 		}
-		err := r.walkLoose(sc, func(name string, o gitstore.Oid) { s.vals[name], loose[name] = o, true })
+		err := r.walkLoose(sc, func(name string, o gitstore.Oid) { s.vals[name], loose[name] = o, true }, bad)
 		if err != nil {
 			return nil, err
 		}
@@ -304,6 +344,12 @@ func (r Reader) snapshot(scope []string) (*Snapshot, error) {
 			}
 		}
 	}
+	// A loose file that is not an object id hides any packed value of its
+	// ref, as in git, which reads the loose file first: the ref is read
+	// past, never read as the packed value.
+	for ref := range s.badLoose {
+		delete(s.vals, ref)
+	}
 	return s, nil
 }
 
@@ -324,7 +370,33 @@ func (s *Snapshot) ReadOptional(ref string) (gitstore.Oid, error) {
 	if !s.covers(ref) {
 		return gitstore.ZeroOid, fmt.Errorf("%w: %s", ErrNotInSnapshot, ref)
 	}
+	if b, ok := s.badLoose[ref]; ok {
+		return gitstore.ZeroOid, &BadRefError{BadRef: b, Err: errors.New(b.Reason)}
+	}
 	return s.vals[ref], nil
+}
+
+// BadLooseOf is src's BadLoose(prefix) when src is a Snapshot, none
+// otherwise (a Reader fails a read of such a ref).
+func BadLooseOf(src Source, prefix string) []BadRef {
+	if s, ok := src.(*Snapshot); ok {
+		return s.BadLoose(prefix)
+	}
+	return nil
+}
+
+// BadLoose lists the refs under prefix whose loose file is not an object
+// id, sorted by ref: the snapshot read past them (List leaves them out,
+// ReadOptional answers each with a *BadRefError).
+func (s *Snapshot) BadLoose(prefix string) []BadRef {
+	var out []BadRef
+	for ref, b := range s.badLoose {
+		if strings.HasPrefix(ref, prefix) {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
+	return out
 }
 
 // List returns every ref under prefix in the snapshot, sorted by name.

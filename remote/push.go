@@ -533,6 +533,12 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 	if err != nil {
 		return nil, err
 	}
+	// A task ref whose loose file is not an object id has no head here
+	// (List leaves it out): read past, named, as one whose head is no
+	// chain commit.
+	for _, b := range local.BadLoose(refs.Prefix) {
+		res.readPast(b)
+	}
 	tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
 	if err != nil {
 		return nil, err

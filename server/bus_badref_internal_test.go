@@ -11,13 +11,14 @@ import (
 )
 
 // TestBusScanPastUnreadableTaskRef: a task whose ledger ref plain git
-// pointed at a blob, and one whose journal ref names a missing object, do
-// not stop the bus: its first scan reads every other task, and their
+// pointed at a blob, one whose journal ref names a missing object, and
+// two whose ledger or journal loose ref file holds no object id, do not
+// stop the bus: its first scan reads every other task, and their
 // posts after it are published as events.
 func TestBusScanPastUnreadableTaskRef(t *testing.T) {
 	s, dir := newInternalStore(t)
 	toks := map[string]string{}
-	for _, id := range []string{"T-1", "T-2", "T-3", "T-4"} {
+	for _, id := range []string{"T-1", "T-2", "T-3", "T-4", "T-5", "T-6"} {
 		if _, err := s.CreateTask(bernstein.TaskSpec{ID: id, Title: id}); err != nil {
 			t.Fatal(err)
 		}
@@ -39,6 +40,11 @@ func TestBusScanPastUnreadableTaskRef(t *testing.T) {
 	gitOut(t, dir, "update-ref", "refs/bernstein/ledger/T-2", blob)
 	if err := os.WriteFile(filepath.Join(dir, ".git", "refs", "bernstein", "journal", "T-3"), []byte(strings.Repeat("7", 40)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for _, ref := range []string{"ledger/T-5", "journal/T-6"} {
+		if err := os.WriteFile(filepath.Join(dir, ".git", "refs", "bernstein", filepath.FromSlash(ref)), []byte("garbage\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	b, err := NewBus(s, nil)
@@ -74,7 +80,7 @@ func TestBusScanPastUnreadableTaskRef(t *testing.T) {
 	for _, e := range evs {
 		got[e.Task] = true
 	}
-	if !got["T-1"] || !got["T-4"] || got["T-2"] || got["T-3"] {
+	if !got["T-1"] || !got["T-4"] || got["T-2"] || got["T-3"] || got["T-5"] || got["T-6"] {
 		t.Fatalf("events after the posts are of %v, want T-1 and T-4", got)
 	}
 }

@@ -63,6 +63,18 @@ var taskRefForgeries = []taskRefForgery{
 		}
 		return o
 	}},
+	{"a loose ref that is not an object id", func(f *fixture, ref string) string {
+		// The loose file written by hand over the honest one; git reads
+		// past it (rev-parse does not resolve it), so it has no value: the
+		// zero id names it.
+		if err := os.WriteFile(filepath.Join(f.dir, ".git", filepath.FromSlash(ref)), []byte("garbage\n"), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+		if got, err := exec.Command("git", "-C", f.dir, "rev-parse", "--verify", "--quiet", ref).Output(); err == nil {
+			f.t.Fatalf("the forged ref reads %q in git, want no value", got)
+		}
+		return strings.Repeat("0", 40)
+	}},
 	{"commit without a record", func(f *fixture, ref string) string {
 		o := strings.TrimSpace(f.git("-c", "user.name=mallory", "-c", "user.email=mallory@bernstein", "commit-tree", "-p", ref, "-m", "not a row", f.rev(ref+"^{tree}")))
 		f.git("update-ref", ref, o)
@@ -297,13 +309,14 @@ func TestHonestTaskRefsAreNotReadPast(t *testing.T) {
 }
 
 // TestPushPastUnreadableTaskRef: a local task ref that cannot be read as
-// its chain (its head a blob, a missing object, a commit with no record,
+// its chain (its head a blob, a missing object, a loose file that is no
+// object id, a commit with no record,
 // or a chain commit whose parent is missing or no commit) is not pushed
 // and holds no other ref back: a new task and the audit entries go, the remote keeps its honest
 // head of the forged ref and gets none of a forged task it did not have,
 // and push names what it read past.
 func TestPushPastUnreadableTaskRef(t *testing.T) {
-	cases := []taskRefForgery{taskRefForgeries[0], taskRefForgeries[3], taskRefForgeries[4], {"parent missing", func(f *fixture, ref string) string {
+	cases := []taskRefForgery{taskRefForgeries[0], taskRefForgeries[3], taskRefForgeries[4], taskRefForgeries[5], {"parent missing", func(f *fixture, ref string) string {
 		// The honest head's bytes with its parent swapped for an absent
 		// one: a commit carrying a record, below which the chain breaks.
 		raw := f.git("cat-file", "commit", ref)

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -744,6 +745,10 @@ func (v *Verifier) checkTask(task string, audits *auditIndex) (TaskResult, []Fai
 // and how many row signatures it checked and found only unpinned.
 func (v *Verifier) checkLedger(task string, audits *auditIndex) ([]Failure, int64, map[[32]byte]bool, int, int) {
 	head, err := v.Env.Refs.ReadOptional(refs.Ledger(task))
+	if bad := (*refs.BadRefError)(nil); errors.As(err, &bad) {
+		// Read past (docs/trust.md, Refs that cannot be read): named.
+		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: bad.BadRef.String()}}, 0, nil, 0, 0
+	}
 	if err != nil {
 		return []Failure{{TaskID: task, Check: "ledger_chain", Reason: err.Error()}}, 0, nil, 0, 0
 	}

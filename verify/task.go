@@ -249,6 +249,14 @@ func (v *Verifier) walkSpines() error {
 func (v *Verifier) task(task string) (*TaskReport, error) {
 	rep := &TaskReport{Task: task, Versions: []Version{}, Failures: []Failure{}, Anchored: v.Env.Anchored()}
 	head, err := v.Env.Refs.ReadOptional(refs.Journal(task))
+	var bad *refs.BadRefError
+	if errors.As(err, &bad) {
+		// Read past (docs/trust.md, Refs that cannot be read): the chain
+		// is broken at its head, named as every reader names it.
+		rep.ChainBroken, rep.ChainReason = true, fmt.Sprintf("journal chain of %s is broken at index 0: %s", task, bad.BadRef)
+		rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(0), Check: "journal_chain", Reason: rep.ChainReason})
+		return rep, nil
+	}
 	if err != nil {
 		return nil, err
 	}
