@@ -566,9 +566,11 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		theirs := tracking[TrackingRef(remote, ref)]
 		in := DescribeRef(ref)
 		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
-		if isTask {
+		if isTask && head != theirs {
 			// A task ref whose head is no chain commit is read past: it
-			// is not pushed, and holds no other ref back.
+			// is not pushed, and holds no other ref back. One the remote
+			// holds at the same value sends nothing, and is not read: a
+			// push reads the refs that moved, not every task's head.
 			if _, err := chain.Read(s.c.Objects, head); unreadableObject(err) {
 				res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
 				continue
