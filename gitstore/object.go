@@ -6,6 +6,7 @@ package gitstore
 import (
 	"bytes"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,6 +25,30 @@ func (o Oid) String() string { return hex.EncodeToString(o[:]) }
 
 // IsZero reports whether o is the zero id.
 func (o Oid) IsZero() bool { return o == ZeroOid }
+
+// looseStandInMark starts every LooseStandIn: eight zero bytes, which no
+// object id git computes starts with but by a chance of 2^-64.
+var looseStandInMark [8]byte
+
+// LooseStandIn is the value a ref reads as when its loose file holds no
+// object id (text written by hand, a symbolic ref): an id that names no
+// object (Repo.Read reports it missing, saying what it stands for), derived
+// from the file's bytes so that a compare-and-swap over the file holds only
+// while it holds those bytes. git reads such a ref as having no value.
+func LooseStandIn(content []byte) Oid {
+	sum := sha256.Sum256(append([]byte("bernstein loose ref file\x00"), content...))
+	var o Oid
+	copy(o[len(looseStandInMark):], sum[:])
+	if o.IsZero() {
+		o[len(o)-1] = 1
+	}
+	return o
+}
+
+// IsLooseStandIn reports whether o is a LooseStandIn.
+func (o Oid) IsLooseStandIn() bool {
+	return !o.IsZero() && [8]byte(o[:8]) == looseStandInMark
+}
 
 // ParseOid parses a 40-digit hex object id.
 func ParseOid(s string) (Oid, error) {

@@ -271,6 +271,9 @@ func (r *Repo) PackCount() int {
 // one's or git's) that replaces packs between a listing and the opening of
 // what it listed makes the lookup run again, up to maxRescans times.
 func (r *Repo) Read(id Oid) (ObjectType, []byte, error) {
+	if id.IsLooseStandIn() {
+		return 0, nil, fmt.Errorf("%w: %s (the ref's loose file holds no object id)", ErrMissing, id)
+	}
 	for round := 0; ; round++ {
 		t, data, gen, err := r.readOnce(id)
 		if err == nil || !errors.Is(err, ErrMissing) {

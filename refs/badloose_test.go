@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/bernstein/bernstein/gitstore"
 )
 
 // TestSnapshotReadsPastBadLooseTaskRef: a journal or ledger ref whose loose
@@ -101,15 +103,32 @@ func TestSnapshotReadsPastBadLooseTaskRef(t *testing.T) {
 		}
 	}
 
-	// Any other ref's loose file that is no object id fails the snapshot
-	// as before: nothing reads past a spine.
+	// Any other ref's loose file that is no object id reads as the stand-in
+	// of its bytes, which names no object: git reads no value there.
 	if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(SpinePrefix)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(SpinePrefix+"w")), []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (Reader{Dir: dir}).Snapshot(Prefix); err == nil || !strings.Contains(err.Error(), SpinePrefix+"w") {
+	if got := rev(t, dir, SpinePrefix+"w"); got != "" {
+		t.Fatalf("git reads %s as %s, want nothing", SpinePrefix+"w", got)
+	}
+	s, err := (Reader{Dir: dir}).Snapshot(Prefix)
+	if err != nil {
 		t.Fatalf("snapshot over a spine ref of garbage: %v", err)
+	}
+	standIn := gitstore.LooseStandIn([]byte("garbage\n"))
+	if o, err := s.ReadOptional(SpinePrefix + "w"); err != nil || o != standIn || !o.IsLooseStandIn() {
+		t.Fatalf("the spine ref reads %s, %v; want the stand-in %s", o, err, standIn)
+	}
+	if vals, _, err := s.List(SpinePrefix); err != nil || vals[SpinePrefix+"w"] != standIn {
+		t.Fatalf("the spines list %v, %v", vals, err)
+	}
+	if o, err := (Reader{Dir: dir}).ReadOptional(SpinePrefix + "w"); err != nil || o != standIn {
+		t.Fatalf("the reader reads the spine ref as %s, %v", o, err)
+	}
+	if len(s.BadLoose(SpinePrefix)) != 0 {
+		t.Fatalf("the spine ref is listed as a bad task ref: %v", s.BadLoose(SpinePrefix))
 	}
 }

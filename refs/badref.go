@@ -53,6 +53,14 @@ func KindOf(ref string) string {
 		return "a spine"
 	case strings.HasPrefix(ref, AuditPrefix):
 		return "an audit chain"
+	case strings.HasPrefix(ref, WritersPrefix), ref == Keys:
+		return "a key record"
+	case strings.HasPrefix(ref, CheckpointsPrefix):
+		return "a checkpoint chain"
+	case strings.HasPrefix(ref, AnchorsPrefix):
+		return "an anchor chain"
+	case strings.HasPrefix(ref, ForksPrefix):
+		return "a fork"
 	}
 	return "a ref"
 }

@@ -62,14 +62,25 @@ func (r Reader) readLoose(ref string) (gitstore.Oid, error) {
 		return gitstore.ZeroOid, err
 	}
 	s := strings.TrimSpace(string(b))
+	var bad error
 	if strings.HasPrefix(s, "ref: ") {
-		return gitstore.ZeroOid, &looseError{ref, fmt.Errorf("its loose file is a symbolic ref (%q)", s)}
+		bad = fmt.Errorf("its loose file is a symbolic ref (%q)", s)
 	}
 	o, err := gitstore.ParseOid(s)
-	if err != nil {
-		return o, &looseError{ref, fmt.Errorf("its loose file holds no object id: %w", err)}
+	if bad == nil && err != nil {
+		bad = fmt.Errorf("its loose file holds no object id: %w", err)
 	}
-	return o, nil
+	if bad == nil {
+		return o, nil
+	}
+	if _, task := TaskOf(ref); task {
+		return gitstore.ZeroOid, &looseError{ref, bad}
+	}
+	// Any other ref reads as the stand-in of its file's bytes, which names
+	// no object: every reader of the ref reads past it as it reads past a
+	// ref naming an object the repository does not have, and a writer's
+	// compare-and-swap over the file holds while it holds those bytes.
+	return gitstore.LooseStandIn(b), nil
 }
 
 // looseError is a loose ref file whose content is not an object id: what
@@ -85,7 +96,8 @@ func (e *looseError) Unwrap() error { return e.err }
 
 // badLoose returns the BadRef of a journal or ledger ref whose loose file
 // is not an object id (err a *looseError): a snapshot reads past it, and
-// its task is tampered. Any other ref's such file still fails the read.
+// its task is tampered. Any other ref's such file reads as its
+// gitstore.LooseStandIn (readLoose).
 func badLoose(err error) (BadRef, bool) {
 	var le *looseError
 	if !errors.As(err, &le) {

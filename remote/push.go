@@ -565,6 +565,18 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		head := mine[ref]
 		theirs := tracking[TrackingRef(remote, ref)]
 		in := DescribeRef(ref)
+		if head.IsLooseStandIn() {
+			// A ref whose loose file holds no object id (docs/trust.md,
+			// Refs that cannot be read): this writer's own spine, audit
+			// mirror or archive goes at the head it recorded last, as its
+			// next write takes it; any other is read past, not pushed.
+			own, ok := s.w.OwnHead(ref, head)
+			if !ok {
+				res.readPast(refs.BadRef{Ref: ref, At: head, Reason: "its loose file holds no object id"})
+				continue
+			}
+			head = own
+		}
 		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
 		if isTask && head != theirs {
 			// A task ref whose head is no chain commit is read past: it

@@ -54,6 +54,19 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 func (t *Tx) readHead(ref string) (*Chain, error) {
 	if _, task := refs.TaskOf(ref); !task {
 		head, err := t.w.c.Refs.ReadOptional(ref)
+		if err == nil && head.IsLooseStandIn() && t.ownEntryChain(ref) {
+			// The writer's own spine, audit mirror or archive whose loose
+			// file holds no object id (written by hand; git reads it as no
+			// value): the chain goes on from the head this host's writer
+			// recorded last (none: a new chain, as for a ref git does not
+			// have), and the write replaces the file while it still holds
+			// the bytes read (docs/trust.md, Refs that cannot be read).
+			c := &Chain{ref: ref, old: head}
+			if m, ok := t.w.heads.Recorded(ref); ok {
+				c.head = m.Commit
+			}
+			return c, nil
+		}
 		return &Chain{ref: ref, old: head, head: head}, err
 	}
 	snap, err := t.w.c.Refs.Snapshot(ref)
@@ -77,6 +90,13 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 	}
 	c.hold = from
 	return c, nil
+}
+
+// ownEntryChain reports whether ref is one of the chains only this host's
+// writer writes and whose heads it records: its spine, audit mirror and
+// archive.
+func (t *Tx) ownEntryChain(ref string) bool {
+	return ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) || ref == refs.Archive(t.id.Writer)
 }
 
 // rootOf names the chain ref is (its kind and its task or writer), for the
@@ -103,7 +123,7 @@ func rootOf(ref string) (kind, name string, ok bool) {
 // already used.
 func (t *Tx) checkHead(c *Chain) error {
 	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
-	own := c.ref == refs.Spine(t.id.Writer) || c.ref == refs.Audit(t.id.Writer) || c.ref == refs.Archive(t.id.Writer)
+	own := t.ownEntryChain(c.ref)
 	if !own && !(task && c.head.IsZero()) {
 		return nil
 	}
@@ -569,4 +589,24 @@ func nextSeq(t *Tx, read func(*gitstore.Repo, gitstore.Oid) (chain.Commit, error
 		c.next = n + 1
 		return nil
 	}
+}
+
+// OwnHead is the head this host's writer takes its own spine, audit mirror
+// or archive ref to be at when the ref's loose file holds no object id
+// (value, a gitstore.LooseStandIn): the head it recorded last, as a write
+// takes it (readHead). ok is false for any other ref, and for one it
+// recorded no head of.
+func (w *Writer) OwnHead(ref string, value gitstore.Oid) (gitstore.Oid, bool) {
+	if !value.IsLooseStandIn() {
+		return gitstore.ZeroOid, false
+	}
+	id, err := w.c.Identity()
+	if err != nil || ref != refs.Spine(id.Writer) && ref != refs.Audit(id.Writer) && ref != refs.Archive(id.Writer) {
+		return gitstore.ZeroOid, false
+	}
+	m, ok := w.heads.Recorded(ref)
+	if !ok || m.Commit.IsZero() {
+		return gitstore.ZeroOid, false
+	}
+	return m.Commit, true
 }
