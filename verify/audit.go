@@ -314,6 +314,13 @@ func Repository(env *Env, o Options) (*Report, error) {
 		return nil, err
 	}
 
+	// The refs that cannot be read as their kind, named.
+	bad, err := unreadableRefs(env)
+	if err != nil {
+		return nil, err
+	}
+	rep.Failures = append(rep.Failures, bad...)
+
 	// 4. Tasks: journals, ledgers, bindings both ways.
 	tasks, err := taskSet(env, ix, audits, o.Task)
 	if err != nil {

@@ -399,13 +399,19 @@ func problemFailure(p verify.Problem) verify.Failure {
 			f.Reason = fmt.Sprintf("ledger of %s at index %d: %s", p.Task, *p.Index, p.Reason)
 		}
 	}
-	if p.Task == "" && p.Writer == "" || strings.HasPrefix(p.Ref, refs.ArchivePrefix) && !strings.Contains(f.Reason, p.Ref) {
-		// An archive chain's problem names its writer, and the ref too
-		// (as the full walk's do): a writer's archive is its own chain.
+	if p.Task == "" && p.Writer == "" || (strings.HasPrefix(p.Ref, refs.ArchivePrefix) || writerChain[p.Check]) && p.Ref != "" && !strings.Contains(f.Reason, p.Ref) {
+		// A writer's chain's problem names its writer, and the ref too
+		// (as the full walk's do for archives and refs that cannot be
+		// read): a writer has several chains.
 		f.Reason = p.Ref + ": " + f.Reason
 	}
 	return f
 }
+
+// writerChain lists the checks of a writer's chain as a whole, whose
+// problems name the ref.
+var writerChain = map[string]bool{"spine_chain": true, "audit_chain": true, "key_record": true, "checkpoints_chain": true,
+	"anchors_chain": true, verify.CheckFork: true}
 
 // TakeCheckpoint records the view's refs as audit checkpoint name when rep
 // found everything whole and verified; otherwise it says why not in the
