@@ -46,8 +46,9 @@ type PushResult struct {
 	Deleted []RefChange `json:"deleted"`
 	// ReadPast are this host's task refs that cannot be read as their
 	// chain (plain git pointed them at a blob, a tree, a tag, a missing
-	// object): not pushed, and no hold on the others (docs/trust.md, Refs
-	// that cannot be read).
+	// object), and any other ref whose loose file holds no object id but
+	// this writer's own spine, audit mirror and archive: not pushed, and
+	// no hold on the others (docs/trust.md, Refs that cannot be read).
 	ReadPast []refs.BadRef `json:"read_past,omitempty"`
 	// LeftOut are local refs the push did not send: an archive ref that
 	// cannot be read as its writer's archive, which the remote's guard
