@@ -411,7 +411,7 @@ func problemFailure(p verify.Problem) verify.Failure {
 // writerChain lists the checks of a writer's chain as a whole, whose
 // problems name the ref.
 var writerChain = map[string]bool{"spine_chain": true, "audit_chain": true, "key_record": true, "checkpoints_chain": true,
-	"anchors_chain": true, verify.CheckFork: true}
+	"anchors_chain": true, verify.CheckFork: true, "fork_base": true}
 
 // TakeCheckpoint records the view's refs as audit checkpoint name when rep
 // found everything whole and verified; otherwise it says why not in the
