@@ -160,8 +160,15 @@ func (e *UnknownArtifactError) Is(target error) bool { return target == ErrUnkno
 // a task's verification. The payload is there only when the version
 // re-verified and its journal may be trusted to hold it (verify.TaskReport.
 // Content); otherwise it is null and Withheld says why. A key or version the
-// task does not hold is an *UnknownArtifactError.
+// task does not hold is an *UnknownArtifactError; a task whose journal ref
+// cannot be read as one, a *refs.BadRefError.
 func NewArtifactShowDoc(rep *verify.TaskReport, sel ShowSelection) (*ArtifactShowDoc, error) {
+	if err := rep.UnreadableError(); err != nil {
+		// The journal ref cannot be read as one: the task is tampered,
+		// whatever key is asked for (docs/trust.md, Refs that cannot be
+		// read).
+		return nil, err
+	}
 	var v *verify.Version
 	var passedOver []verify.Version
 	if sel.Version != nil {

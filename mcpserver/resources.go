@@ -279,6 +279,10 @@ func (r *resources) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
+	if err := rep.UnreadableError(); err != nil {
+		// The task's journal ref cannot be read as one: tampered, named.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
 	var v *verify.Version
 	if ref.version == 0 {
 		v, _ = rep.Shown(ref.key)

@@ -184,7 +184,16 @@ func (s *Server) readReport(id string) (*verify.TaskReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.api().report(v, id)
+	rep, err := s.api().report(v, id)
+	if err == nil {
+		// A journal ref that cannot be read as one: the task is tampered,
+		// every fragment of it a 409 naming the ref (storeProblem).
+		err = rep.UnreadableError()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // pageTask is GET /tasks/{id}: the progress strip and the artifacts panel.

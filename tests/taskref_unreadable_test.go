@@ -259,6 +259,20 @@ func TestUnreadableTaskRefBlocksNoReader(t *testing.T) {
 						t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, code, out, errOut)
 					}
 				}
+				if kind == "journal" {
+					// artifact show of any key of it: tampered, as task
+					// show says it (never "has no artifact"); the API
+					// and the page's fragments answer 409 alike.
+					for _, args := range [][]string{{"artifact", "show", "B-1", "summary"}, {"artifact", "show", "B-1", "summary", "--output-json"},
+						{"artifact", "show", "B-1", "summary", "--version", "1"}, {"artifact", "show", "B-1", "nokey"}} {
+						out, errOut, code := f.cli("", args...)
+						if code != 2 || out != "" || !strings.Contains(errOut, "task B-1 is tampered: "+named) {
+							t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, code, out, errOut)
+						}
+					}
+					apiTampered(t, f, named, "/api/v1/tasks/B-1/artifacts/summary", "/api/v1/tasks/B-1/artifacts/summary?version=1",
+						"/tasks/B-1/fragments/artifacts/summary")
+				}
 				if got, _, code := f.cli("", "task", "show", "A-1", "--output-json"); code != 0 || got != showBefore {
 					t.Errorf("task show A-1: exit %d\n%s\nwant\n%s", code, got, showBefore)
 				}
@@ -372,5 +386,29 @@ func TestPushPastUnreadableTaskRef(t *testing.T) {
 				t.Fatalf("the remote after the push: %v", remote)
 			}
 		})
+	}
+}
+
+// apiTampered checks that each GET of paths answers 409 naming named.
+func apiTampered(t *testing.T, f *fixture, named string, paths ...string) {
+	t.Helper()
+	s := f.open()
+	defer s.Close()
+	srv, err := server.New(s, server.Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer func() { hs.Close(); srv.Close() }()
+	for _, p := range paths {
+		res, err := http.Get(hs.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusConflict || !strings.Contains(string(b), named) {
+			t.Errorf("GET %s: %d %s, want 409 naming %s", p, res.StatusCode, b, named)
+		}
 	}
 }

@@ -61,15 +61,19 @@ type Version struct {
 
 // TaskReport is the verification of one task's journal.
 type TaskReport struct {
-	Task            string      `json:"task"`
-	Rows            int64       `json:"rows"`
-	Head            record.Hash `json:"head"`
-	ChainBroken     bool        `json:"chain_broken"`
-	ChainReason     string      `json:"chain_reason"`
-	JournalIdentity string      `json:"journal_identity"`
-	IdentityReason  string      `json:"identity_reason"`
-	Versions        []Version   `json:"artifacts"`
-	Failures        []Failure   `json:"failures"`
+	Task        string      `json:"task"`
+	Rows        int64       `json:"rows"`
+	Head        record.Hash `json:"head"`
+	ChainBroken bool        `json:"chain_broken"`
+	ChainReason string      `json:"chain_reason"`
+	// Unreadable is set when the journal ref cannot be read as a journal
+	// (docs/trust.md, Refs that cannot be read): the task is tampered, and
+	// a read of one of its artifacts is Tampered's error.
+	Unreadable      *refs.BadRef `json:"-"`
+	JournalIdentity string       `json:"journal_identity"`
+	IdentityReason  string       `json:"identity_reason"`
+	Versions        []Version    `json:"artifacts"`
+	Failures        []Failure    `json:"failures"`
 	// Rows are the journal rows in order, when the chain could be read.
 	RowList []record.Row `json:"-"`
 	// RowHashes are the rows' hashes, computed from the bytes read.
@@ -254,6 +258,7 @@ func (v *Verifier) task(task string) (*TaskReport, error) {
 		// Read past (docs/trust.md, Refs that cannot be read): the chain
 		// is broken at its head, named as every reader names it.
 		rep.ChainBroken, rep.ChainReason = true, fmt.Sprintf("journal chain of %s is broken at index 0: %s", task, bad.BadRef)
+		rep.Unreadable = &bad.BadRef
 		rep.Failures = append(rep.Failures, Failure{TaskID: task, JournalIndex: i64(0), Check: "journal_chain", Reason: rep.ChainReason})
 		return rep, nil
 	}
@@ -288,7 +293,11 @@ func (v *Verifier) task(task string) (*TaskReport, error) {
 	for i, cc := range commits {
 		idx := int64(i)
 		if cc.Err != nil {
-			breakChain(idx, refs.BadRef{Ref: refs.Journal(task), At: head, Reason: cc.Err.Error()}.String())
+			b := refs.BadRef{Ref: refs.Journal(task), At: head, Reason: cc.Err.Error()}
+			breakChain(idx, b.String())
+			if rep.Unreadable == nil && unreadableObject(cc.Err) {
+				rep.Unreadable = &b
+			}
 			continue
 		}
 		row, err := record.ParseRow(cc.Record)
@@ -356,6 +365,16 @@ func (v *Verifier) task(task string) (*TaskReport, error) {
 	v.checkSpineCoverage(rep)
 	rep.JournalIdentity, rep.IdentityReason = v.identity(rep)
 	return rep, nil
+}
+
+// UnreadableError is the *refs.BadRefError of a task whose journal ref cannot be
+// read as a journal (Unreadable), as every read of the task answers it
+// (task show, the task's API reads); nil otherwise.
+func (r *TaskReport) UnreadableError() error {
+	if r.Unreadable == nil {
+		return nil
+	}
+	return &refs.BadRefError{BadRef: *r.Unreadable, Err: errors.New(r.Unreadable.Reason)}
 }
 
 // foreign breaks a journal rooted in another repository: no row of it

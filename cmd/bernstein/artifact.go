@@ -12,6 +12,7 @@ import (
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -266,7 +267,8 @@ verified version.
 Exit status: 0 rendered; 1 unknown task, key or version; 2 content withheld:
 the version is tampered (or, with --strict, not verified), or the task's
 journal is broken or rolled back behind its spine (so its latest version may
-not be the latest).
+not be the latest), or its journal ref cannot be read as a journal (the task
+is tampered, as 'task show' says, whatever key is asked for).
 
 History lists every version of the key oldest first (journal order), in the
 text output as in --output-json ("history"), as 'artifact list' does. The
@@ -318,6 +320,9 @@ func artifactShowRun(o *artifactShowOptions) error {
 				fmt.Fprintf(o.IO.Err, "note: %s v%d is newer but unverifiable here (%s); 'bernstein artifact show %s %s --version %d' shows it\n",
 					p.Key, p.Version, p.Reason, o.Task, o.Key, p.Version)
 			}
+		}
+		if errors.As(err, new(*refs.BadRefError)) {
+			return exitCode(2, err) // tampered, as task show says it: never rendered
 		}
 		if err != nil {
 			return err
