@@ -35,6 +35,11 @@ type FetchResult struct {
 	// differs from what this host wrote, or (Moving) the remote kept moving
 	// while it was read.
 	HeldBack []HeldBack `json:"held_back"`
+	// ReadPast are the refs whose chain, the remote's or this host's,
+	// cannot be read as one (plain git moved the ref to a blob, a tree, a
+	// tag, a missing object): each is also in HeldBack, and the rest moved
+	// (docs/trust.md, Refs that cannot be read).
+	ReadPast []refs.BadRef `json:"read_past"`
 	// Fetches counts the git fetches made: more than one when the remote's
 	// refs were read while a push was moving them.
 	Fetches int `json:"fetches"`
@@ -60,14 +65,19 @@ type HeldBack struct {
 	Own bool `json:"own"`
 	// Moving marks refs held back because the remote kept changing while
 	// the fetch read it (a push under way each time): fetch again.
-	Moving   bool     `json:"moving"`
-	Problems []string `json:"problems"`
+	Moving bool `json:"moving"`
+	// Unreadable marks a ref whose chain, the remote's or this host's,
+	// cannot be read as one (FetchResult.ReadPast names it).
+	Unreadable bool     `json:"unreadable"`
+	Problems   []string `json:"problems"`
 }
 
 func (h HeldBack) String() string {
 	switch {
 	case h.Own:
 		return fmt.Sprintf("held back: %s: the remote's head %s is not what this host's writer wrote (its head here: %s): the remote's copy was tampered with, or this writer identity writes on another host too; nothing moved", h.What(), shortID(h.Remote), shortID(h.Local))
+	case h.Unreadable:
+		return fmt.Sprintf("held back: %s at %s (the remote's head %s): it cannot be read as its chain; it stays where it is", h.What(), shortID(h.Local), shortID(h.Remote))
 	case h.Moving:
 		return fmt.Sprintf("held back: %s at %s (the remote's head %s): the remote kept moving while it was read; fetch again", h.What(), shortID(h.Local), shortID(h.Remote))
 	}
@@ -271,6 +281,11 @@ type fetchPlan struct {
 	ahead    []RefChange
 	diverged []Divergence
 	own      []HeldBack // this host's own chains the remote has otherwise
+	// unreadable are the refs whose chain, the remote's or this host's,
+	// cannot be read as one (docs/trust.md, Refs that cannot be read):
+	// read past, held back and named; the rest moves.
+	unreadable []HeldBack
+	bad        []refs.BadRef
 	// view is what the checks read the refs from: local, or (task adopt)
 	// local with the adopted task's refs at the remote's heads.
 	view refs.Source
@@ -331,12 +346,29 @@ func (s *Syncer) planFetch(remote string, sc *fetchScope) (*fetchPlan, error) {
 			return nil, err
 		}
 		if mine.IsZero() {
+			if _, err := s.parentOf(theirs); unreadableObject(err) {
+				p.readPast(ref, "", theirs, refs.BadRef{Ref: ref, At: theirs, Reason: err.Error()})
+				continue
+			}
 			// Created: also one of this host's own chains, which a host that
 			// lost its repository gets back from the remote, once it verifies.
 			p.cands = append(p.cands, refs.Update{Ref: ref, New: theirs})
 			continue
 		}
 		a, err := s.relate(mine, theirs)
+		if unreadableObject(err) {
+			// A chain that cannot be read as one (the remote's ref moved
+			// with plain git to a blob, a tree, a missing object, or this
+			// host's): read past, named, and the ref stays; the rest moves.
+			at := theirs
+			if _, e := s.parentOf(theirs); !unreadableObject(e) {
+				if _, e := s.parentOf(mine); unreadableObject(e) {
+					at = mine
+				}
+			}
+			p.readPast(ref, mine.String(), theirs, refs.BadRef{Ref: ref, At: at, Reason: err.Error()})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
@@ -360,6 +392,12 @@ func (s *Syncer) planFetch(remote string, sc *fetchScope) (*fetchPlan, error) {
 	return p, nil
 }
 
+// readPast holds ref back, at local, naming b: its chain cannot be read.
+func (p *fetchPlan) readPast(ref, local string, theirs gitstore.Oid, b refs.BadRef) {
+	p.unreadable = append(p.unreadable, HeldBack{RefInfo: DescribeRef(ref), Local: local, Remote: theirs.String(), Unreadable: true, Problems: []string{b.String()}})
+	p.bad = append(p.bad, b)
+}
+
 // verifyMoves runs the guard's checks on the planned moves and takes back,
 // until none is refused, each ref to the last commit before its first
 // problem (or leaves it where it is). What a writer only published a key
@@ -371,6 +409,10 @@ func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[st
 		return nil, nil, err
 	}
 	held := map[string][]verify.Problem{}
+	readPast := map[string]bool{}
+	for _, b := range p.bad {
+		readPast[b.Ref] = true
+	}
 	cur := append([]refs.Update(nil), p.cands...)
 	for len(cur) > 0 {
 		us := make([]verify.Update, len(cur))
@@ -381,7 +423,7 @@ func (s *Syncer) verifyMoves(remote string, p *fetchPlan) ([]refs.Update, map[st
 		if view == nil {
 			view = p.local
 		}
-		g := &verify.Guard{Objects: s.c.Objects, Refs: view, Trust: trust, Local: true, Mirror: true, Fetch: remote}
+		g := &verify.Guard{Objects: s.c.Objects, Refs: view, Trust: trust, Local: true, Mirror: true, Fetch: remote, ReadPast: readPast}
 		byRef := map[string][]verify.Problem{}
 		for _, pr := range g.Check(us).Problems {
 			if !pr.Unverifiable {
@@ -515,7 +557,7 @@ func (s *Syncer) position(ref string, id gitstore.Oid) (int64, bool) {
 // refs held back while the remote kept changing under the fetches.
 func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, held map[string][]verify.Problem, moving bool) *FetchResult {
 	res := &FetchResult{Remote: remote, Created: []RefChange{}, Forwarded: []RefChange{}, Deleted: []RefChange{}, UpToDate: p.upToDate,
-		LocalAhead: p.ahead, Diverged: p.diverged, HeldBack: p.own}
+		LocalAhead: p.ahead, Diverged: p.diverged, HeldBack: append(append([]HeldBack(nil), p.own...), p.unreadable...)}
 	if res.LocalAhead == nil {
 		res.LocalAhead = []RefChange{}
 	}
@@ -525,6 +567,7 @@ func (s *Syncer) fetchResult(remote string, p *fetchPlan, moves []refs.Update, h
 	if res.HeldBack == nil {
 		res.HeldBack = []HeldBack{}
 	}
+	res.ReadPast = append([]refs.BadRef{}, p.bad...)
 	moved := map[string]refs.Update{}
 	for _, u := range moves {
 		if u.New.IsZero() {

@@ -140,6 +140,17 @@ type Guard struct {
 	// mirrors' records of rows already here count, as do rows already here
 	// that a record names.
 	Fetch string
+	// ReadPast are task refs (journal or ledger) a fetch reads past, their
+	// chain on the remote or here not readable as one (docs/trust.md, Refs
+	// that cannot be read): they do not move, and an entry that binds a
+	// row of their task is not checked against them (the fetch names them
+	// on their own).
+	ReadPast map[string]bool
+}
+
+// readPast reports whether task's chains are read past (Guard.ReadPast).
+func (g *Guard) readPast(task string) bool {
+	return g.ReadPast[refs.Journal(task)] || g.ReadPast[refs.Ledger(task)]
 }
 
 // change names what the check looks at, as the subject of a reason: a
@@ -1941,6 +1952,9 @@ func (c *checker) checkSpine(s *segment) {
 	for _, l := range s.links {
 		far := c.far(l)
 		switch {
+		case l.entry.Artifact != nil && c.g.readPast(l.entry.Artifact.TaskID),
+			l.entry.Seal != nil && c.g.readPast(l.entry.Seal.TaskID):
+			// The task's chain is read past: nothing to bind it to here.
 		case l.entry.Artifact != nil:
 			a := l.entry.Artifact
 			what := fmt.Sprintf("spine entry %s/%d seals %s v%d of task %s at journal index %d", s.writer, a.Seq, a.Key, a.Version, a.TaskID, a.JournalIndex)

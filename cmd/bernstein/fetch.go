@@ -92,6 +92,12 @@ func fetchRun(o *fetchOptions) error {
 				return perr
 			}
 		}
+		if res != nil {
+			// Read past, not fetched: said whatever else happened.
+			for _, b := range res.ReadPast {
+				fmt.Fprintf(o.IO.Err, "warning: %s; not fetched\n", b)
+			}
+		}
 		var div *bernstein.DivergedError
 		var held *bernstein.HeldBackError
 		if res != nil && !o.JSON && (err == nil || errors.As(err, &div) || errors.As(err, &held)) {
