@@ -60,8 +60,9 @@ forged log refuses the whole fetch, naming the writer, the sizes and the
 witness (exit 1); a log not cosigned yet is only reported.
 
 Exit status: 0 fetched (also when nothing was new); 1 error; 2 the remote
-holds commits that do not verify here (held back and named; the rest
-moved); 5 a ref diverged (named; the rest moved).`
+holds commits that do not verify here, or a ref whose chain cannot be read
+as one (held back and named; the rest moved); 5 a ref diverged (named; the
+rest moved).`
 
 func newFetchCmd(f *factory, runF func(*fetchOptions) error) *cobra.Command {
 	o := &fetchOptions{IO: f.IO, Store: f.Store}
