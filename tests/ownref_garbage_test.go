@@ -53,6 +53,13 @@ func TestOwnChainLooseGarbageBlocksNoWriter(t *testing.T) {
 					t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
 				}
 			}
+			if kind == "spine" {
+				// The versions it sealed are tampered, naming it.
+				out, errOut, code := f.cli("", "artifact", "show", "A-1", "summary")
+				if code != 2 || !strings.Contains(errOut, "no spine entry") || !strings.Contains(errOut, ref+" (at ") || !strings.Contains(errOut, "cannot be read as a spine") {
+					t.Errorf("artifact show over a garbled spine: exit %d\n%s%s", code, out, errOut)
+				}
+			}
 			// audit verify names it: tampered, exit 1, full and since.
 			auditNames(t, f, ref, false)
 			auditNames(t, f, ref, false, "--since", "cp")

@@ -110,6 +110,10 @@ type SpineIndex struct {
 	mu      sync.Mutex // lazy signature checks
 	byHash  []hashSlot // every parsed entry, sorted by hash (the first of equal hashes)
 	Writers []string
+	// Unreadable are the spine refs whose head cannot be read as a commit
+	// (docs/trust.md, Refs that cannot be read): a version whose entry is
+	// missing names them.
+	Unreadable []refs.BadRef
 	// The walked entries (all of them when no kept index is read): by
 	// writer in chain order; seals, artifact entries and supersede entries
 	// (task adopt) by task. Readers go through ofTask and writerRecords.
@@ -160,6 +164,9 @@ func buildSpineIndexWith(env *Env, pool *sigPool, cached bool) (*SpineIndex, err
 	for _, name := range names {
 		writer := strings.TrimPrefix(name, refs.SpinePrefix)
 		ix.Writers = append(ix.Writers, writer)
+		if _, err := env.Objects.ReadType(vals[name], gitstore.TypeCommit); unreadableObject(err) {
+			ix.Unreadable = append(ix.Unreadable, refs.BadRef{Ref: name, At: vals[name], Reason: err.Error()})
+		}
 		if !cached {
 			wi, _ := ix.indexWriter(writer, vals[name], pool, nil, nil)
 			ix.addWriter(writer, wi)

@@ -420,7 +420,11 @@ func (v *Verifier) checkVersion(rep *TaskReport, ver *Version, row *record.Row, 
 		return // the kept index does not hold: Task walks the spines
 	}
 	if rec == nil || rec.Artifact == nil {
-		v.fail(rep, ver, "spine_binding", fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash))
+		why := fmt.Sprintf("%s: no spine entry %s", where, ver.SpineEntryHash)
+		for _, b := range v.Spine.Unreadable {
+			why += fmt.Sprintf(" (%s)", b) // where it may be
+		}
+		v.fail(rep, ver, "spine_binding", why)
 		return
 	}
 	ver.Writer, ver.WriterSource = rec.Writer, WriterFromSpineEntry
