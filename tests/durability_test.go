@@ -26,12 +26,24 @@ import (
 //     is acknowledged;
 //   - the keep goes only after the ref directories are synced: until then a
 //     crash may undo a rename, and the intent must be there to finish it.
+//
+// A post over the writer's own spine whose loose file holds garbage (its
+// compare-and-swap base the file's stand-in) keeps the same order.
 func TestPostIsDurableInOrder(t *testing.T) {
+	for _, garbled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "honest", true: "garbled_spine"}[garbled], func(t *testing.T) { postIsDurableInOrder(t, garbled) })
+	}
+}
+
+func postIsDurableInOrder(t *testing.T, garbledSpine bool) {
 	f := newFixture(t)
 	s := f.open()
 	tok := f.claimed(s, "D-1", "agent")
 	f.post(s, "D-1", "k", "agent", tok, report("version one"))
 	s.Close()
+	if garbledSpine {
+		garbleLoose(f, refs.Spine("test-writer"))
+	}
 	evs, out := systrace.Child(t, "BERNSTEIN_TEST_POSTER=1",
 		"BERNSTEIN_REPO="+f.dir, "BERNSTEIN_HOME="+f.home,
 		"BERNSTEIN_TEST_TASK=D-1", "BERNSTEIN_TEST_KEY=k",
