@@ -223,11 +223,15 @@ func (v *ReadView) Task(task string) (*TaskInfo, error) {
 // taskInfoOf is what Store.Task says of a task's folds.
 func taskInfoOf(task string, f *fold.Task) *TaskInfo {
 	st, js := f.Ledger.State, f.Journal
+	// A copy of the projection: an answer kept (a list's, the API memo's)
+	// holds it and not the whole fold, which the fold memo keeps or lets
+	// go of on its own.
+	wire := f.Wire
 	info := &TaskInfo{
 		ID: task, Title: st.Title, Phase: st.Phase, Terminal: ledger.Terminal(st.Phase),
 		LedgerRows: st.Rows, LedgerHead: st.Head, JournalRows: js.Rows, JournalHead: js.Head,
 		Attempts: st.Started, Evidence: st.Evidence, Gates: st.Gates, Artifacts: map[string]int64{},
-		Progress: &f.Wire,
+		Progress: &wire,
 	}
 	if info.Evidence == nil {
 		info.Evidence = []ledger.Producer{}

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
@@ -32,6 +33,57 @@ func ProveCommit(env *Env, c gitstore.Commit, payload []byte) chain.Proof {
 	return proofOf(writer, st, reason)
 }
 
+// ProveCommitID is ProveCommit of the commit id, whose proof env keeps
+// for the next reads of the same commit: a commit's proof depends on its
+// bytes, which its id names, and on env's keys and trust set, which do not
+// change. The reads of one view prove a task's commits one after another
+// (its feed, then its fold; its fold, then its artifacts), so env keeps
+// the proofs of the last provenKept commits it proved, not every one.
+func ProveCommitID(env *Env, id gitstore.Oid, c gitstore.Commit, payload []byte) chain.Proof {
+	if p, ok := env.proven().get(id); ok {
+		return p
+	}
+	p := ProveCommit(env, c, payload)
+	env.proven().put(id, p)
+	return p
+}
+
+// provenKept is how many commits' proofs an Env keeps.
+const provenKept = 256
+
+// provenMemo is the proofs of the last commits an Env proved, by id.
+type provenMemo struct {
+	mu   sync.Mutex
+	ids  [provenKept]gitstore.Oid // a ring, in the order proved
+	next int
+	by   map[gitstore.Oid]chain.Proof
+}
+
+func (env *Env) proven() *provenMemo {
+	env.provenOnce.Do(func() { env.provenMemo = &provenMemo{by: make(map[gitstore.Oid]chain.Proof, provenKept)} })
+	return env.provenMemo
+}
+
+func (m *provenMemo) get(id gitstore.Oid) (chain.Proof, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.by[id]
+	return p, ok
+}
+
+func (m *provenMemo) put(id gitstore.Oid, p chain.Proof) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.by[id]; ok {
+		return
+	}
+	if old := m.ids[m.next]; !old.IsZero() {
+		delete(m.by, old)
+	}
+	m.ids[m.next], m.by[id] = id, p
+	m.next = (m.next + 1) % provenKept
+}
+
 func proofOf(writer string, st sigState, reason string) chain.Proof {
 	switch st {
 	case sigTrusted:
@@ -52,6 +104,10 @@ func proveCommits(env *Env, commits []chain.Commit) []chain.Proof {
 		if cc.Err != nil {
 			continue
 		}
+		if p, ok := env.proven().get(cc.ID); ok {
+			proofs[i] = p // proven by a read of the same view
+			continue
+		}
 		writer, ok := CommitWriter(cc.Commit.Committer)
 		if !ok {
 			proofs[i] = chain.Proof{State: Tampered, Reason: "the commit names no writer as its committer"}
@@ -63,6 +119,7 @@ func proveCommits(env *Env, commits []chain.Commit) []chain.Proof {
 	checkSignatures(env, jobs)
 	for n, i := range at {
 		proofs[i] = proofOf(jobs[n].writer, jobs[n].state, jobs[n].reason)
+		env.proven().put(commits[i].ID, proofs[i])
 	}
 	return proofs
 }

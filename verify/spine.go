@@ -93,6 +93,9 @@ type Env struct {
 
 	once sync.Once
 	sigs *sigCache // key verdicts under Trust and Published
+
+	provenOnce sync.Once
+	provenMemo *provenMemo // the proofs of the last commits proved (ProveCommitID)
 }
 
 // Hash returns the entry's spine entry hash ("" when it did not parse).

@@ -70,7 +70,7 @@ type Repo struct {
 	repoID     string
 
 	identMu    sync.Mutex
-	identStamp string // refStamp of the identity read
+	identStamp stamp // refStamp of the identity read (ok false: none)
 	identID    string
 	adopted    string // AdoptIdentity's id, while the ref does not exist yet
 }
@@ -221,7 +221,7 @@ func (r *Repo) IdentityID() string {
 	stamp := refStamp(r.GitDir, refs.Repository)
 	r.identMu.Lock()
 	defer r.identMu.Unlock()
-	if r.identStamp == stamp && stamp != "" {
+	if r.identStamp == stamp && r.identStamp.ok {
 		return r.identID
 	}
 	r.identStamp, r.identID = stamp, ""
@@ -251,7 +251,7 @@ func (r *Repo) IdentityID() string {
 // this handle keys its files by id from now on, before the ref exists.
 func (r *Repo) AdoptIdentity(id string) error {
 	r.identMu.Lock()
-	r.adopted, r.identStamp = id, ""
+	r.adopted, r.identStamp = id, stamp{}
 	r.identMu.Unlock()
 	from, to := pins.For(r.Home, r.PathID(), r.GitDir), pins.For(r.Home, id, r.GitDir)
 	b, err := os.ReadFile(from.Path)
@@ -269,22 +269,35 @@ func (r *Repo) AdoptIdentity(id string) error {
 
 // refStamp identifies the state of a ref's loose file and of packed-refs
 // (size, modification time, inode), so that a value read under it is read
-// again when either changes.
-func refStamp(gitDir, ref string) string {
-	var b strings.Builder
-	for _, p := range []string{filepath.Join(gitDir, filepath.FromSlash(ref)), filepath.Join(gitDir, "packed-refs")} {
+// again when either changes: compared as values, with no string made of
+// them, as every read of the identity takes one.
+func refStamp(gitDir, ref string) stamp {
+	st := stamp{ok: true}
+	for i, p := range [2]string{filepath.Join(gitDir, filepath.FromSlash(ref)), filepath.Join(gitDir, "packed-refs")} {
 		fi, err := os.Stat(p)
 		if err != nil {
-			b.WriteString("-;")
-			continue
+			continue // missing: the zero fileStamp
 		}
-		ino := uint64(0)
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			ino = st.Ino
+		f := fileStamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			f.ino = uint64(sys.Ino)
 		}
-		fmt.Fprintf(&b, "%d/%d/%d;", fi.Size(), fi.ModTime().UnixNano(), ino)
+		st.files[i] = f
 	}
-	return b.String()
+	return st
+}
+
+// stamp is a refStamp: the loose file's and packed-refs' fileStamps.
+type stamp struct {
+	ok    bool
+	files [2]fileStamp
+}
+
+// fileStamp is one file's state (the zero value: missing).
+type fileStamp struct {
+	exists      bool
+	size, mtime int64
+	ino         uint64
 }
 
 // ReadTree returns the entries of tree id, from the tree cache when it has

@@ -45,7 +45,45 @@ type Prover struct {
 func NewProver(c *core.Repo) *Prover { return &Prover{c: c} }
 
 // Env reads the published keys as view has them, and the trust set now.
+// A view (a refs.Snapshot, an IndexedView) keeps the environment made
+// from it: every read of the view proves under the keys and the trust set
+// read when its first proof was made, and a list of n tasks makes one
+// environment, not one for each read of each task (each a read of the
+// trust set, the published keys and the repository's identity, and a new
+// cache of key verdicts).
 func (p *Prover) Env(view refs.Source) (*Env, error) {
+	switch v := view.(type) {
+	case *IndexedView:
+		return v.proofEnv(func() (*Env, error) {
+			snap, ok := v.Source.(*refs.Snapshot)
+			if !ok {
+				return p.env(view)
+			}
+			// The snapshot's own environment, its reads through the view
+			// (which keeps the spine index).
+			base, err := p.Env(snap)
+			if err != nil {
+				return nil, err
+			}
+			b := base.Env
+			env := &verify.Env{Objects: b.Objects, Refs: view, Trust: b.Trust, Published: b.Published, Binding: b.Binding, SpineCache: b.SpineCache}
+			return &Env{Env: env, Version: base.Version}, nil
+		})
+	case *refs.Snapshot:
+		e, err := v.Derived(envKey{p}, func() (any, error) { return p.env(view) })
+		if err != nil {
+			return nil, err
+		}
+		return e.(*Env), nil
+	}
+	return p.env(view)
+}
+
+// envKey is the key of a prover's environment kept by a snapshot.
+type envKey struct{ p *Prover }
+
+// env makes the environment of view.
+func (p *Prover) env(view refs.Source) (*Env, error) {
 	trust, err := p.c.Trust()
 	if err != nil {
 		return nil, err
@@ -110,5 +148,5 @@ func (p *Prover) binding(env *verify.Env, head, version gitstore.Oid) *verify.Bi
 
 // Check returns the walk check that proves each commit under env.
 func Check(env *verify.Env) func(*chain.Commit) {
-	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommit(env, cc.Commit, cc.Payload) }
+	return func(cc *chain.Commit) { cc.Proof = verify.ProveCommitID(env, cc.ID, cc.Commit, cc.Payload) }
 }

@@ -18,6 +18,24 @@ type IndexedView struct {
 	once sync.Once
 	ix   *verify.SpineIndex
 	err  error
+
+	envMu sync.Mutex
+	env   *Env // the proof environment of the view (Prover.Env)
+}
+
+// proofEnv returns the view's proof environment, made by make once.
+func (v *IndexedView) proofEnv(make func() (*Env, error)) (*Env, error) {
+	v.envMu.Lock()
+	defer v.envMu.Unlock()
+	if v.env != nil {
+		return v.env, nil
+	}
+	e, err := make()
+	if err != nil {
+		return nil, err
+	}
+	v.env = e
+	return e, nil
 }
 
 // spineIndex builds (once) the index of the view's spines under env, whose
