@@ -430,6 +430,11 @@ func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
 	due := len(st.due)
 	archiveMu.Lock()
 	defer archiveMu.Unlock()
+	tamper, err := s.restoreOwnArchive()
+	if err != nil {
+		return err
+	}
+	out.Tampered = tamper
 	for next := 0; next < due; {
 		var passed []remote.PassedOver
 		checked := 0
@@ -480,6 +485,10 @@ func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
 			return err
 		}
 		a := res.(archived)
+		if a.tamper != nil {
+			out.Tampered = a.tamper
+			s.core.Warn("%s", a.tamper)
+		}
 		if a.commit != "" {
 			out.Archived = append(out.Archived, a.tasks...)
 			out.Commits = append(out.Commits, a.commit)

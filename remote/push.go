@@ -15,6 +15,7 @@ import (
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -225,6 +226,11 @@ type AutoArchive struct {
 	Commits     []string     `json:"commits"`
 	PassedOver  []PassedOver `json:"passed_over"`
 	Error       string       `json:"error,omitempty"`
+	// Tampered is what this writer's archive ref held that it could not
+	// verify as its own (moved with plain git): the ref was moved back to
+	// its last verified archive commit, or the archive built on that, over
+	// the value found (docs/archive.md, The writer's own archive).
+	Tampered *txn.ArchiveTamper `json:"tampered,omitempty"`
 	// SpineRead counts the spine entries read (those this writer wrote
 	// since the last run), Checked the tasks checked under the write lock
 	// (those whose end came of age): the run's cost, whatever the number

@@ -251,61 +251,6 @@ func TestUnreadableArchiveBlocksNoOne(t *testing.T) {
 	}
 }
 
-// TestArchiveOnUnreadableOwnArchive: when this host's writer's own archive
-// ref cannot be read as an archive (moved with plain git to a blob, or to
-// a commit that extends the writer's last archive commit with a tree of
-// another shape or an absent tree), bernstein archive refuses with one
-// error naming the ref and writes nothing; the other tasks read and are
-// written as before.
-func TestArchiveOnUnreadableOwnArchive(t *testing.T) {
-	cases := []struct {
-		name  string
-		forge func(f *fixture, honest string) string // the forged head
-	}{
-		{"blob", func(f *fixture, honest string) string { return f.blob("not an archive") }},
-		{"tree of another shape", func(f *fixture, honest string) string {
-			return f.extendArchive(honest, f.mkTree(fmt.Sprintf("100644 blob %s\tREADME", f.blob("hello"))))
-		}},
-		{"absent tree of shards", func(f *fixture, honest string) string {
-			return f.extendArchive(honest, f.mkTree(fmt.Sprintf("040000 tree %s\tt", strings.Repeat("4", 40))))
-		}},
-	}
-	for _, c := range cases {
-		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			f, tok, before := unreadableArchiveFixture(t)
-			s := f.open()
-			endedTask(t, f, s, "E-2")
-			s.Close()
-			ref := refs.Archive("test-writer")
-			forged := c.forge(f, f.rev(ref))
-			f.git("update-ref", ref, forged)
-			refsBefore, objsBefore := f.refsSnapshot(), f.objectFiles()
-
-			out, errOut, code := f.cli("", "archive", "E-2")
-			if code == 0 || !strings.Contains(errOut, ref) || !strings.Contains(errOut, "cannot be read as an archive") {
-				t.Fatalf("archive on top of an unreadable archive: exit %d\n%s%s", code, out, errOut)
-			}
-			if got := f.refsSnapshot(); got != refsBefore {
-				t.Fatalf("the refused archive moved refs:\n%s\nwas\n%s", got, refsBefore)
-			}
-			if got := f.objectFiles(); strings.Join(got, "\n") != strings.Join(objsBefore, "\n") {
-				t.Fatalf("the refused archive wrote objects: %v, was %v", got, objsBefore)
-			}
-			// The open task reads as before and takes a post.
-			if show, _, code := f.cli("", "task", "show", "O-1", "--output-json"); code != 0 || show != before["cli task show O-1 --output-json"] {
-				t.Fatalf("task show O-1 with this writer's archive forged: exit %d\n%s\nwant\n%s", code, show, before["cli task show O-1 --output-json"])
-			}
-			if out, errOut, code := f.cli("", "artifact", "post", "O-1", "more", "--type", "report", "--body", "# more",
-				"--agent", "agent", "--claim-token", tok); code != 0 {
-				t.Fatalf("post to an open task: exit %d %s%s", code, out, errOut)
-			}
-			// E-1, archived in it, is gone with it: its seals and audit
-			// entries name rows no chain holds, reported too.
-			auditNames(t, f, ref, false)
-		})
-	}
-}
-
 // extendArchive writes with plain git a commit on top of honest, this
 // host's writer's last archive commit, as its next one (seq, prev, the
 // writer's name), carrying tree.

@@ -160,6 +160,9 @@ func (k *Keeper) read(ref string) (Mark, bool) {
 	return decodeHead(b)
 }
 
+// Head is the head this host's writer left on ref, if it remembers one.
+func (k *Keeper) Head(ref string) (Mark, bool) { return k.read(ref) }
+
 // legacyPath is where a head was kept before the heads file: one file per
 // chain, at the ref's path below refs/bernstein/.
 func (k *Keeper) legacyPath(ref string) string {

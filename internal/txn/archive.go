@@ -208,24 +208,182 @@ func (t *Tx) commitTime(id gitstore.Oid) (time.Time, error) {
 	return time.Unix(sec, 0), nil
 }
 
-// archiveChain loads the writer's archive chain: its head record's seq and
-// hash (the next record's prev), or the chain's genesis when it has none.
+// ArchiveTamper is the writer's own archive ref found holding what the
+// writer cannot verify as its own (docs/archive.md, The writer's own
+// archive): commits appended with plain git, a value moved back behind
+// the head the writer remembers, or no archive at all. The archive is
+// built on Base, the writer's last archive commit that verifies, and the
+// ref is compared and swapped over At.
+type ArchiveTamper struct {
+	Ref    string `json:"ref"`
+	At     string `json:"at"`   // the ref's value found ("": none)
+	Base   string `json:"base"` // the last commit verified as the writer's ("": none, the archive's root)
+	Reason string `json:"reason"`
+}
+
+// String is the warning that reports it.
+func (a *ArchiveTamper) String() string {
+	at, base := "deleted", "its root (no commit of it verifies)"
+	if a.At != "" {
+		at = "at " + a.At
+	}
+	if a.Base != "" {
+		base = a.Base
+	}
+	return fmt.Sprintf("%s (%s) was tampered with: it is not this writer's archive past %s (%s); it is moved back there, and archives build on it", a.Ref, at, base, a.Reason)
+}
+
+// archiveChain loads the writer's own archive chain at the head it
+// verifies as its own (ownArchiveBase): its head record's seq and hash
+// (the next record's prev), or the chain's genesis when it has none. The
+// compare-and-swap base stays the ref's value, so an archive built on a
+// verified head moves the ref over what plain git put there.
 func (t *Tx) archiveChain() (*Chain, error) {
-	return t.chain(refs.Archive(t.id.Writer), func(c *Chain) error {
-		cc, err := chain.ReadArchive(t.w.c.Objects, c.head)
+	ref := refs.Archive(t.id.Writer)
+	if c, ok := t.chains[ref]; ok {
+		return c, nil
+	}
+	found, err := t.w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	base, verified, tamper, err := t.ownArchiveBase(ref, found)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{ref: ref, old: found, head: base, remember: verified, tamper: tamper}
+	if base.IsZero() {
+		b := t.env.Binding
+		if b != nil && b.Problem != "" {
+			return nil, fmt.Errorf("%w: no chain is started in a repository whose identity cannot be read: %s", fold.ErrUnproven, b.Problem)
+		}
+		c.last = b.Genesis(record.ChainArchive, t.id.Writer)
+	} else {
+		cc, err := chain.ReadArchive(t.w.c.Objects, base)
 		if err != nil {
-			return unreadableArchive(c.ref, c.head, err)
+			return nil, unreadableArchive(ref, base, err)
 		}
 		a, err := record.ParseArchive(cc.Record)
 		if err != nil {
-			return unreadableArchive(c.ref, c.head, err)
+			return nil, unreadableArchive(ref, base, err)
 		}
 		if a.Writer != t.id.Writer {
-			return unreadableArchive(c.ref, c.head, fmt.Errorf("its record names writer %s", a.Writer))
+			return nil, unreadableArchive(ref, base, fmt.Errorf("its record names writer %s", a.Writer))
 		}
 		c.next, c.last, c.tree = a.Seq+1, string(record.Sum(cc.Record)), cc.Commit.Tree
-		return nil
-	})
+	}
+	if err := t.checkHead(c); err != nil {
+		return nil, err
+	}
+	t.chains[ref] = c
+	return c, nil
+}
+
+// ownArchiveBase is the head of the writer's own archive that it can
+// verify as its own, the ref being at found: the head this host's writer
+// remembers (internal/heads) when the ref is there (the common case: no
+// read); else the last commit from the remembered head (from the root when
+// none is remembered) to found that passes the archive checks with every
+// signature the writer's own (verify.ArchiveChain): an archive commit of
+// this writer's that its heads memory missed (a write interrupted after
+// the ref moved) is built on, and verified is set so it is remembered. A
+// head that is not found is reported as tampered (the ref moved over it):
+// commits appended with plain git, a ref moved back behind the remembered
+// head, or a value that is no archive. The remembered head must be in the
+// repository for that: when it is not (pruned after the ref moved
+// away), nothing is built (ErrUnreadableArchive).
+func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, verified bool, tamper *ArchiveTamper, err error) {
+	m, remembered := t.w.heads.Head(ref)
+	if remembered && found == m.Commit {
+		return found, false, nil, nil
+	}
+	from := gitstore.ZeroOid
+	if remembered {
+		from = m.Commit
+		if !t.w.c.Objects.Has(from) {
+			return gitstore.ZeroOid, false, nil, unreadableArchive(ref, found, fmt.Errorf("this writer's last archive commit %s, which it does not contain, is not in the repository", from))
+		}
+	}
+	if found.IsZero() {
+		if from.IsZero() {
+			return from, false, nil, nil // no archive yet
+		}
+		return from, false, t.archiveTamper(ref, found, from, "the ref was deleted"), nil
+	}
+	id := ""
+	if t.env.Binding != nil {
+		id = t.env.Binding.ID
+	}
+	res := verify.ArchiveChain{Env: t.env.Env, RepoID: id, Ref: ref, Writer: t.id.Writer,
+		Base: "this writer's last archive commit", Rewind: "moved back or rewritten with plain git"}.Verify(from, found)
+	// The commits that pass every check are built on (the writer's own
+	// key is always trusted here, so none of them is merely unpinned);
+	// the first that fails, and those after it, are not.
+	base, badSeq := from, int64(-1)
+	if !res.Broken {
+		for _, c := range res.Commits {
+			if c.Bad {
+				badSeq = c.Record.Seq
+				break
+			}
+			base = c.ID
+		}
+	}
+	if base == found {
+		return found, true, nil, nil
+	}
+	// Why: the first problem of the first commit not built on (of the
+	// chain, when it does not read).
+	why := ""
+	for _, p := range res.Problems {
+		if badSeq < 0 || p.Index != nil && *p.Index == badSeq {
+			why = p.Check + ": " + p.Reason
+			break
+		}
+	}
+	if why == "" {
+		why = "it does not verify as this writer's archive"
+	}
+	return base, false, t.archiveTamper(ref, found, base, why), nil
+}
+
+func (t *Tx) archiveTamper(ref string, found, base gitstore.Oid, why string) *ArchiveTamper {
+	a := &ArchiveTamper{Ref: ref, Reason: why}
+	if !found.IsZero() {
+		a.At = found.String()
+	}
+	if !base.IsZero() {
+		a.Base = base.String()
+	}
+	return a
+}
+
+// ArchiveTampered is what the writer's own archive ref held that the
+// transaction did not build on (nil: nothing), once the archive was
+// loaded (Archive, RestoreArchive).
+func (t *Tx) ArchiveTampered() *ArchiveTamper {
+	if c := t.chains[refs.Archive(t.id.Writer)]; c != nil {
+		return c.tamper
+	}
+	return nil
+}
+
+// RestoreArchive moves the writer's own archive ref back to the head it
+// verifies as its own, over what it found (ownArchiveBase), and returns
+// what it found (nil: the ref is the writer's, and nothing moves). A
+// ref with no commit of the writer's left is deleted.
+func (t *Tx) RestoreArchive() (*ArchiveTamper, error) {
+	if err := t.CheckArchiveFormat(); err != nil {
+		return nil, err
+	}
+	c, err := t.archiveChain()
+	if err != nil {
+		return nil, err
+	}
+	if c.tamper != nil {
+		c.dirty = true
+	}
+	return c.tamper, nil
 }
 
 // Archive appends one commit to the writer's archive: it adds the tasks
@@ -316,4 +474,24 @@ func (t *Tx) dropTaskRefs(task string) {
 		c.head, c.tree, c.next, c.last, c.dirty = gitstore.ZeroOid, gitstore.ZeroOid, 0, "", true
 		c.Ledger, c.LedgerProof, c.Journal = nil, fold.Proof{}, nil
 	}
+}
+
+// ArchiveAtRemembered reports whether this host's writer's own archive ref
+// stands where the writer left it: at the head its heads memory keeps, or
+// absent with none kept. Otherwise a transaction looks at it
+// (RestoreArchive): an archive commit of the writer's that the memory
+// missed, or a value plain git put there. It reads one ref and one line
+// of the heads memory.
+func (w *Writer) ArchiveAtRemembered() (bool, error) {
+	id, err := w.c.Identity()
+	if err != nil {
+		return false, err
+	}
+	ref := refs.Archive(id.Writer)
+	found, err := w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return false, err
+	}
+	m, ok := w.heads.Head(ref)
+	return ok && m.Commit == found || !ok && found.IsZero(), nil
 }

@@ -97,6 +97,13 @@ type Chain struct {
 	// "" when the ref's own), held at holdAt when the chain moves.
 	hold   string
 	holdAt gitstore.Oid
+	// remember: the head was verified as this writer's own (its archive,
+	// past the head remembered) and is remembered with the batch even
+	// when it does not move.
+	remember bool
+	// tamper is what the writer's own archive ref held past what it
+	// verifies as its own (nil: nothing).
+	tamper *ArchiveTamper
 }
 
 // Tx is one batch's transaction, as its operations see it.
@@ -434,7 +441,7 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 func (t *Tx) batchHeads() map[string]heads.Mark {
 	out := map[string]heads.Mark{}
 	for ref, c := range t.chains {
-		if !c.dirty || c.head == c.old || c.next <= 0 {
+		if !c.remember && (!c.dirty || c.head == c.old) || c.next <= 0 {
 			continue
 		}
 		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
