@@ -307,3 +307,52 @@ func TestPushRestoresForgedOwnArchive(t *testing.T) {
 		t.Fatalf("a third push: %+v %q", res.AutoArchive, errOut)
 	}
 }
+
+// TestArchiveRestoresForgedOwnHead: with nothing to archive, bernstein
+// archive still moves the writer's archive ref back to its last archive
+// commit over a commit appended with plain git, and says so: a push that
+// follows sends the writer's archive.
+func TestArchiveRestoresForgedOwnHead(t *testing.T) {
+	f, honest, heads := ownArchiveFixture(t)
+	ref := refs.Archive("test-writer")
+	forged := f.extendArchive(honest, rev(f, honest+"^{tree}"))
+	f.git("update-ref", ref, forged)
+	res, errOut := f.archiveJSON("--ended-before", "100000h")
+	if len(res.Commits) != 0 || res.Tampered == nil || res.Tampered.At != forged || res.Tampered.Base != honest {
+		t.Fatalf("archive with nothing to archive over a forged head: %+v, tampered %+v", res, res.Tampered)
+	}
+	if !strings.Contains(errOut, "warning: "+ref) || !strings.Contains(errOut, "tampered") {
+		t.Fatalf("stderr %q", errOut)
+	}
+	if got := rev(f, ref); got != honest {
+		t.Fatalf("%s is at %s, want the writer's last archive commit %s", ref, got, honest)
+	}
+	f.holds(ref, heads, "E-0", "E-1")
+	// Restored, it is the writer's own: nothing more is said.
+	if res, errOut := f.archiveJSON("--ended-before", "100000h"); res.Tampered != nil || strings.Contains(errOut, "warning") {
+		t.Fatalf("a second archive: %+v %q", res.Tampered, errOut)
+	}
+}
+
+// TestArchiveRememberedHeadPruned: the archive ref moved back with plain
+// git and the writer's last archive commit pruned by git gc: nothing can
+// be built on the head remembered, so archive refuses, naming the ref and
+// that commit, and writes nothing.
+func TestArchiveRememberedHeadPruned(t *testing.T) {
+	f, honest, _ := ownArchiveFixture(t)
+	ref := refs.Archive("test-writer")
+	f.git("update-ref", ref, honest+"~1")
+	f.git("reflog", "expire", "--expire=now", "--all")
+	f.git("gc", "-q", "--prune=now")
+	if _, err := f.gitErr("cat-file", "-e", honest); err == nil {
+		t.Fatalf("git gc kept %s", honest)
+	}
+	before := f.refsSnapshot()
+	out, errOut, code := f.cli("", "archive", "E-2")
+	if code == 0 || !strings.Contains(errOut, ref) || !strings.Contains(errOut, honest+", which it does not contain, is not in the repository") {
+		t.Fatalf("archive with the remembered head pruned: exit %d\n%s%s", code, out, errOut)
+	}
+	if f.refsSnapshot() != before {
+		t.Fatal("the refused archive moved refs")
+	}
+}
