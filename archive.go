@@ -157,14 +157,14 @@ func (s *Store) archiveAll(cutoff time.Time, res *ArchiveResult) error {
 			i := next
 			for ; i < len(tasks) && len(add) < archive.MaxAdd; i++ {
 				e, err := t.Archivable(tasks[i], cutoff)
+				ok, passed, err := archiveCandidate(e, err, nil)
 				switch {
-				case err == nil:
-					add = append(add, e)
-				case errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
-				case errors.Is(err, ErrNotArchivable), errors.Is(err, ErrUnproven):
-					skipped = append(skipped, ArchiveSkip{Task: tasks[i], Reason: err.Error()})
-				default:
+				case err != nil:
 					return nil, err
+				case ok:
+					add = append(add, e)
+				case passed != "":
+					skipped = append(skipped, ArchiveSkip{Task: tasks[i], Reason: passed})
 				}
 			}
 			if len(add) == 0 {
@@ -205,6 +205,25 @@ func (s *Store) restoreOwnArchive() (*ArchiveTamper, error) {
 		s.core.Warn("%s", tamper)
 	}
 	return tamper, nil
+}
+
+// archiveCandidate sorts what Tx.Archivable said of a task (its entry e,
+// or err) for an archive of every archivable task, Store.Archive's and
+// the automatic one's: add it (ok) when it is archivable and keep, if
+// set, takes its entry; pass over it without a word when it has not
+// ended, is unknown, or keep refuses it; pass over it saying why
+// (passed) when it ended but cannot be archived (ErrNotArchivable,
+// ErrUnproven); stop on any other error (stop).
+func archiveCandidate(e record.ArchivedTask, err error, keep func(record.ArchivedTask) bool) (ok bool, passed string, stop error) {
+	switch {
+	case err == nil:
+		return keep == nil || keep(e), "", nil
+	case errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
+		return false, "", nil
+	case errors.Is(err, ErrNotArchivable), errors.Is(err, ErrUnproven):
+		return false, err.Error(), nil
+	}
+	return false, "", err
 }
 
 // archived is what one archive transaction wrote (no commit: none), and

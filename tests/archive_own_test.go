@@ -199,21 +199,18 @@ func TestArchiveAfterInterruptedArchive(t *testing.T) {
 	s.Close()
 	ref := refs.Archive("test-writer")
 	f.archiveJSON("E-0")
-	files, _ := filepath.Glob(filepath.Join(f.home, "heads", "*", "test-writer.heads"))
-	if len(files) != 1 {
-		t.Fatalf("heads files: %v", files)
-	}
-	memory, err := os.ReadFile(files[0])
+	path := f.headsFile()
+	memory, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := rev(f, ref)
 	f.archiveJSON("E-1")
 	second := rev(f, ref)
-	if err := os.WriteFile(files[0], memory, 0o644); err != nil {
+	if err := os.WriteFile(path, memory, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(files[0]); strings.Contains(string(b), second) || !strings.Contains(string(b), "archive/test-writer") || !strings.Contains(string(b), first) {
+	if b, _ := os.ReadFile(path); strings.Contains(string(b), second) || !strings.Contains(string(b), "archive/test-writer") || !strings.Contains(string(b), first) {
 		t.Fatalf("the heads memory does not stand before the second archive:\n%s", b)
 	}
 	res, errOut := f.archiveJSON("E-2")
@@ -223,7 +220,7 @@ func TestArchiveAfterInterruptedArchive(t *testing.T) {
 	if parent := rev(f, ref+"^1"); parent != second {
 		t.Fatalf("the archive commit's first parent is %s, want the interrupted archive's commit %s", parent, second)
 	}
-	if b, _ := os.ReadFile(files[0]); !strings.Contains(string(b), "archive/test-writer") || !strings.Contains(string(b), rev(f, ref)) {
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "archive/test-writer") || !strings.Contains(string(b), rev(f, ref)) {
 		t.Fatalf("the heads memory does not keep the new head %s:\n%s", rev(f, ref), b)
 	}
 	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
@@ -245,18 +242,7 @@ func TestPushRestoresForgedOwnArchive(t *testing.T) {
 	a.ok("archive", "OLD-1")
 	honest := strings.TrimSpace(a.git("rev-parse", ref))
 	forge := func(on string) string {
-		raw := a.git("cat-file", "commit", on)
-		body, err := record.RecordFromMessage([]byte(raw[strings.Index(raw, "\n\n")+2:]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		prev, err := record.ParseArchive(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := record.Archive{V: 1, Writer: a.name, Seq: prev.Seq + 1, Prev: record.Sum(body), Add: []record.ArchivedTask{}, Remove: []string{}}
-		forged := strings.TrimSpace(gitRunStdin(t, a.dir, string(record.Message("archive", record.MustCanonical(rec))),
-			"-c", "user.name="+a.name, "-c", "user.email="+a.name+"@bernstein", "commit-tree", "-F", "-", "-p", on, on+"^{tree}"))
+		forged := appendArchive(t, a.dir, a.name, on, on+"^{tree}")
 		a.git("update-ref", ref, forged)
 		return forged
 	}
@@ -355,4 +341,14 @@ func TestArchiveRememberedHeadPruned(t *testing.T) {
 	if f.refsSnapshot() != before {
 		t.Fatal("the refused archive moved refs")
 	}
+}
+
+// headsFile is the path of test-writer's heads memory in this repository.
+func (f *fixture) headsFile() string {
+	f.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(f.home, "heads", "*", "test-writer.heads"))
+	if len(files) != 1 {
+		f.t.Fatalf("heads files: %v", files)
+	}
+	return files[0]
 }

@@ -580,11 +580,7 @@ func TestArchiveRemembered(t *testing.T) {
 	ref := refs.Archive("test-writer")
 	head := f.archiveCommitAt(ref)
 	sum := sha256.Sum256(head.raw)
-	files, _ := filepath.Glob(filepath.Join(f.home, "heads", "*", "test-writer.heads"))
-	if len(files) != 1 {
-		t.Fatalf("heads files: %v", files)
-	}
-	b, err := os.ReadFile(files[0])
+	b, err := os.ReadFile(f.headsFile())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,19 +256,28 @@ func TestUnreadableArchiveBlocksNoOne(t *testing.T) {
 // writer's name), carrying tree.
 func (f *fixture) extendArchive(honest, tree string) string {
 	f.t.Helper()
-	raw := f.git("cat-file", "commit", honest)
+	return appendArchive(f.t, f.dir, "test-writer", honest, tree)
+}
+
+// appendArchive writes with plain git, in the repository at dir, a commit
+// on top of on, writer's archive commit, as its next one (its record's
+// seq and prev following on's, the writer's name as author and
+// committer), unsigned, carrying tree.
+func appendArchive(t *testing.T, dir, writer, on, tree string) string {
+	t.Helper()
+	raw := gitRun(t, dir, "cat-file", "commit", on)
 	body, err := record.RecordFromMessage([]byte(raw[strings.Index(raw, "\n\n")+2:]))
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	prev, err := record.ParseArchive(body)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	rec := record.Archive{V: 1, Writer: "test-writer", Seq: prev.Seq + 1, Prev: record.Sum(body), Add: []record.ArchivedTask{}, Remove: []string{}}
-	msg := record.Message("archive #1", record.MustCanonical(rec))
-	return strings.TrimSpace(f.git2(string(msg), "-c", "user.name=test-writer", "-c", "user.email=test-writer@bernstein",
-		"commit-tree", "-F", "-", "-p", honest, tree))
+	rec := record.Archive{V: 1, Writer: writer, Seq: prev.Seq + 1, Prev: record.Sum(body), Add: []record.ArchivedTask{}, Remove: []string{}}
+	msg := record.Message(fmt.Sprintf("archive #%d", rec.Seq), record.MustCanonical(rec))
+	return strings.TrimSpace(gitRunStdin(t, dir, string(msg), "-c", "user.name="+writer, "-c", "user.email="+writer+"@bernstein",
+		"commit-tree", "-F", "-", "-p", on, tree))
 }
 
 // TestPushPastUnreadableArchive: a local archive ref that cannot be read
