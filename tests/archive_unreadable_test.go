@@ -133,6 +133,35 @@ var archiveForgeries = []archiveForgery{
 	}},
 }
 
+// splitReadPast takes a surface's output (a JSON document, after an HTTP
+// status for a GET) apart: the document without its archives_read_past,
+// written again, and that list (nil when the document has none).
+func splitReadPast(t *testing.T, out string) (string, []map[string]string) {
+	t.Helper()
+	status, body, ok := strings.Cut(out, " ")
+	if !ok || strings.HasPrefix(out, "{") {
+		status, body = "", out
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &doc) != nil {
+		return out, nil
+	}
+	raw, has := doc["archives_read_past"]
+	if !has {
+		return out, nil
+	}
+	past := []map[string]string{}
+	if err := json.Unmarshal(raw, &past); err != nil {
+		t.Fatalf("archives_read_past: %v\n%s", err, raw)
+	}
+	delete(doc, "archives_read_past")
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status + " " + string(b), past
+}
+
 // unreadableArchiveFixture makes an open task O-1 (claimed, one post), an
 // ended task E-1 archived by this host's writer, and returns the surfaces
 // of both as they read before any forgery.
@@ -201,10 +230,37 @@ func TestUnreadableArchiveBlocksNoOne(t *testing.T) {
 			}
 			ref, why := fg.forge(f)
 
+			// Every surface reads as before; the task lists, besides, name
+			// the archive ref they read past (archives_read_past).
 			after := surfacesOf(t, f, false, "O-1", "E-1")
 			for k, want := range before {
-				if got := after[k]; got != want {
+				want, wasPast := splitReadPast(t, want)
+				got, past := splitReadPast(t, after[k])
+				if got != want {
 					t.Errorf("%s differs with %s forged\nbefore: %.400s\nafter:  %.400s", k, ref, want, got)
+				}
+				if wasPast != nil && len(wasPast) != 0 {
+					t.Errorf("%s before the forgery: archives_read_past %v", k, wasPast)
+				}
+				isList := strings.HasPrefix(k, "GET /api/v1/tasks") && !strings.HasPrefix(k, "GET /api/v1/tasks/") || strings.HasPrefix(k, "cli task list")
+				if isList != (past != nil) {
+					t.Errorf("%s: archives_read_past present %v, want %v", k, past != nil, isList)
+				}
+				// A whole list reads every archive whole, and names it; a
+				// page reads what it needs (docs/archive.md, Reading), and
+				// names it when it read past it.
+				paged := strings.Contains(k, "limit")
+				if isList && (len(past) != 1 && !(paged && len(past) == 0) ||
+					len(past) == 1 && (past[0]["ref"] != ref || !strings.Contains(past[0]["message"], ref+" (at ") || !strings.Contains(past[0]["reason"], why))) {
+					t.Errorf("%s: archives_read_past %v, want %s (%s)", k, past, ref, why)
+				}
+			}
+			// The HTTP list and the CLI's say the same of each page.
+			for _, task := range []string{"O-1", "E-1"} {
+				_, http := splitReadPast(t, after["GET /api/v1/tasks?limit=2&cursor="+task])
+				_, cli := splitReadPast(t, after["cli task list --output-json --limit 2 --cursor "+task])
+				if fmt.Sprint(http) != fmt.Sprint(cli) {
+					t.Errorf("the page after %s: GET /api/v1/tasks names %v, task list %v", task, http, cli)
 				}
 			}
 			// The listing says what it read past, on stderr.
