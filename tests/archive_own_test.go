@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/archive"
+	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -63,6 +67,7 @@ type archiveOut struct {
 	Commits  []string `json:"commits"`
 	Tampered *struct {
 		Ref, At, Base, Reason string
+		Carried               []string
 	} `json:"tampered"`
 }
 
@@ -351,4 +356,131 @@ func (f *fixture) headsFile() string {
 		f.t.Fatalf("heads files: %v", files)
 	}
 	return files[0]
+}
+
+// TestArchiveCarriesOwnCommitsPastForgery: an earlier version built a
+// commit of the writer's own (signed by its key, archiving E-2, its refs
+// deleted) on a commit appended with plain git, and plain git appended
+// another on top (unsigned, archiving E-3). The next archive builds on
+// the writer's last verified commit, and adds E-2 again at the heads its
+// own commit archived, not E-3: no task the writer archived is lost,
+// nothing of a forgery is taken, and the archive verifies.
+func TestArchiveCarriesOwnCommitsPastForgery(t *testing.T) {
+	f, honest, heads := ownArchiveFixture(t)
+	s := f.open()
+	f.endedTask(s, "E-3")
+	s.Close()
+	heads["E-3"] = [2]string{rev(f, refs.Journal("E-3")), rev(f, refs.Ledger("E-3"))}
+	ref := refs.Archive("test-writer")
+	forged := f.extendArchive(honest, rev(f, honest+"^{tree}"))
+	f.git("update-ref", ref, forged)
+	own := f.signedArchiveOn(forged, "E-2")
+	if rev(f, ref) != own || rev(f, refs.Ledger("E-2")) != "" {
+		t.Fatalf("the earlier version's archive: %s at %s, E-2's ledger %q", ref, rev(f, ref), rev(f, refs.Ledger("E-2")))
+	}
+	f.verifyCommit(own)
+	top := f.archiveOn(own, "E-3", false)
+
+	res, errOut := f.archiveJSON("E-3")
+	if res.Tampered == nil || res.Tampered.At != top || len(res.Tampered.Carried) != 1 || res.Tampered.Carried[0] != "E-2" || res.Tampered.Base != honest || !strings.Contains(errOut, "tampered") || !strings.Contains(errOut, "E-2") {
+		t.Fatalf("tampered %+v\n%s", res.Tampered, errOut)
+	}
+	head := rev(f, ref)
+	restored := rev(f, head+"^1")
+	if rev(f, restored+"^1") != honest {
+		t.Fatalf("the archive's commits: %s on %s on %s, want them on %s", head, restored, rev(f, restored+"^1"), honest)
+	}
+	if _, err := f.gitErr("merge-base", "--is-ancestor", forged, head); err == nil {
+		t.Fatalf("the new head contains the forged %s", forged)
+	}
+	f.holds(restored, heads, "E-0", "E-1", "E-2")
+	if got := rev(f, restored+":"+archivePath("E-3")+"/ledger"); got != "" {
+		t.Fatalf("the restored archive holds E-3, which only the forgery archived, at %s", got)
+	}
+	f.holds(ref, heads, "E-0", "E-1", "E-2", "E-3")
+	f.verifyCommit(restored)
+	f.verifyCommit(head)
+	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+	// E-2 reads from the archive as it did before.
+	if out, errOut, code := f.cli("", "task", "show", "E-2", "--output-json"); code != 0 || !strings.Contains(out, `"phase": "completed"`) && !strings.Contains(out, `"phase":"completed"`) {
+		t.Fatalf("task show E-2: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// signedArchiveOn writes, as an earlier version of bernstein did, an
+// archive commit of test-writer's on top of on (whatever on is), signed
+// by the writer's key: it archives task (its record's entry, the tree
+// through the codec, the parents archive.Parents) and deletes the task's
+// refs in the same git ref transaction.
+func (f *fixture) signedArchiveOn(on, task string) string {
+	f.t.Helper()
+	return f.archiveOn(on, task, true)
+}
+
+// archiveOn is signedArchiveOn, the commit signed or not; unsigned, it
+// leaves the task's refs (a forgery needs no deletion).
+func (f *fixture) archiveOn(on, task string, sign bool) string {
+	f.t.Helper()
+	objs, err := gitstore.Open(filepath.Join(f.dir, ".git", "objects"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer objs.Close()
+	onID := oid(f.t, on)
+	cc, err := chain.ReadAnchor(objs, onID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	prev, err := record.ParseArchive(cc.Record)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	e := archive.Entry{Task: task, Journal: oid(f.t, rev(f, refs.Journal(task))), Ledger: oid(f.t, rev(f, refs.Ledger(task)))}
+	at := record.ArchivedTask{TaskID: task, Journal: e.Journal.String(), Ledger: e.Ledger.String()}
+	for _, x := range []struct {
+		head gitstore.Oid
+		rows *int64
+	}{{e.Journal, &at.JournalRows}, {e.Ledger, &at.LedgerRows}} {
+		row, err := chain.Read(objs, x.head)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		r, err := record.ParseRow(row.Record)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		*x.rows = r.Index + 1
+	}
+	rec := record.Archive{V: record.Version, Writer: "test-writer", Seq: prev.Seq + 1, Prev: record.Sum(cc.Record), Add: []record.ArchivedTask{at}, Remove: []string{}}
+	tree, made, err := archive.Build(objs, oid(f.t, rev(f, on+"^{tree}")), archive.Update{Add: []archive.Entry{e}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	who := gitstore.Ident("test-writer", "test-writer@bernstein", time.Now().Unix())
+	cm := gitstore.Commit{Tree: tree, Parents: archive.Parents(onID, []archive.Entry{e}), Author: who, Committer: who,
+		Message: record.Message(fmt.Sprintf("archive #%d: 1 tasks added, 0 removed", rec.Seq), record.MustCanonical(rec))}
+	if sign {
+		id, err := keys.Load(f.home)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	c := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
+	if _, err := objs.WritePack(append(made, c)); err != nil {
+		f.t.Fatal(err)
+	}
+	script := fmt.Sprintf("start\nupdate %s %s %s\n", refs.Archive("test-writer"), c.ID, rev(f, refs.Archive("test-writer")))
+	if sign {
+		script += fmt.Sprintf("delete %s %s\ndelete %s %s\n", refs.Journal(task), e.Journal, refs.Ledger(task), e.Ledger)
+	}
+	script += "prepare\ncommit\n"
+	if out, err := execGitStdin(f.dir, []byte(script), "update-ref", "--stdin").CombinedOutput(); err != nil {
+		f.t.Fatalf("git update-ref: %v\n%s", err, out)
+	}
+	return c.ID.String()
 }

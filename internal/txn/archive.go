@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -219,6 +220,10 @@ type ArchiveTamper struct {
 	At     string `json:"at"`   // the ref's value found ("": none)
 	Base   string `json:"base"` // the last commit verified as the writer's ("": none, the archive's root)
 	Reason string `json:"reason"`
+	// Carried are the tasks that commits of the writer's own, built on a
+	// forged one by an earlier version, archived: the archive commit
+	// built on Base adds them again.
+	Carried []string `json:"carried,omitempty"`
 }
 
 // String is the warning that reports it.
@@ -230,7 +235,11 @@ func (a *ArchiveTamper) String() string {
 	if a.Base != "" {
 		base = a.Base
 	}
-	return fmt.Sprintf("%s (%s) was tampered with: it is not this writer's archive past %s (%s); it is moved back there, and archives build on it", a.Ref, at, base, a.Reason)
+	msg := fmt.Sprintf("%s (%s) was tampered with: it is not this writer's archive past %s (%s); it is moved back there, and archives build on it", a.Ref, at, base, a.Reason)
+	if len(a.Carried) > 0 {
+		msg += fmt.Sprintf(" (with the %d tasks this writer's own commits past the forgery archived: %s)", len(a.Carried), strings.Join(a.Carried, " "))
+	}
+	return msg
 }
 
 // archiveChain loads the writer's own archive chain at the head it
@@ -247,11 +256,11 @@ func (t *Tx) archiveChain() (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, verified, tamper, err := t.ownArchiveBase(ref, found)
+	base, verified, tamper, carry, err := t.ownArchiveBase(ref, found)
 	if err != nil {
 		return nil, err
 	}
-	c := &Chain{ref: ref, old: found, head: base, remember: verified, tamper: tamper}
+	c := &Chain{ref: ref, old: found, head: base, remember: verified, tamper: tamper, carry: carry}
 	if base.IsZero() {
 		b := t.env.Binding
 		if b != nil && b.Problem != "" {
@@ -289,26 +298,30 @@ func (t *Tx) archiveChain() (*Chain, error) {
 // the ref moved) is built on, and verified is set so it is remembered. A
 // head that is not found is reported as tampered (the ref moved over it):
 // commits appended with plain git, a ref moved back behind the remembered
-// head, or a value that is no archive. The remembered head must be in the
-// repository for that: when it is not (pruned after the ref moved
-// away), nothing is built (ErrUnreadableArchive).
-func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, verified bool, tamper *ArchiveTamper, err error) {
+// head, or a value that is no archive. Commits of the writer's own after
+// the first that fails (an earlier version built on a forged head) are not
+// built on either, but the entries they add are returned (carry), for the
+// next archive commit to add again: no task the writer archived is lost.
+// The remembered head must be in the repository for that: when it is not
+// (pruned after the ref moved away), nothing is built
+// (ErrUnreadableArchive).
+func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, verified bool, tamper *ArchiveTamper, carry []record.ArchivedTask, err error) {
 	m, remembered := t.w.heads.Head(ref)
 	if remembered && found == m.Commit {
-		return found, false, nil, nil
+		return found, false, nil, nil, nil
 	}
 	from := gitstore.ZeroOid
 	if remembered {
 		from = m.Commit
 		if !t.w.c.Objects.Has(from) {
-			return gitstore.ZeroOid, false, nil, unreadableArchive(ref, found, fmt.Errorf("this writer's last archive commit %s, which it does not contain, is not in the repository", from))
+			return gitstore.ZeroOid, false, nil, nil, unreadableArchive(ref, found, fmt.Errorf("this writer's last archive commit %s, which it does not contain, is not in the repository", from))
 		}
 	}
 	if found.IsZero() {
 		if from.IsZero() {
-			return from, false, nil, nil // no archive yet
+			return from, false, nil, nil, nil // no archive yet
 		}
-		return from, false, t.archiveTamper(ref, found, from, "the ref was deleted"), nil
+		return from, false, t.archiveTamper(ref, found, from, "the ref was deleted"), nil, nil
 	}
 	id := ""
 	if t.env.Binding != nil {
@@ -330,8 +343,9 @@ func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, 
 		}
 	}
 	if base == found {
-		return found, true, nil, nil
+		return found, true, nil, nil, nil
 	}
+	carry = ownPast(res, badSeq)
 	// Why: the first problem of the first commit not built on (of the
 	// chain, when it does not read).
 	why := ""
@@ -344,7 +358,49 @@ func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, 
 	if why == "" {
 		why = "it does not verify as this writer's archive"
 	}
-	return base, false, t.archiveTamper(ref, found, base, why), nil
+	tamper = t.archiveTamper(ref, found, base, why)
+	for _, e := range carry {
+		tamper.Carried = append(tamper.Carried, e.TaskID)
+	}
+	return base, false, tamper, carry, nil
+}
+
+// ownPast is what the writer's own commits after the first that failed
+// (at badSeq; none when the chain did not read) archived: the entries
+// they add, the last of each task, sorted by task. A commit counts as
+// the writer's when no check failed at it: its signature is the writer's
+// own key's (always trusted here: a signature by any other key, or none,
+// fails archive_signature), its record names the writer, and its tree,
+// parents and heads are what the record says (the one built on a forgery
+// is chained to it as any commit to its predecessor).
+func ownPast(res *verify.ArchiveResult, badSeq int64) []record.ArchivedTask {
+	if badSeq < 0 {
+		return nil
+	}
+	faulty := map[int64]bool{}
+	for _, p := range res.Problems {
+		if p.Index != nil && !p.Unverifiable {
+			faulty[*p.Index] = true
+		}
+	}
+	byTask := map[string]record.ArchivedTask{}
+	for _, c := range res.Commits {
+		if c.Record.Seq <= badSeq || faulty[c.Record.Seq] {
+			continue
+		}
+		for _, e := range c.Record.Add {
+			byTask[e.TaskID] = e
+		}
+		for _, task := range c.Record.Remove {
+			delete(byTask, task)
+		}
+	}
+	out := make([]record.ArchivedTask, 0, len(byTask))
+	for _, e := range byTask {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	return out
 }
 
 func (t *Tx) archiveTamper(ref string, found, base gitstore.Oid, why string) *ArchiveTamper {
@@ -380,7 +436,13 @@ func (t *Tx) RestoreArchive() (*ArchiveTamper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.tamper != nil {
+	if len(c.carry) > 0 {
+		// The entries of the writer's own commits past the forgery go
+		// into a commit on the verified head.
+		if _, _, err := t.Archive(nil, nil); err != nil {
+			return nil, err
+		}
+	} else if c.tamper != nil {
 		c.dirty = true
 	}
 	return c.tamper, nil
@@ -404,9 +466,16 @@ func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive
 	}
 	a := record.Archive{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last),
 		Add: append([]record.ArchivedTask{}, add...), Remove: append([]string{}, remove...)}
+	carried := map[string]bool{}
+	for _, e := range c.carry {
+		if !slices.ContainsFunc(add, func(x record.ArchivedTask) bool { return x.TaskID == e.TaskID }) {
+			a.Add = append(a.Add, e)
+			carried[e.TaskID] = true
+		}
+	}
 	sort.Slice(a.Add, func(i, j int) bool { return a.Add[i].TaskID < a.Add[j].TaskID })
 	sort.Strings(a.Remove)
-	entries, err := t.archivedEntries(a.Add)
+	entries, err := t.archivedEntries(a.Add, carried)
 	if err != nil {
 		return record.Archive{}, gitstore.ZeroOid, err
 	}
@@ -437,23 +506,35 @@ func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive
 	cm.Signature = sig
 	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
 	t.objects = append(append(t.objects, objs...), o)
-	c.head, c.tree, c.dirty = o.ID, root, true
+	c.head, c.tree, c.dirty, c.carry = o.ID, root, true, nil
 	c.next, c.last = c.next+1, string(record.Sum(b))
 	for _, e := range a.Add {
-		t.dropTaskRefs(e.TaskID)
+		if !carried[e.TaskID] {
+			t.dropTaskRefs(e.TaskID)
+		}
 	}
 	return a, o.ID, nil
 }
 
 // archivedEntries are the codec's entries of add, each task's chains as
 // Archivable left them in this transaction: at the heads add names, and
-// not written in it.
-func (t *Tx) archivedEntries(add []record.ArchivedTask) ([]archive.Entry, error) {
+// not written in it; a carried task's at the heads its entry names (the
+// writer's own commit archived them).
+func (t *Tx) archivedEntries(add []record.ArchivedTask, carried map[string]bool) ([]archive.Entry, error) {
 	if len(add) > archive.MaxAdd {
 		return nil, fmt.Errorf("an archive commit adds at most %d tasks, not %d", archive.MaxAdd, len(add))
 	}
 	out := make([]archive.Entry, 0, len(add))
 	for _, e := range add {
+		if carried[e.TaskID] {
+			j, jerr := gitstore.ParseOid(e.Journal)
+			l, lerr := gitstore.ParseOid(e.Ledger)
+			if jerr != nil || lerr != nil {
+				return nil, fmt.Errorf("the entry of task %s carried over: %w", e.TaskID, errors.Join(jerr, lerr))
+			}
+			out = append(out, archive.Entry{Task: e.TaskID, Journal: j, Ledger: l})
+			continue
+		}
 		lc, jc := t.chains[refs.Ledger(e.TaskID)], t.chains[refs.Journal(e.TaskID)]
 		if lc == nil || jc == nil || lc.dirty || jc.dirty || lc.head.String() != e.Ledger || jc.head.String() != e.Journal {
 			return nil, notArchivable(e.TaskID, "its chains are not at the heads checked for it in this transaction")

@@ -24,6 +24,7 @@ import (
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -104,6 +105,10 @@ type Chain struct {
 	// tamper is what the writer's own archive ref held past what it
 	// verifies as its own (nil: nothing).
 	tamper *ArchiveTamper
+	// carry are the entries of the writer's own commits found past a
+	// forged one of its archive (ownArchiveBase): its next archive commit
+	// adds them again.
+	carry []record.ArchivedTask
 }
 
 // Tx is one batch's transaction, as its operations see it.
