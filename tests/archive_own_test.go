@@ -484,3 +484,37 @@ func (f *fixture) archiveOn(on, task string, sign bool) string {
 	}
 	return c.ID.String()
 }
+
+// TestArchiveRestoreReplacesForgedFirstHead: a writer that never archived
+// (no head remembered) finds its archive ref created with plain git at a
+// blob: with nothing to archive, bernstein archive writes the writer's
+// first archive commit, empty, over it (no commit of the writer's is in
+// it), and says so; the next archive builds on that commit.
+func TestArchiveRestoreReplacesForgedFirstHead(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	f.endedTask(s, "E-0")
+	s.Close()
+	ref := refs.Archive("test-writer")
+	forged := f.blob("not an archive")
+	f.git("update-ref", ref, forged)
+	res, errOut := f.archiveJSON("--ended-before", "100000h")
+	if res.Tampered == nil || res.Tampered.At != forged || res.Tampered.Base != "" || !strings.Contains(errOut, "tampered") {
+		t.Fatalf("tampered %+v\n%s", res.Tampered, errOut)
+	}
+	first := rev(f, ref)
+	if c := f.archiveCommitAt(ref); c.rec.Seq != 0 || len(c.rec.Add) != 0 || len(c.parents) != 0 || rev(f, ref+"^{tree}") != rev(f, "4b825dc642cb6eb9a060e54bf8d69288fbee4904") {
+		t.Fatalf("%s after the restore: %+v, parents %v, tree %s", ref, c.rec, c.parents, rev(f, ref+"^{tree}"))
+	}
+	f.verifyCommit(ref)
+	res, errOut = f.archiveJSON("E-0")
+	if res.Tampered != nil || strings.Contains(errOut, "warning") {
+		t.Fatalf("the next archive: %+v %q", res.Tampered, errOut)
+	}
+	if c := f.archiveCommitAt(ref); c.rec.Seq != 1 || len(c.rec.Add) != 1 || c.rec.Add[0].TaskID != "E-0" || c.parents[0] != first {
+		t.Fatalf("the archive's next commit: %+v, parents %v", c.rec, c.parents)
+	}
+	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -426,8 +426,10 @@ func (t *Tx) ArchiveTampered() *ArchiveTamper {
 
 // RestoreArchive moves the writer's own archive ref back to the head it
 // verifies as its own, over what it found (ownArchiveBase), and returns
-// what it found (nil: the ref is the writer's, and nothing moves). A
-// ref with no commit of the writer's left is deleted.
+// what it found (nil: the ref is the writer's, and nothing moves). With
+// entries carried over, or no commit of the writer's left, it writes an
+// archive commit on that head (of those entries; none: the archive's
+// empty first commit).
 func (t *Tx) RestoreArchive() (*ArchiveTamper, error) {
 	if err := t.CheckArchiveFormat(); err != nil {
 		return nil, err
@@ -436,9 +438,11 @@ func (t *Tx) RestoreArchive() (*ArchiveTamper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(c.carry) > 0 {
+	if len(c.carry) > 0 || c.tamper != nil && c.head.IsZero() {
 		// The entries of the writer's own commits past the forgery go
-		// into a commit on the verified head.
+		// into a commit on the verified head; with no commit of the
+		// writer's left, its archive starts again: an empty first commit
+		// (a transaction moves a ref to a value, not only deletes).
 		if _, _, err := t.Archive(nil, nil); err != nil {
 			return nil, err
 		}
