@@ -41,7 +41,17 @@ type ArchiveResult struct {
 	Archived []string      `json:"archived"`
 	Commits  []string      `json:"commits"`
 	Skipped  []ArchiveSkip `json:"skipped"`
+	// Tampered is what the writer's archive ref held that it could not
+	// verify as its own (plain git moved it): the archive was built on the
+	// writer's last verified archive commit instead, over that value, and
+	// a warning said so. Nil when the ref was the writer's.
+	Tampered *ArchiveTamper `json:"tampered,omitempty"`
 }
+
+// ArchiveTamper is the writer's own archive ref found holding what the
+// writer cannot verify as its own (docs/archive.md, The writer's own
+// archive).
+type ArchiveTamper = txn.ArchiveTamper
 
 // ArchiveSkip is an ended task Archive passed over, and why.
 type ArchiveSkip struct {
@@ -84,6 +94,9 @@ func (s *Store) Archive(req ArchiveRequest) (*ArchiveResult, error) {
 	archiveMu.Lock()
 	defer archiveMu.Unlock()
 	res := &ArchiveResult{Ref: refs.Archive(id.Writer), Archived: []string{}, Commits: []string{}, Skipped: []ArchiveSkip{}}
+	if res.Tampered, err = s.restoreOwnArchive(); err != nil {
+		return nil, err
+	}
 	if len(req.Tasks) > 0 {
 		return res, s.archiveNamed(req.Tasks, cutoff, res)
 	}
@@ -120,7 +133,7 @@ func (s *Store) archiveNamed(tasks []string, cutoff time.Time, res *ArchiveResul
 			}
 			return err
 		}
-		res.add(out.(archived))
+		s.noteArchived(res, out.(archived))
 	}
 	return nil
 }
@@ -144,14 +157,14 @@ func (s *Store) archiveAll(cutoff time.Time, res *ArchiveResult) error {
 			i := next
 			for ; i < len(tasks) && len(add) < archive.MaxAdd; i++ {
 				e, err := t.Archivable(tasks[i], cutoff)
+				ok, passed, err := archiveCandidate(e, err, nil)
 				switch {
-				case err == nil:
-					add = append(add, e)
-				case errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
-				case errors.Is(err, ErrNotArchivable), errors.Is(err, ErrUnproven):
-					skipped = append(skipped, ArchiveSkip{Task: tasks[i], Reason: err.Error()})
-				default:
+				case err != nil:
 					return nil, err
+				case ok:
+					add = append(add, e)
+				case passed != "":
+					skipped = append(skipped, ArchiveSkip{Task: tasks[i], Reason: passed})
 				}
 			}
 			if len(add) == 0 {
@@ -166,11 +179,51 @@ func (s *Store) archiveAll(cutoff time.Time, res *ArchiveResult) error {
 		}
 		res.Skipped = append(res.Skipped, skipped...)
 		a := out.(archived)
-		res.add(a)
+		s.noteArchived(res, a)
 		if next = a.next; next >= len(tasks) {
 			return nil
 		}
 	}
+}
+
+// restoreOwnArchive moves this writer's archive ref back to the last
+// archive commit it verifies as its own when plain git moved it
+// (Tx.RestoreArchive), warns of what it found, and returns it (nil: the
+// ref is where the writer left it, which costs a ref read and a line of
+// the heads memory). Called with archiveMu held, before an archive: what
+// follows builds on the writer's own head, and a push sends it.
+func (s *Store) restoreOwnArchive() (*ArchiveTamper, error) {
+	if ok, err := s.w.ArchiveAtRemembered(); err != nil || ok {
+		return nil, err
+	}
+	out, err := s.w.Submit(func(t *txn.Tx) (any, error) { return t.RestoreArchive() })
+	if err != nil {
+		return nil, err
+	}
+	tamper := out.(*ArchiveTamper)
+	if tamper != nil {
+		s.core.Warn("%s", tamper)
+	}
+	return tamper, nil
+}
+
+// archiveCandidate sorts what Tx.Archivable said of a task (its entry e,
+// or err) for an archive of every archivable task, Store.Archive's and
+// the automatic one's: add it (ok) when it is archivable and keep, if
+// set, takes its entry; pass over it without a word when it has not
+// ended, is unknown, or keep refuses it; pass over it saying why
+// (passed) when it ended but cannot be archived (ErrNotArchivable,
+// ErrUnproven); stop on any other error (stop).
+func archiveCandidate(e record.ArchivedTask, err error, keep func(record.ArchivedTask) bool) (ok bool, passed string, stop error) {
+	switch {
+	case err == nil:
+		return keep == nil || keep(e), "", nil
+	case errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
+		return false, "", nil
+	case errors.Is(err, ErrNotArchivable), errors.Is(err, ErrUnproven):
+		return false, err.Error(), nil
+	}
+	return false, "", err
 }
 
 // archived is what one archive transaction wrote (no commit: none), and
@@ -179,6 +232,9 @@ type archived struct {
 	tasks  []string
 	commit string
 	next   int
+	// tamper: the writer's archive ref held what it could not verify as
+	// its own, and the commit was built on its last verified head.
+	tamper *ArchiveTamper
 }
 
 // archiveCommit writes one archive commit of add in t.
@@ -187,15 +243,20 @@ func archiveCommit(t *txn.Tx, add []record.ArchivedTask) (archived, error) {
 	if err != nil {
 		return archived{}, err
 	}
-	out := archived{commit: id.String()}
+	out := archived{commit: id.String(), tamper: t.ArchiveTampered()}
 	for _, e := range a.Add {
 		out.tasks = append(out.tasks, e.TaskID)
 	}
 	return out, nil
 }
 
-// add notes a committed transaction's archive commit.
-func (r *ArchiveResult) add(a archived) {
+// noteArchived notes a committed transaction's archive commit in r, and
+// warns of a tampered archive ref it was built past.
+func (s *Store) noteArchived(r *ArchiveResult, a archived) {
+	if a.tamper != nil {
+		r.Tampered = a.tamper
+		s.core.Warn("%s", a.tamper)
+	}
 	if a.commit != "" {
 		r.Archived = append(r.Archived, a.tasks...)
 		r.Commits = append(r.Commits, a.commit)

@@ -430,6 +430,11 @@ func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
 	due := len(st.due)
 	archiveMu.Lock()
 	defer archiveMu.Unlock()
+	tamper, err := s.restoreOwnArchive()
+	if err != nil {
+		return err
+	}
+	out.Tampered = tamper
 	for next := 0; next < due; {
 		var passed []remote.PassedOver
 		checked := 0
@@ -454,18 +459,20 @@ func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
 				if ledgerHead.IsZero() {
 					continue // archived already (here or by a fetch), or gone
 				}
+				// A task ended last by another writer (this writer's seal
+				// is not of its last ledger row), or reopened, is not
+				// this writer's to archive: its next seal of it, if any,
+				// is pending.
 				e, err := t.Archivable(p.Task, time.Time{})
+				ok, why, err := archiveCandidate(e, err, func(e record.ArchivedTask) bool { return e.LedgerRows-1 == p.LedgerIndex })
 				switch {
-				case err == nil && e.LedgerRows-1 == p.LedgerIndex:
+				case err != nil:
+					return nil, err
+				case ok:
 					add = append(add, e)
 					adding[p.Task] = true
-				case err == nil, errors.Is(err, txn.ErrNotEnded), errors.Is(err, ErrUnknownTask):
-					// Ended last by another writer, or reopened: this
-					// writer's next seal of it, if any, is pending.
-				case errors.Is(err, ErrNotArchivable), errors.Is(err, ErrUnproven):
-					passed = append(passed, remote.PassedOver{Task: p.Task, Reason: err.Error()})
-				default:
-					return nil, err
+				case why != "":
+					passed = append(passed, remote.PassedOver{Task: p.Task, Reason: why})
 				}
 			}
 			if len(add) == 0 {
@@ -480,6 +487,10 @@ func (s *Store) archiveDue(st *archiveState, out *remote.AutoArchive) error {
 			return err
 		}
 		a := res.(archived)
+		if a.tamper != nil {
+			out.Tampered = a.tamper
+			s.core.Warn("%s", a.tamper)
+		}
 		if a.commit != "" {
 			out.Archived = append(out.Archived, a.tasks...)
 			out.Commits = append(out.Commits, a.commit)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
@@ -23,14 +24,39 @@ type TaskListDoc struct {
 	// NextCursor, on a page that is not the last, is the cursor of the
 	// next page (absent on the last page and on an unpaged list).
 	NextCursor string `json:"next_cursor,omitempty"`
+	// ArchivesReadPast are the archive refs the list's reads could not
+	// read as archives and read past (docs/archive.md, Reading): the
+	// tasks only they hold are not listed. [] when there are none.
+	ArchivesReadPast []ArchiveReadPastDoc `json:"archives_read_past"`
 }
 
-// NewTaskListDoc lists tasks ([] for none, never null).
-func NewTaskListDoc(tasks []TaskListEntry) TaskListDoc {
+// ArchiveReadPastDoc is an archive ref a task list read past: the ref,
+// its value, why it cannot be read as an archive, and the message that
+// says so ('<ref> (at <value>) cannot be read as an archive: <why>').
+type ArchiveReadPastDoc struct {
+	Ref     string `json:"ref"`
+	At      string `json:"at"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// NewTaskListDoc lists tasks ([] for none, never null), with the archive
+// refs the list read past (nil: none).
+func NewTaskListDoc(tasks []TaskListEntry, readPast []refs.BadRef) TaskListDoc {
 	if tasks == nil {
 		tasks = []TaskListEntry{}
 	}
-	return TaskListDoc{Tasks: tasks}
+	doc := TaskListDoc{Tasks: tasks, ArchivesReadPast: make([]ArchiveReadPastDoc, 0, len(readPast))}
+	for _, b := range readPast {
+		doc.ArchivesReadPast = append(doc.ArchivesReadPast, ArchiveReadPastDoc{Ref: b.Ref, At: b.At.String(), Reason: b.Reason, Message: b.String()})
+	}
+	return doc
+}
+
+// ArchiveReadPastWarning is what a task list says of an archive ref it
+// read past (the CLI on stderr, the task list page in a notice).
+func ArchiveReadPastWarning(b refs.BadRef) string {
+	return b.String() + "; the tasks only it holds are not listed (run 'bernstein audit verify')"
 }
 
 // ArtifactVersionDoc is one artifact version as 'artifact list <task>'

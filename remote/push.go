@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/git"
+	"github.com/bernstein/bernstein/internal/txn"
 	"github.com/bernstein/bernstein/internal/writers"
 	"github.com/bernstein/bernstein/refs"
 )
@@ -57,6 +59,10 @@ type PushResult struct {
 	// AutoArchive is what the automatic archive did before the push
 	// (docs/archive.md, Automatic archiving); nil when it did not run.
 	AutoArchive *AutoArchive `json:"auto_archive,omitempty"`
+	// ArchiveRefused says that the remote's guard refused the archive
+	// refs, as a guard of a version before storage format 3 does, and
+	// that the push went again without them (nil: it did not).
+	ArchiveRefused *ArchiveRefused `json:"archive_refused,omitempty"`
 	// more: deletions were left for another push (more than one push's
 	// command line holds).
 	more bool
@@ -226,6 +232,11 @@ type AutoArchive struct {
 	Commits     []string     `json:"commits"`
 	PassedOver  []PassedOver `json:"passed_over"`
 	Error       string       `json:"error,omitempty"`
+	// Tampered is what this writer's archive ref held that it could not
+	// verify as its own (moved with plain git): the ref was moved back to
+	// its last verified archive commit, or the archive built on that, over
+	// the value found (docs/archive.md, The writer's own archive).
+	Tampered *txn.ArchiveTamper `json:"tampered,omitempty"`
 	// SpineRead counts the spine entries read (those this writer wrote
 	// since the last run), Checked the tasks checked under the write lock
 	// (those whose end came of age): the run's cost, whatever the number
@@ -257,6 +268,9 @@ func (s *Syncer) pushRefs(remote string) (*PushResult, error) {
 			}
 			return err
 		}
+		if p.archiveRefused != nil {
+			plan = p.withoutArchive(res, plan)
+		}
 		if len(plan) == 0 {
 			return res, diverged(nil)
 		}
@@ -275,6 +289,15 @@ func (s *Syncer) pushRefs(remote string) (*PushResult, error) {
 		}
 		if done, res, err := p.settle(res, plan, st, out, attempt); done {
 			var refused *RemoteRefusedError
+			if errors.As(err, &refused) && !refused.Failed && p.archiveRefused == nil {
+				if why := archiveUnknown(refused.Messages); why != "" {
+					// A guard that predates the archive: the rest goes
+					// again without it.
+					p.archiveRefused = &ArchiveRefused{Reason: why, Refs: []string{}}
+					s.c.Warn("%s refused the archive: its guard predates storage format 3 (%s); pushing the rest without the archive refs and the deletions of archived tasks' refs: upgrade the remote's guard, or set %s to off for this repository", remote, why, "bernstein.archive.endedBefore")
+					continue
+				}
+			}
 			if errors.As(err, &refused) && !refused.Failed {
 				err = p.untrusted(refused)
 				var ut *UntrustedError
@@ -300,6 +323,79 @@ type pushRun struct {
 	pushedBefore  []RefChange
 	deletedBefore []RefChange
 	msgs          []string
+	// archiveRefused: the remote's guard refused the archive refs as no
+	// refs it knows (archiveUnknown); the attempts after leave them out.
+	archiveRefused *ArchiveRefused
+}
+
+// ArchiveRefused is what a push left out because the remote's guard
+// refused the archive as a guard of a version before storage format 3
+// does (docs/archive.md, Remotes): the archive refs, and how many
+// deletions of archived tasks' refs it held back. The rest was pushed.
+type ArchiveRefused struct {
+	Reason string `json:"reason"` // the guard's refusal of the first archive ref
+	// Refs are the archive refs not pushed.
+	Refs []string `json:"refs"`
+	// Deletions counts the deletions of the remote's refs of tasks
+	// archived here that were not made.
+	Deletions int `json:"deletions_held"`
+}
+
+// archiveUnknownRe is a guard's refusal of a ref as its check names it:
+// "bernstein guard: refused <ref>[ (<where>)]: <reason> [<check>]".
+var archiveUnknownRe = regexp.MustCompile(`bernstein guard: refused (refs/bernstein/[^ :]+)(?: \(.*?\))?: (.*) \[([a-z_]+)\]\s*$`)
+
+// archiveUnknown reports, from a refused push's remote messages, a
+// refusal of the whole push by a guard that predates storage format 3:
+// every ref it refused is an archive ref it does not know ([ref_name]),
+// or the deletion of a journal or ledger ref ([deletion]: it knows no
+// archive that covers it), at least one is an archive ref, and the guard
+// said nothing else but its summary. It
+// returns the first archive ref's refusal ("" when the push was refused
+// for anything else).
+func archiveUnknown(msgs []string) string {
+	why := ""
+	for _, m := range msgs {
+		if !strings.Contains(m, "bernstein guard: ") || strings.Contains(m, "bernstein guard: push refused: ") {
+			continue // another hook's line, or the guard's summary
+		}
+		sub := archiveUnknownRe.FindStringSubmatch(m)
+		switch {
+		case sub == nil:
+			return ""
+		case isArchiveRef(sub[1]) && sub[3] == "ref_name":
+			if why == "" {
+				why = sub[1] + ": " + sub[2] + " [" + sub[3] + "]"
+			}
+		case isTaskRef(sub[1]) && sub[3] == "deletion":
+		default:
+			return ""
+		}
+	}
+	return why
+}
+
+// withoutArchive is plan without the archive refs and the deletions of
+// archived tasks' refs, which the remote's guard refuses: each archive
+// ref left out is named in res.ArchiveRefused, the deletions counted.
+func (p *pushRun) withoutArchive(res *PushResult, plan []refs.Update) []refs.Update {
+	kept := plan[:0:0]
+	a := p.archiveRefused
+	a.Deletions = 0
+	for _, u := range plan {
+		switch {
+		case isArchiveRef(u.Ref):
+			if !slices.Contains(a.Refs, u.Ref) {
+				a.Refs = append(a.Refs, u.Ref)
+			}
+		case u.New.IsZero() && isTaskRef(u.Ref):
+			a.Deletions++
+		default:
+			kept = append(kept, u)
+		}
+	}
+	res.ArchiveRefused, res.more = a, false
+	return kept
 }
 
 // plan starts an attempt's result with what earlier attempts did, and

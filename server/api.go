@@ -268,7 +268,7 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	doc := bernstein.NewTaskListDoc(tasks)
+	doc := bernstein.NewTaskListDoc(tasks, v.BadArchives())
 	doc.NextCursor = next
 	writeJSON(w, http.StatusOK, doc)
 }

@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"encoding/json"
+	"html"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -74,5 +77,76 @@ func TestTaskListPastUnreadableTaskRef(t *testing.T) {
 	r.git("update-ref", jref, jtree)
 	if e := c.wantError("/tasks/T-1/journal", http.StatusConflict, "task_id"); !strings.Contains(e.Error.Message, "task T-1 is tampered: "+jref+" (at "+jtree+")") {
 		t.Fatalf("GET /tasks/T-1/journal: %q", e.Error.Message)
+	}
+}
+
+// TestTaskListNamesUnreadableArchive: an archive ref that plain git
+// pointed at a commit of another tree (a journal row's) is read past by
+// every task list, and each says so as 'bernstein task list' does:
+// GET /api/v1/tasks, whole and paged, lists it in archives_read_past (ref,
+// value, reason, the CLI's message), as the description requires, and the
+// task list page shows a notice naming it; the tasks read as before. With
+// no such ref, archives_read_past is [] and the page has no notice.
+func TestTaskListNamesUnreadableArchive(t *testing.T) {
+	r := newTaskRepo(t, "T-1")
+	r.post("k", "# one")
+	if _, err := r.store.CreateTask(bernstein.TaskSpec{ID: "T-2", Title: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	queries := []string{"", "?limit=1", "?limit=1&cursor=T-1"}
+	page := func(c *apiClient) string {
+		res, err := http.Get(c.base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET /: %d\n%s", res.StatusCode, b)
+		}
+		return html.UnescapeString(string(b))
+	}
+	c := newAPIClient(t, r)
+	before := map[string][]bernstein.TaskListEntry{}
+	for _, q := range queries {
+		var doc map[string]json.RawMessage
+		c.get("/tasks"+q, http.StatusOK, &doc)
+		if got := string(doc["archives_read_past"]); got != "[]" {
+			t.Fatalf("GET /tasks%s with no archive ref read past: archives_read_past %s, want []", q, got)
+		}
+		var list bernstein.TaskListDoc
+		c.get("/tasks"+q, http.StatusOK, &list)
+		before[q] = list.Tasks
+	}
+	if p := page(c); strings.Contains(p, "read-past") || strings.Contains(p, "cannot be read as an archive") {
+		t.Fatalf("the task list page warns of nothing read past:\n%s", p)
+	}
+
+	ref := "refs/bernstein/archive/mallory"
+	forged := r.git("rev-parse", "refs/bernstein/journal/T-1")
+	r.git("update-ref", ref, forged)
+	c = newAPIClient(t, r)
+	want := ref + " (at " + forged + ") cannot be read as an archive: "
+	for _, q := range queries {
+		var got bernstein.TaskListDoc
+		c.get("/tasks"+q, http.StatusOK, &got)
+		var read []map[string]string
+		var doc map[string]json.RawMessage
+		c.get("/tasks"+q, http.StatusOK, &doc)
+		if err := json.Unmarshal(doc["archives_read_past"], &read); err != nil {
+			t.Fatal(err)
+		}
+		if len(read) != 1 || read[0]["ref"] != ref || read[0]["at"] != forged || read[0]["reason"] == "" ||
+			read[0]["message"] != want+read[0]["reason"] {
+			t.Fatalf("GET /tasks%s: archives_read_past %s, want %s at %s", q, doc["archives_read_past"], ref, forged)
+		}
+		if !reflect.DeepEqual(got.Tasks, before[q]) {
+			t.Fatalf("GET /tasks%s: the tasks read %+v, were %+v", q, got.Tasks, before[q])
+		}
+	}
+	p := page(c)
+	if !strings.Contains(p, `class="read-past bad" role="alert" data-ref="`+ref+`"`) || !strings.Contains(p, want) ||
+		!strings.Contains(p, "the tasks only it holds are not listed (run 'bernstein audit verify')") {
+		t.Fatalf("the task list page names no archive ref read past:\n%s", p)
 	}
 }

@@ -55,6 +55,16 @@ type taskIndex struct {
 	Page, Pages  int
 	Prev, Next   string // links to the pages around, "" at an end
 	First        int    // the number of the first row shown (1-based)
+	// ReadPast are the archive refs the list read past, each with its
+	// warning (as 'bernstein task list' prints it): the tasks only they
+	// hold are not listed.
+	ReadPast []readPastNote
+}
+
+// readPastNote is an archive ref the list read past, and what the list
+// says of it.
+type readPastNote struct {
+	Ref, Warning string
 }
 
 // phases are the ledger phases in lifecycle order, for the filter.
@@ -137,7 +147,11 @@ func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var tasks []bernstein.TaskListEntry
 		if tasks, err = s.api().taskList(v, asOf); err == nil {
-			s.write(w, http.StatusOK, "tasks", "base", page{Title: "Tasks", Body: body{Page: "tasks"}, Main: newTaskIndex(tasks, r.URL.Query())})
+			ix := newTaskIndex(tasks, r.URL.Query())
+			for _, b := range v.BadArchives() {
+				ix.ReadPast = append(ix.ReadPast, readPastNote{Ref: b.Ref, Warning: bernstein.ArchiveReadPastWarning(b)})
+			}
+			s.write(w, http.StatusOK, "tasks", "base", page{Title: "Tasks", Body: body{Page: "tasks"}, Main: ix})
 			return
 		}
 	}

@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -490,7 +492,13 @@ func TestMisplacedArchiveEntry(t *testing.T) {
 		t.Fatalf("task show of a task misplaced in an archive: exit %d %s", code, errOut)
 	}
 	out, errOut, code := f.cli("", "task", "list", "--output-json")
-	if code != 0 || strings.Contains(out, "M-1") || !strings.Contains(errOut, refs.Archive("mallory")) || !strings.Contains(errOut, "shard") {
+	var list bernstein.TaskListDoc
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("task list --output-json: %v\n%s", err, out)
+	}
+	listed := slices.ContainsFunc(list.Tasks, func(e bernstein.TaskListEntry) bool { return e.ID == "M-1" })
+	if code != 0 || listed || !strings.Contains(errOut, refs.Archive("mallory")) || !strings.Contains(errOut, "shard") ||
+		len(list.ArchivesReadPast) != 1 || list.ArchivesReadPast[0].Ref != refs.Archive("mallory") {
 		t.Fatalf("task list over a misplaced archive entry: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -87,7 +87,7 @@ func taskListRun(o *taskListOptions) error {
 			return err
 		}
 		if o.JSON {
-			doc := bernstein.NewTaskListDoc(tasks)
+			doc := bernstein.NewTaskListDoc(tasks, readPast)
 			doc.NextCursor = next
 			err = printJSON(o.IO, doc)
 		} else {
@@ -111,7 +111,7 @@ func taskListRun(o *taskListOptions) error {
 		// An archive ref that cannot be read as an archive was read past:
 		// the tasks only it holds are not listed.
 		for _, b := range readPast {
-			fmt.Fprintf(o.IO.Err, "warning: %s; the tasks only it holds are not listed (run 'bernstein audit verify')\n", b)
+			fmt.Fprintf(o.IO.Err, "warning: %s\n", bernstein.ArchiveReadPastWarning(b))
 		}
 		if o.Strict && len(readPast) > 0 {
 			return exitCode(2, fmt.Errorf("%d archive %s read past (--strict)", len(readPast), map[bool]string{true: "ref was", false: "refs were"}[len(readPast) == 1]))

@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,24 +209,247 @@ func (t *Tx) commitTime(id gitstore.Oid) (time.Time, error) {
 	return time.Unix(sec, 0), nil
 }
 
-// archiveChain loads the writer's archive chain: its head record's seq and
-// hash (the next record's prev), or the chain's genesis when it has none.
+// ArchiveTamper is the writer's own archive ref found holding what the
+// writer cannot verify as its own (docs/archive.md, The writer's own
+// archive): commits appended with plain git, a value moved back behind
+// the head the writer remembers, or no archive at all. The archive is
+// built on Base, the writer's last archive commit that verifies, and the
+// ref is compared and swapped over At.
+type ArchiveTamper struct {
+	Ref    string `json:"ref"`
+	At     string `json:"at"`   // the ref's value found ("": none)
+	Base   string `json:"base"` // the last commit verified as the writer's ("": none, the archive's root)
+	Reason string `json:"reason"`
+	// Carried are the tasks that commits of the writer's own, built on a
+	// forged one by an earlier version, archived: the archive commit
+	// built on Base adds them again.
+	Carried []string `json:"carried,omitempty"`
+}
+
+// String is the warning that reports it.
+func (a *ArchiveTamper) String() string {
+	at, base := "deleted", "its root (no commit of it verifies)"
+	if a.At != "" {
+		at = "at " + a.At
+	}
+	if a.Base != "" {
+		base = a.Base
+	}
+	msg := fmt.Sprintf("%s (%s) was tampered with: it is not this writer's archive past %s (%s); it is moved back there, and archives build on it", a.Ref, at, base, a.Reason)
+	if len(a.Carried) > 0 {
+		msg += fmt.Sprintf(" (with the %d tasks this writer's own commits past the forgery archived: %s)", len(a.Carried), strings.Join(a.Carried, " "))
+	}
+	return msg
+}
+
+// archiveChain loads the writer's own archive chain at the head it
+// verifies as its own (ownArchiveBase): its head record's seq and hash
+// (the next record's prev), or the chain's genesis when it has none. The
+// compare-and-swap base stays the ref's value, so an archive built on a
+// verified head moves the ref over what plain git put there.
 func (t *Tx) archiveChain() (*Chain, error) {
-	return t.chain(refs.Archive(t.id.Writer), func(c *Chain) error {
-		cc, err := chain.ReadArchive(t.w.c.Objects, c.head)
+	ref := refs.Archive(t.id.Writer)
+	if c, ok := t.chains[ref]; ok {
+		return c, nil
+	}
+	found, err := t.w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return nil, err
+	}
+	base, verified, tamper, carry, err := t.ownArchiveBase(ref, found)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{ref: ref, old: found, head: base, remember: verified, tamper: tamper, carry: carry}
+	if base.IsZero() {
+		b := t.env.Binding
+		if b != nil && b.Problem != "" {
+			return nil, fmt.Errorf("%w: no chain is started in a repository whose identity cannot be read: %s", fold.ErrUnproven, b.Problem)
+		}
+		c.last = b.Genesis(record.ChainArchive, t.id.Writer)
+	} else {
+		cc, err := chain.ReadArchive(t.w.c.Objects, base)
 		if err != nil {
-			return unreadableArchive(c.ref, c.head, err)
+			return nil, unreadableArchive(ref, base, err)
 		}
 		a, err := record.ParseArchive(cc.Record)
 		if err != nil {
-			return unreadableArchive(c.ref, c.head, err)
+			return nil, unreadableArchive(ref, base, err)
 		}
 		if a.Writer != t.id.Writer {
-			return unreadableArchive(c.ref, c.head, fmt.Errorf("its record names writer %s", a.Writer))
+			return nil, unreadableArchive(ref, base, fmt.Errorf("its record names writer %s", a.Writer))
 		}
 		c.next, c.last, c.tree = a.Seq+1, string(record.Sum(cc.Record)), cc.Commit.Tree
+	}
+	if err := t.checkHead(c); err != nil {
+		return nil, err
+	}
+	t.chains[ref] = c
+	return c, nil
+}
+
+// ownArchiveBase is the head of the writer's own archive that it can
+// verify as its own, the ref being at found: the head this host's writer
+// remembers (internal/heads) when the ref is there (the common case: no
+// read); else the last commit from the remembered head (from the root when
+// none is remembered) to found that passes the archive checks with every
+// signature the writer's own (verify.ArchiveChain): an archive commit of
+// this writer's that its heads memory missed (a write interrupted after
+// the ref moved) is built on, and verified is set so it is remembered. A
+// head that is not found is reported as tampered (the ref moved over it):
+// commits appended with plain git, a ref moved back behind the remembered
+// head, or a value that is no archive. Commits of the writer's own after
+// the first that fails (an earlier version built on a forged head) are not
+// built on either, but the entries they add are returned (carry), for the
+// next archive commit to add again: no task the writer archived is lost.
+// The remembered head must be in the repository for that: when it is not
+// (pruned after the ref moved away), nothing is built
+// (ErrUnreadableArchive).
+func (t *Tx) ownArchiveBase(ref string, found gitstore.Oid) (base gitstore.Oid, verified bool, tamper *ArchiveTamper, carry []record.ArchivedTask, err error) {
+	m, remembered := t.w.heads.Recorded(ref)
+	if remembered && found == m.Commit {
+		return found, false, nil, nil, nil
+	}
+	from := gitstore.ZeroOid
+	if remembered {
+		from = m.Commit
+		if !t.w.c.Objects.Has(from) {
+			return gitstore.ZeroOid, false, nil, nil, unreadableArchive(ref, found, fmt.Errorf("this writer's last archive commit %s, which it does not contain, is not in the repository", from))
+		}
+	}
+	if found.IsZero() {
+		if from.IsZero() {
+			return from, false, nil, nil, nil // no archive yet
+		}
+		return from, false, t.archiveTamper(ref, found, from, "the ref was deleted"), nil, nil
+	}
+	id := ""
+	if t.env.Binding != nil {
+		id = t.env.Binding.ID
+	}
+	res := verify.ArchiveChain{Env: t.env.Env, RepoID: id, Ref: ref, Writer: t.id.Writer,
+		Base: "this writer's last archive commit", Rewind: "moved back or rewritten with plain git"}.Verify(from, found)
+	// The commits that pass every check are built on (the writer's own
+	// key is always trusted here, so none of them is merely unpinned);
+	// the first that fails, and those after it, are not.
+	base, badSeq := from, int64(-1)
+	if !res.Broken {
+		for _, c := range res.Commits {
+			if c.Bad {
+				badSeq = c.Record.Seq
+				break
+			}
+			base = c.ID
+		}
+	}
+	if base == found {
+		return found, true, nil, nil, nil
+	}
+	carry = ownPast(res, badSeq)
+	// Why: the first problem of the first commit not built on (of the
+	// chain, when it does not read).
+	why := ""
+	for _, p := range res.Problems {
+		if badSeq < 0 || p.Index != nil && *p.Index == badSeq {
+			why = p.Check + ": " + p.Reason
+			break
+		}
+	}
+	if why == "" {
+		why = "it does not verify as this writer's archive"
+	}
+	tamper = t.archiveTamper(ref, found, base, why)
+	for _, e := range carry {
+		tamper.Carried = append(tamper.Carried, e.TaskID)
+	}
+	return base, false, tamper, carry, nil
+}
+
+// ownPast is what the writer's own commits after the first that failed
+// (at badSeq; none when the chain did not read) archived: the entries
+// they add, the last of each task, sorted by task. A commit counts as
+// the writer's when no check failed at it: its signature is the writer's
+// own key's (always trusted here: a signature by any other key, or none,
+// fails archive_signature), its record names the writer, and its tree,
+// parents and heads are what the record says (the one built on a forgery
+// is chained to it as any commit to its predecessor).
+func ownPast(res *verify.ArchiveResult, badSeq int64) []record.ArchivedTask {
+	if badSeq < 0 {
 		return nil
-	})
+	}
+	faulty := map[int64]bool{}
+	for _, p := range res.Problems {
+		if p.Index != nil && !p.Unverifiable {
+			faulty[*p.Index] = true
+		}
+	}
+	byTask := map[string]record.ArchivedTask{}
+	for _, c := range res.Commits {
+		if c.Record.Seq <= badSeq || faulty[c.Record.Seq] {
+			continue
+		}
+		for _, e := range c.Record.Add {
+			byTask[e.TaskID] = e
+		}
+		for _, task := range c.Record.Remove {
+			delete(byTask, task)
+		}
+	}
+	out := make([]record.ArchivedTask, 0, len(byTask))
+	for _, e := range byTask {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	return out
+}
+
+func (t *Tx) archiveTamper(ref string, found, base gitstore.Oid, why string) *ArchiveTamper {
+	a := &ArchiveTamper{Ref: ref, Reason: why}
+	if !found.IsZero() {
+		a.At = found.String()
+	}
+	if !base.IsZero() {
+		a.Base = base.String()
+	}
+	return a
+}
+
+// ArchiveTampered is what the writer's own archive ref held that the
+// transaction did not build on (nil: nothing), once the archive was
+// loaded (Archive, RestoreArchive).
+func (t *Tx) ArchiveTampered() *ArchiveTamper {
+	if c := t.chains[refs.Archive(t.id.Writer)]; c != nil {
+		return c.tamper
+	}
+	return nil
+}
+
+// RestoreArchive moves the writer's own archive ref back to the head it
+// verifies as its own, over what it found (ownArchiveBase), and returns
+// what it found (nil: the ref is the writer's, and nothing moves). With
+// entries carried over, or no commit of the writer's left, it writes an
+// archive commit on that head (of those entries; none: the archive's
+// empty first commit).
+func (t *Tx) RestoreArchive() (*ArchiveTamper, error) {
+	if err := t.CheckArchiveFormat(); err != nil {
+		return nil, err
+	}
+	c, err := t.archiveChain()
+	if err != nil {
+		return nil, err
+	}
+	if len(c.carry) > 0 || c.tamper != nil && c.head.IsZero() {
+		// The entries of the writer's own commits past the forgery go
+		// into a commit on the verified head; with no commit of the
+		// writer's left, its archive starts again: an empty first commit
+		// (a transaction moves a ref to a value, not only deletes).
+		if _, _, err := t.Archive(nil, nil); err != nil {
+			return nil, err
+		}
+	} else if c.tamper != nil {
+		c.dirty = true
+	}
+	return c.tamper, nil
 }
 
 // Archive appends one commit to the writer's archive: it adds the tasks
@@ -246,9 +470,16 @@ func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive
 	}
 	a := record.Archive{V: record.Version, Writer: t.id.Writer, Seq: c.next, Prev: record.Hash(c.last),
 		Add: append([]record.ArchivedTask{}, add...), Remove: append([]string{}, remove...)}
+	carried := map[string]bool{}
+	for _, e := range c.carry {
+		if !slices.ContainsFunc(add, func(x record.ArchivedTask) bool { return x.TaskID == e.TaskID }) {
+			a.Add = append(a.Add, e)
+			carried[e.TaskID] = true
+		}
+	}
 	sort.Slice(a.Add, func(i, j int) bool { return a.Add[i].TaskID < a.Add[j].TaskID })
 	sort.Strings(a.Remove)
-	entries, err := t.archivedEntries(a.Add)
+	entries, err := t.archivedEntries(a.Add, carried)
 	if err != nil {
 		return record.Archive{}, gitstore.ZeroOid, err
 	}
@@ -279,23 +510,35 @@ func (t *Tx) Archive(add []record.ArchivedTask, remove []string) (record.Archive
 	cm.Signature = sig
 	o := gitstore.NewObject(gitstore.TypeCommit, gitstore.EncodeCommit(cm))
 	t.objects = append(append(t.objects, objs...), o)
-	c.head, c.tree, c.dirty = o.ID, root, true
+	c.head, c.tree, c.dirty, c.carry = o.ID, root, true, nil
 	c.next, c.last = c.next+1, string(record.Sum(b))
 	for _, e := range a.Add {
-		t.dropTaskRefs(e.TaskID)
+		if !carried[e.TaskID] {
+			t.dropTaskRefs(e.TaskID)
+		}
 	}
 	return a, o.ID, nil
 }
 
 // archivedEntries are the codec's entries of add, each task's chains as
 // Archivable left them in this transaction: at the heads add names, and
-// not written in it.
-func (t *Tx) archivedEntries(add []record.ArchivedTask) ([]archive.Entry, error) {
+// not written in it; a carried task's at the heads its entry names (the
+// writer's own commit archived them).
+func (t *Tx) archivedEntries(add []record.ArchivedTask, carried map[string]bool) ([]archive.Entry, error) {
 	if len(add) > archive.MaxAdd {
 		return nil, fmt.Errorf("an archive commit adds at most %d tasks, not %d", archive.MaxAdd, len(add))
 	}
 	out := make([]archive.Entry, 0, len(add))
 	for _, e := range add {
+		if carried[e.TaskID] {
+			j, jerr := gitstore.ParseOid(e.Journal)
+			l, lerr := gitstore.ParseOid(e.Ledger)
+			if jerr != nil || lerr != nil {
+				return nil, fmt.Errorf("the entry of task %s carried over: %w", e.TaskID, errors.Join(jerr, lerr))
+			}
+			out = append(out, archive.Entry{Task: e.TaskID, Journal: j, Ledger: l})
+			continue
+		}
 		lc, jc := t.chains[refs.Ledger(e.TaskID)], t.chains[refs.Journal(e.TaskID)]
 		if lc == nil || jc == nil || lc.dirty || jc.dirty || lc.head.String() != e.Ledger || jc.head.String() != e.Journal {
 			return nil, notArchivable(e.TaskID, "its chains are not at the heads checked for it in this transaction")
@@ -316,4 +559,24 @@ func (t *Tx) dropTaskRefs(task string) {
 		c.head, c.tree, c.next, c.last, c.dirty = gitstore.ZeroOid, gitstore.ZeroOid, 0, "", true
 		c.Ledger, c.LedgerProof, c.Journal = nil, fold.Proof{}, nil
 	}
+}
+
+// ArchiveAtRemembered reports whether this host's writer's own archive ref
+// stands where the writer left it: at the head its heads memory keeps, or
+// absent with none kept. Otherwise a transaction looks at it
+// (RestoreArchive): an archive commit of the writer's that the memory
+// missed, or a value plain git put there. It reads one ref and one line
+// of the heads memory.
+func (w *Writer) ArchiveAtRemembered() (bool, error) {
+	id, err := w.c.Identity()
+	if err != nil {
+		return false, err
+	}
+	ref := refs.Archive(id.Writer)
+	found, err := w.c.Refs.ReadOptional(ref)
+	if err != nil {
+		return false, err
+	}
+	m, ok := w.heads.Recorded(ref)
+	return ok && m.Commit == found || !ok && found.IsZero(), nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/bernstein/bernstein/internal/proof"
 	"github.com/bernstein/bernstein/keys"
 	"github.com/bernstein/bernstein/ledger"
+	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
@@ -97,6 +98,17 @@ type Chain struct {
 	// "" when the ref's own), held at holdAt when the chain moves.
 	hold   string
 	holdAt gitstore.Oid
+	// remember: the head was verified as this writer's own (its archive,
+	// past the head remembered) and is remembered with the batch even
+	// when it does not move.
+	remember bool
+	// tamper is what the writer's own archive ref held past what it
+	// verifies as its own (nil: nothing).
+	tamper *ArchiveTamper
+	// carry are the entries of the writer's own commits found past a
+	// forged one of its archive (ownArchiveBase): its next archive commit
+	// adds them again.
+	carry []record.ArchivedTask
 }
 
 // Tx is one batch's transaction, as its operations see it.
@@ -434,7 +446,7 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 func (t *Tx) batchHeads() map[string]heads.Mark {
 	out := map[string]heads.Mark{}
 	for ref, c := range t.chains {
-		if !c.dirty || c.head == c.old || c.next <= 0 {
+		if !c.remember && (!c.dirty || c.head == c.old) || c.next <= 0 {
 			continue
 		}
 		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
