@@ -256,13 +256,15 @@ func TestPushArchivesWhenDue(t *testing.T) {
 	}
 }
 
-// TestPushPastFailedArchive: host-a's own archive ref, moved with plain
-// git to a blob, fails the automatic archive; push warns, and sends the
-// rest to the guarded remote, leaving that ref out (the guard would have
-// refused the whole atomic push). Another writer's archive ref forged the
-// same way, and an archive commit appended to host-a's archive without a
-// signature, are left out too.
-func TestPushPastFailedArchive(t *testing.T) {
+// TestPushPastForgedArchive: host-a's own archive ref, moved with plain
+// git to a blob, is reported as tampered by the automatic archive, which
+// builds past it (the writer's own archive is restored, OLD-1 archived) and
+// push sends it; another writer's archive ref forged the same way is left
+// out, and the rest goes to the guarded remote (the guard would have
+// refused the whole atomic push). An archive commit appended to host-a's
+// archive without a signature, with the automatic archive off, is left out
+// too.
+func TestPushPastForgedArchive(t *testing.T) {
 	_, url, root, a, _ := autoArchiveHosts(t)
 	a.ok("push", "--no-archive")
 	blob := strings.TrimSpace(gitRunStdin(t, a.dir, "not an archive", "hash-object", "-w", "--stdin"))
@@ -271,19 +273,25 @@ func TestPushPastFailedArchive(t *testing.T) {
 	a.ended("NEW-2")
 
 	res, stderr := autoPush(t, a)
-	if res.AutoArchive == nil || res.AutoArchive.Error == "" || len(res.AutoArchive.Archived) != 0 || !strings.Contains(stderr, "automatic archive stopped") {
-		t.Fatalf("the automatic archive on an unreadable archive: %+v\n%s", res.AutoArchive, stderr)
+	if res.AutoArchive == nil || res.AutoArchive.Error != "" || res.AutoArchive.Tampered == nil || res.AutoArchive.Tampered.Ref != refs.Archive("host-a") ||
+		!slices.Equal(res.AutoArchive.Archived, []string{"OLD-1"}) ||
+		!strings.Contains(stderr, refs.Archive("host-a")+" (at "+blob+") was tampered with") {
+		t.Fatalf("the automatic archive over a forged own archive: %+v\n%s", res.AutoArchive, stderr)
 	}
 	there := lsRemote(t, root, url)
-	if there[refs.Ledger("NEW-2")] == "" || there[refs.Ledger("OLD-1")] == "" {
-		t.Fatalf("the push did not send NEW-2 or deleted OLD-1: %v", there)
+	if there[refs.Ledger("NEW-2")] == "" || there[refs.Ledger("OLD-1")] != "" {
+		t.Fatalf("the push did not send NEW-2 or kept OLD-1's refs: %v", there)
 	}
 	var left []string
 	for _, l := range res.LeftOut {
 		left = append(left, l.Ref)
 	}
-	if !slices.Equal(left, []string{refs.Archive("host-a"), refs.Archive("mallory")}) || there[refs.Archive("host-a")] != "" || there[refs.Archive("mallory")] != "" {
-		t.Fatalf("left out %v; the remote holds %q and %q", left, there[refs.Archive("host-a")], there[refs.Archive("mallory")])
+	own := a.refs()[refs.Archive("host-a")]
+	if own == "" || own == blob || there[refs.Archive("host-a")] != own {
+		t.Fatalf("host-a's archive is %q here and %q on the remote", own, there[refs.Archive("host-a")])
+	}
+	if !slices.Equal(left, []string{refs.Archive("mallory")}) || there[refs.Archive("mallory")] != "" {
+		t.Fatalf("left out %v; the remote holds %q of mallory's archive", left, there[refs.Archive("mallory")])
 	}
 	if !strings.Contains(stderr, "did not push "+refs.Archive("mallory")) {
 		t.Fatalf("no warning names the left out ref:\n%s", stderr)
@@ -299,7 +307,7 @@ func TestPushPastFailedArchive(t *testing.T) {
 			t.Fatalf("left out %+v, want host-a's forged archive\n%s", res.LeftOut, stderr)
 		}
 		there := lsRemote(t, root, url)
-		if there[refs.Ledger("NEW-3")] == "" || there[refs.Ledger("NEW-2")] == "" || there[refs.Archive("host-a")] != "" {
+		if there[refs.Ledger("NEW-3")] == "" || there[refs.Ledger("NEW-2")] == "" || there[refs.Archive("host-a")] != own {
 			t.Fatalf("the remote after the push past a forged archive: %v", there)
 		}
 	})
