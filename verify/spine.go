@@ -126,6 +126,9 @@ type SpineIndex struct {
 	walkedSups  map[string][]*SpineRecord
 	Problems    []Failure // chain-level problems found while indexing
 	Entries     int
+	// Walked counts the spine commits read walking back from the heads
+	// (the other entries were read from kept indexes and their tails).
+	Walked int
 
 	cached   bool // some writer's entries were read from env.SpineCache
 	poisoned bool // a cached entry did not hold against its commit (under mu)
@@ -287,6 +290,7 @@ func (ix *SpineIndex) indexWriter(writer string, head gitstore.Oid, pool *sigPoo
 			met = true
 			return false
 		}
+		ix.Walked++
 		i := len(recs)
 		rec := &SpineRecord{Writer: writer, Commit: cc.ID}
 		recs = append(recs, rec)

@@ -75,6 +75,12 @@ type SpineCache interface {
 	// refused keeps reading the index it has and saves nothing. It
 	// returns the header kept now (nil when none reads) and a release.
 	Rewrite(writer string) (release func(), kept []byte, ok bool)
+	// WalkTurn waits for this process's turn to walk writer's spine
+	// whole, where no index is kept: one reader of the process at a
+	// time, each after the first finding the index the one before it
+	// kept. A cache that cannot keep an index (no writer key) gives the
+	// turn at once. It returns the turn's release.
+	WalkTurn(writer string) (release func())
 }
 
 // spineCacheMinNew is the fewest entries a tail holds before the index is

@@ -363,15 +363,16 @@ type taskEntries struct {
 // and the entries written since, and keeps them again (spinetail.go).
 func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	cache := ix.env.SpineCache
-	var base *keptIndex
-	var loaded [32]byte // the header of the index read (zero: none read)
-	if h, body := cache.Load(writer); h != nil {
-		loaded = sha256.Sum256(h)
-		if base = openKept(h, body, writer, tag); base == nil {
-			if c, ok := body.(io.Closer); ok {
-				c.Close()
-			}
-		}
+	base, loaded := loadKept(cache, writer, tag)
+	if base == nil {
+		// No index kept (or none that reads): the spine is walked whole
+		// and held whole until it is kept. Readers of this process take
+		// turns at it, and each after the first reads the index the one
+		// before it kept: many goroutines reading at once (a server, a
+		// runner's workers) would each hold the whole spine.
+		release := cache.WalkTurn(writer)
+		defer release()
+		base, loaded = loadKept(cache, writer, tag)
 	}
 	var tail *keptTail
 	if base != nil {
@@ -414,6 +415,22 @@ func (ix *SpineIndex) keptWriter(writer string, head gitstore.Oid, tag string) {
 	if t := encodeTail(wi, tag); t != nil {
 		cache.SaveTail(writer, t)
 	}
+}
+
+// loadKept opens writer's kept index, and returns the SHA-256 of the
+// header it loaded (zero when none was kept).
+func loadKept(cache SpineCache, writer, tag string) (base *keptIndex, loaded [32]byte) {
+	h, body := cache.Load(writer)
+	if h == nil {
+		return nil, loaded
+	}
+	loaded = sha256.Sum256(h)
+	if base = openKept(h, body, writer, tag); base == nil {
+		if c, ok := body.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return base, loaded
 }
 
 // rewrite takes the right to replace writer's kept index, which must still

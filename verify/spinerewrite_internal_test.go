@@ -17,6 +17,7 @@ func (c *turnCache) Load(string) ([]byte, io.ReaderAt) { return nil, nil }
 func (c *turnCache) Save(string, []byte, []byte)       {}
 func (c *turnCache) LoadTail(string) []byte            { return nil }
 func (c *turnCache) SaveTail(string, []byte)           {}
+func (c *turnCache) WalkTurn(string) func()            { return func() {} }
 func (c *turnCache) Rewrite(string) (func(), []byte, bool) {
 	return func() { c.released++ }, c.kept, true
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/bernstein/bernstein/internal/core"
@@ -121,6 +122,24 @@ func (s spineCache) Rewrite(writer string) (func(), []byte, bool) {
 		c.Close()
 	}
 	return func() { f.Close() }, header, true
+}
+
+// walkTurns holds, by kept index path, the turn of this process's readers
+// at walking a writer's spine whole (WalkTurn).
+var walkTurns sync.Map // string -> *sync.Mutex
+
+// WalkTurn waits for this process's turn to walk writer's spine whole, as
+// verify.SpineCache says: a mutex by kept index path, so that every Store
+// of the process on this repository shares it. Without the writer's key
+// nothing is kept, and the turn is given at once.
+func (s spineCache) WalkTurn(writer string) func() {
+	if _, err := s.c.Identity(); err != nil {
+		return func() {}
+	}
+	m, _ := walkTurns.LoadOrStore(s.path(writer), &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // spineMACInput is what a kept index's header (domain spineCacheDomain) or
