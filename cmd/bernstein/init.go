@@ -170,6 +170,8 @@ func printInit(sio *IO, res *bernstein.InitResult) {
 	switch {
 	case res.RepositoryMinted:
 		fmt.Fprintf(sio.Out, "repository: %s (new identity, storage format %d)\n", res.RepositoryID, res.StorageFormat)
+	case res.RepositoryRestored:
+		fmt.Fprintf(sio.Out, "repository: %s (storage format %d; refs/bernstein/repository moved back to it)\n", res.RepositoryID, res.StorageFormat)
 	case res.RepositoryID != "":
 		fmt.Fprintf(sio.Out, "repository: %s (storage format %d)\n", res.RepositoryID, res.StorageFormat)
 	}

@@ -72,7 +72,8 @@ type Repo struct {
 	identMu    sync.Mutex
 	identStamp string // refStamp of the identity read
 	identID    string
-	adopted    string // AdoptIdentity's id, while the ref does not exist yet
+	recorded   recordedState // RecordedIdentity's last read
+	adopted    string        // AdoptIdentity's id, while the ref does not exist yet
 }
 
 // Open opens the repository dir is in. It creates nothing.
@@ -216,8 +217,13 @@ func (r *Repo) PathID() string {
 
 // IdentityID is the id of the repository's identity, "" when it has none
 // (or refs/bernstein/repository cannot be read: verify.Binding says why to
-// every reader). It is read again when the ref or packed-refs changes.
+// every reader). It is read again when the ref or packed-refs changes. The
+// identity this host's writer recorded for the repository is its id
+// whatever the ref says (RecordedIdentity).
 func (r *Repo) IdentityID() string {
+	if id, _, ok := r.RecordedIdentity(); ok {
+		return id
+	}
 	stamp := refStamp(r.GitDir, refs.Repository)
 	r.identMu.Lock()
 	defer r.identMu.Unlock()
@@ -273,18 +279,23 @@ func (r *Repo) AdoptIdentity(id string) error {
 func refStamp(gitDir, ref string) string {
 	var b strings.Builder
 	for _, p := range []string{filepath.Join(gitDir, filepath.FromSlash(ref)), filepath.Join(gitDir, "packed-refs")} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			b.WriteString("-;")
-			continue
-		}
-		ino := uint64(0)
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			ino = st.Ino
-		}
-		fmt.Fprintf(&b, "%d/%d/%d;", fi.Size(), fi.ModTime().UnixNano(), ino)
+		stampOf(&b, p)
 	}
 	return b.String()
+}
+
+// stampOf writes the stamp of the file at p to b.
+func stampOf(b *strings.Builder, p string) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		b.WriteString("-;")
+		return
+	}
+	ino := uint64(0)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	fmt.Fprintf(b, "%d/%d/%d;", fi.Size(), fi.ModTime().UnixNano(), ino)
 }
 
 // ReadTree returns the entries of tree id, from the tree cache when it has

@@ -67,6 +67,13 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 			}
 			return c, nil
 		}
+		if b := t.env.Binding; err == nil && ref == refs.Repository && b != nil && b.Ref != "" && head == b.RefAt {
+			// The ref does not name the identity this host's writer
+			// recorded, which the repository holds: the chain is the
+			// recorded one, and a write moves the ref back to it over the
+			// value read (docs/trust.md, A row belongs to one repository).
+			return &Chain{ref: ref, old: head, head: b.Head}, nil
+		}
 		return &Chain{ref: ref, old: head, head: head}, err
 	}
 	snap, err := t.w.c.Refs.Snapshot(ref)

@@ -240,6 +240,14 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 			finish(err)
 			return
 		}
+		if b := env.Binding; b != nil && b.ID != "" && b.Problem == "" && b.Ref == "" && b.Signature == "" {
+			// The identity as read whole, which a ref moved later does
+			// not take away (docs/trust.md, A row belongs to one
+			// repository).
+			if err := w.c.RecordIdentity(b.ID, b.Head); err != nil {
+				w.c.Warn("record the repository's identity in BERNSTEIN_HOME: %v", err)
+			}
+		}
 		t := &Tx{w: w, env: env, id: id, now: w.c.Now(), chains: map[string]*Chain{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
 		for _, o := range batch {
 			o.res, o.err = t.Run(o.fn)
@@ -252,6 +260,12 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		}
 		if out == refs.Committed {
 			defer w.heads.Write(t.batchHeads())
+			if c := t.chains[refs.Repository]; c != nil && c.dirty && c.head != c.old && t.env.Binding != nil && t.env.Binding.ID != "" {
+				// An identity this writer minted, raised or moved back.
+				if err := w.c.RecordIdentity(t.env.Binding.ID, c.head); err != nil {
+					w.c.Warn("record the repository's identity in BERNSTEIN_HOME: %v", err)
+				}
+			}
 		}
 		if out != refs.NotCommitted {
 			w.remember(t)
