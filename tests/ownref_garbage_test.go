@@ -227,3 +227,36 @@ func TestPushPastLooseGarbage(t *testing.T) {
 		t.Fatalf("the remote after the push: %v (spine want %s)", remote, head)
 	}
 }
+
+// TestOwnAnchorsLooseGarbageBlocksNoWriter: a checkpoint (and so a diff)
+// over the writer's own anchors ref whose loose file holds no object id
+// goes on from the anchor the writer recorded last, replacing the file,
+// and push sends the recorded head.
+func TestOwnAnchorsLooseGarbageBlocksNoWriter(t *testing.T) {
+	f, _ := unreadableTaskFixture(t)
+	commit := func(msg string) string {
+		f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", msg)
+		return f.rev("HEAD")
+	}
+	if _, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", commit("one")); code != 0 {
+		t.Fatalf("checkpoint: exit %d %s", code, errOut)
+	}
+	ref := refs.Anchors("test-writer")
+	honest := f.rev(ref)
+	garbleLoose(f, ref)
+	auditNames(t, f, ref, true)
+	second := commit("two")
+	if out, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", second); code != 0 {
+		t.Fatalf("checkpoint over a garbled anchors ref: exit %d %s%s", code, out, errOut)
+	}
+	// One anchor on top of the honest one, keeping the new commit.
+	if p := f.rev(ref + "^1"); p != honest {
+		t.Fatalf("the new anchor's first parent is %s, want the honest head %s", p, honest)
+	}
+	if p := f.rev(ref + "^2"); p != second {
+		t.Fatalf("the new anchor keeps %s, want %s", p, second)
+	}
+	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify after the write: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -443,17 +443,20 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 
 // batchHeads is what a committed batch leaves to remember: the head of
 // every task chain it moved (a deleted one, archived, keeps the head
-// remembered before) and of the writer's own spine, audit mirror and
-// archive.
+// remembered before) and of the writer's own spine, audit mirror, archive
+// and anchors.
 func (t *Tx) batchHeads() map[string]heads.Mark {
 	out := map[string]heads.Mark{}
 	for ref, c := range t.chains {
 		if !c.dirty || c.head == c.old || c.next <= 0 {
 			continue
 		}
-		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
-			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) || ref == refs.Archive(t.id.Writer) {
-			out[ref] = heads.Mark{Pos: c.next - 1, Link: c.last, Commit: c.head}
+		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) || recordedChain(t.id.Writer, ref) {
+			link := c.last
+			if link == "" {
+				link = "-" // the anchors chain links by parent alone
+			}
+			out[ref] = heads.Mark{Pos: c.next - 1, Link: link, Commit: c.head}
 		}
 	}
 	return out
