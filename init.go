@@ -63,7 +63,8 @@ const (
 // an identity nor any chain (docs/format.md), and publishes the writer's
 // public key in its ref refs/bernstein/writers/<writer>.<key>
 // (refs/bernstein/writers/<writer> in a repository of storage format 1).
-// Running it again changes nothing.
+// Running it again changes nothing, but for a forged identity ref or
+// writer's own key ref, which it writes again (docs/trust.md).
 func Init(o Options, writer string) (*InitResult, error) {
 	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.Create(home, writer) })
 }
