@@ -69,7 +69,7 @@ func TestRepositoryIdentityForgeryBlocksNoWriter(t *testing.T) {
 				t.Fatalf("%v %s", err, out)
 			}
 			f.git("remote", "add", "origin", bare)
-			if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+			if out, errOut, code := f.cli("", "audit", "verify", "--checkpoint", "cp"); code != 0 {
 				t.Fatalf("audit verify before: exit %d\n%s%s", code, out, errOut)
 			}
 			fg.forge(f)
@@ -93,6 +93,7 @@ func TestRepositoryIdentityForgeryBlocksNoWriter(t *testing.T) {
 			}
 			// audit verify names the ref, and only it.
 			auditNames(t, f, refs.Repository, true)
+			auditNames(t, f, refs.Repository, true, "--since", "cp")
 
 			// The writer posts and creates on top of the chains.
 			if out, errOut, code := f.cli("", "artifact", "post", "A-1", "more", "--type", "report", "--body", "# more",
