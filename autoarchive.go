@@ -276,8 +276,14 @@ func (s *Store) runAutoArchive(age time.Duration, out *remote.AutoArchive) error
 // archive's transaction checks the format it reads (Tx.CheckArchiveFormat).
 func (s *Store) storageFormat() (int, error) {
 	head, err := s.core.Refs.ReadOptional(refs.Repository)
-	if err != nil || head.IsZero() {
+	if err != nil {
 		return 1, err
+	}
+	if h, ok := s.core.IdentityOver(head); ok {
+		head = h // the identity this host's writer recorded (docs/trust.md)
+	}
+	if head.IsZero() {
+		return 1, nil
 	}
 	cc, err := chain.Read(s.core.Objects, head)
 	if err != nil {
@@ -380,6 +386,12 @@ func (s *Store) walkOwnSeals(path, writer string, cutoff int64, out *remote.Auto
 	head, err := s.core.Refs.ReadOptional(refs.Spine(writer))
 	if err != nil {
 		return nil, err
+	}
+	if own, ok := s.w.OwnHead(refs.Spine(writer), head); ok {
+		// Its loose file holds no object id: the spine is at the head this
+		// writer recorded, as its writes take it (docs/trust.md, Refs that
+		// cannot be read).
+		head = own
 	}
 	st, ok := readArchiveState(path, writer, cutoff)
 	stop := st.head

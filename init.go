@@ -34,7 +34,11 @@ type InitResult struct {
 	RepositoryID     string `json:"repository_id"`
 	KeyHex           string `json:"-"` // the key's SHA-256 in hex: its writers ref's suffix
 	RepositoryMinted bool   `json:"repository_minted"`
-	StorageFormat    int    `json:"storage_format"`
+	// RepositoryRestored is set when init moved refs/bernstein/repository
+	// back to the identity this host's writer recorded for the repository
+	// (the ref had been garbled, deleted or moved: docs/trust.md).
+	RepositoryRestored bool `json:"repository_restored,omitempty"`
+	StorageFormat      int  `json:"storage_format"`
 	// OtherKeys are the fingerprints of keys published under this writer's
 	// name that are not its key (someone else's claim to the name: only the
 	// key a reader pins writes for it).
@@ -59,7 +63,8 @@ const (
 // an identity nor any chain (docs/format.md), and publishes the writer's
 // public key in its ref refs/bernstein/writers/<writer>.<key>
 // (refs/bernstein/writers/<writer> in a repository of storage format 1).
-// Running it again changes nothing.
+// Running it again changes nothing, but for a forged identity ref or
+// writer's own key ref, which it writes again (docs/trust.md).
 func Init(o Options, writer string) (*InitResult, error) {
 	return initWith(o, func(home string) (*keys.Identity, bool, error) { return keys.Create(home, writer) })
 }
@@ -113,13 +118,17 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 		}
 	}
 	type done struct {
-		minted, published bool
-		format            int
+		minted, published, restored bool
+		format                      int
 	}
 	out, err := s.w.Submit(func(t *txn.Tx) (any, error) {
 		// A repository with no chain yet gets its identity, in the same
 		// transaction as the key and the audit entry that records it (both
 		// rooted in it).
+		restored, err := t.RestoreRepository()
+		if err != nil {
+			return nil, err
+		}
 		rid, err := txn.NewRepositoryID()
 		if err != nil {
 			return nil, err
@@ -133,12 +142,12 @@ func initWith(o Options, identity func(home string) (*keys.Identity, bool, error
 			return nil, err
 		}
 		format, _, err := t.Format()
-		return done{minted, published, format}, err
+		return done{minted, published, restored, format}, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	res.RepositoryMinted, res.KeyPublished = out.(done).minted, out.(done).published
+	res.RepositoryMinted, res.KeyPublished, res.RepositoryRestored = out.(done).minted, out.(done).published, out.(done).restored
 	if res.RepositoryMinted && o.Remote != "" {
 		// The next clone of the remote takes the identity from it.
 		if _, err := s.Push(o.Remote); err != nil {

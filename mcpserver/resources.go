@@ -39,6 +39,10 @@ const (
 	latestTmpl  = uriScheme + "{task}/{key}/latest"
 	// latestPathTmpl is the template of the tasks whose id holds ':'.
 	latestPathTmpl = uriScheme + "/{task}/{key}/latest"
+	// versionTmpl and versionPathTmpl route a version URI the server has
+	// not registered to readUnlisted.
+	versionTmpl     = uriScheme + "{task}/{key}/v{version}"
+	versionPathTmpl = uriScheme + "/{task}/{key}/v{version}"
 )
 
 // A task id without ':' is the URI's authority: bernstein://T-1/notes/v1.
@@ -256,6 +260,26 @@ func (r *resources) refreshLocked(ctx context.Context, task string) {
 		}
 		r.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: TaskURI(task)})
 	}
+}
+
+// readUnlisted answers a version URI the server has not registered: one
+// of a task in the caller's scope whose journal ref cannot be read as one
+// (so none of its versions is listed) is the task tampered, named, as a
+// read of its latest version says; any other is not found, as before.
+func (r *resources) readUnlisted(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ref, err := parseURI(uri)
+	if err != nil || ref.key == "" || ref.version == 0 || canonical(uri, ref) != nil || r.inScope(ctx, req.Extra, ref.task) != nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	rep, err := r.s.store.Artifacts(ref.task)
+	if err != nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err := rep.UnreadableError(); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return nil, mcp.ResourceNotFoundError(uri)
 }
 
 // read re-verifies the version a URI names and returns its payload's

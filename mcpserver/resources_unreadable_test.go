@@ -10,8 +10,8 @@ import (
 	"github.com/bernstein/bernstein/refs"
 )
 
-// TestResourceOfUnreadableJournalIsTampered: the latest version of any key
-// of a task whose journal ref plain git points at a blob (its versions are
+// TestResourceOfUnreadableJournalIsTampered: the latest version, or any
+// version, of any key of a task whose journal ref plain git points at a blob (its versions are
 // listed as none) reads as the task tampered, naming the ref as task show
 // does, never as a missing resource; the other task's versions read as
 // before.
@@ -37,7 +37,7 @@ func TestResourceOfUnreadableJournalIsTampered(t *testing.T) {
 	r.git("update-ref", refs.Journal("T-1"), blob)
 	c := connectRes(t, mcpserver.New(r.store, mcpserver.Options{Identity: mcpserver.AgentIdentity("agent-1", tok)}))
 	want := "task T-1 is tampered: " + refs.Journal("T-1") + " (at " + blob + ") cannot be read as a journal"
-	for _, uri := range []string{"bernstein://T-1/notes/latest", "bernstein://T-1/other/latest"} {
+	for _, uri := range []string{"bernstein://T-1/notes/latest", "bernstein://T-1/other/latest", "bernstein://T-1/notes/v1", "bernstein://T-1/notes/v7"} {
 		if _, err := c.read(uri); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("read %s: %v, want an error saying %q", uri, err, want)
 		}

@@ -112,6 +112,14 @@ func New(store *bernstein.Store, o Options) *mcp.Server {
 			"bernstein:///<task> for every key of the task.",
 		MIMEType: payloadMIME,
 	}, res.read)
+	for _, tmpl := range []string{versionTmpl, versionPathTmpl} {
+		srv.AddResourceTemplate(&mcp.ResourceTemplate{
+			URITemplate: tmpl, Name: "version", Title: "One version of an artifact",
+			Description: "One version of an artifact key of a task (bernstein:///<task>/<key>/v<N> for a task id with ':'), " +
+				"as listed in resources/list; a version of a task whose journal cannot be read is an error saying the task is tampered.",
+			MIMEType: payloadMIME,
+		}, res.readUnlisted)
+	}
 	tasks := o.ResourceTasks
 	if tasks == nil {
 		tasks = res.scope()

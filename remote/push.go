@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -636,6 +637,16 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 	for _, b := range local.BadLoose(refs.Prefix) {
 		res.readPast(b)
 	}
+	if _, ok := mine[refs.Repository]; !ok {
+		// A repository ref deleted here goes at the identity this host's
+		// writer recorded, as a ref that holds another value does (below).
+		if _, ok := s.c.IdentityOver(gitstore.ZeroOid); ok {
+			mine = maps.Clone(mine)
+			mine[refs.Repository] = gitstore.ZeroOid
+			names = append(slices.Clone(names), refs.Repository)
+			slices.Sort(names)
+		}
+	}
 	tracking, _, err := s.c.Refs.List(TrackingPrefix(remote))
 	if err != nil {
 		return nil, err
@@ -662,6 +673,14 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 		head := mine[ref]
 		theirs := tracking[TrackingRef(remote, ref)]
 		in := DescribeRef(ref)
+		if ref == refs.Repository {
+			// A repository ref that does not hold the identity this host's
+			// writer recorded goes at the recorded head (docs/trust.md, A
+			// row belongs to one repository).
+			if h, ok := s.c.IdentityOver(head); ok {
+				head = h
+			}
+		}
 		if head.IsLooseStandIn() {
 			// A ref whose loose file holds no object id (docs/trust.md,
 			// Refs that cannot be read): this writer's own spine, audit

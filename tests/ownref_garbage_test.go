@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,5 +226,75 @@ func TestPushPastLooseGarbage(t *testing.T) {
 	remote := refsOf(t, bare, refs.Prefix)
 	if remote[spine] != head || remote[refs.Journal("A-1")] != f.rev(refs.Journal("A-1")) || remote[key] != keyAt {
 		t.Fatalf("the remote after the push: %v (spine want %s)", remote, head)
+	}
+}
+
+// TestOwnAnchorsLooseGarbageBlocksNoWriter: a checkpoint (and so a diff)
+// over the writer's own anchors ref whose loose file holds no object id
+// goes on from the anchor the writer recorded last, replacing the file,
+// and push sends the recorded head.
+func TestOwnAnchorsLooseGarbageBlocksNoWriter(t *testing.T) {
+	f, _ := unreadableTaskFixture(t)
+	commit := func(msg string) string {
+		f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", msg)
+		return f.rev("HEAD")
+	}
+	if _, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", commit("one")); code != 0 {
+		t.Fatalf("checkpoint: exit %d %s", code, errOut)
+	}
+	ref := refs.Anchors("test-writer")
+	honest := f.rev(ref)
+	garbleLoose(f, ref)
+	auditNames(t, f, ref, true)
+	second := commit("two")
+	if out, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", second); code != 0 {
+		t.Fatalf("checkpoint over a garbled anchors ref: exit %d %s%s", code, out, errOut)
+	}
+	// One anchor on top of the honest one, keeping the new commit.
+	if p := f.rev(ref + "^1"); p != honest {
+		t.Fatalf("the new anchor's first parent is %s, want the honest head %s", p, honest)
+	}
+	if p := f.rev(ref + "^2"); p != second {
+		t.Fatalf("the new anchor keeps %s, want %s", p, second)
+	}
+	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify after the write: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestAutoArchiveOverGarbledOwnSpine: push's automatic archive reads the
+// writer's own spine whose loose file holds no object id from the head
+// the writer recorded, as its writes do, and archives what ended long
+// ago.
+func TestAutoArchiveOverGarbledOwnSpine(t *testing.T) {
+	f := newFixture(t)
+	long := time.Now().Add(-30 * 24 * time.Hour)
+	o := f.opts
+	o.Now = func() time.Time { return long }
+	s, err := bernstein.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endedTask(t, f, s, "OLD-1")
+	s.Close()
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	f.git("remote", "add", "origin", bare)
+	garbleLoose(f, refs.Spine("test-writer"))
+	out, errOut, code := f.cli("", "push", "origin", "--output-json")
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Fatalf("push over a garbled spine: exit %d\n%s%s", code, out, errOut)
+	}
+	var res bernstein.PushResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.AutoArchive == nil || len(res.AutoArchive.Archived) != 1 || res.AutoArchive.Archived[0] != "OLD-1" {
+		t.Fatalf("the push archived %+v, want OLD-1", res.AutoArchive)
+	}
+	if _, err := f.gitErr("rev-parse", "--verify", "-q", refs.Journal("OLD-1")); err == nil {
+		t.Fatalf("%s is still there after the archive", refs.Journal("OLD-1"))
 	}
 }

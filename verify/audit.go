@@ -278,6 +278,9 @@ func Repository(env *Env, o Options) (*Report, error) {
 	} else if b != nil && b.Signature != "" {
 		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Signature})
 	}
+	if b := env.Binding; b != nil && b.Ref != "" {
+		rep.Failures = append(rep.Failures, Failure{Check: CheckRepositoryIdentity, Reason: b.Ref})
+	}
 	rep.Failures = append(rep.Failures, ix.Problems...)
 	if o.Logs != nil {
 		rep.Failures = append(rep.Failures, o.Logs.failures()...)

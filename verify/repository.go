@@ -41,6 +41,14 @@ type Binding struct {
 	// the id is what chains are rooted in, and a copy of a repository's
 	// signed identity is that repository.
 	Signature string
+	// Ref is why refs/bernstein/repository itself is tampered (garbled,
+	// pointed elsewhere, deleted, or naming another identity) while this
+	// binding is the identity this host's writer recorded for the
+	// repository, which the repository still holds (docs/trust.md): the
+	// chains are bound to it, and audit verify reports the ref. RefAt is
+	// the ref's value ("" when it is deleted).
+	Ref   string
+	RefAt gitstore.Oid
 
 	objs   *gitstore.Repo
 	tree   gitstore.Oid // the head commit's tree: the bound format-1 chains
@@ -130,6 +138,36 @@ func LoadBinding(env *Env, head gitstore.Oid) *Binding {
 	}
 	r.ID, r.Format, r.tree = recs[0].ID, recs[0].Format, tip.Commit.Tree
 	return r
+}
+
+// Recorded is the binding of the identity id this host's writer recorded
+// at the repository chain's head, once loaded (LoadBinding at head), when
+// refs/bernstein/repository read as ref does not name it: at, the ref's
+// value, and ref, its own binding. It returns ref when the recorded
+// identity does not load whole as id (a repository created again at the
+// same path holds no such record).
+func Recorded(env *Env, ref *Binding, at gitstore.Oid, id string, head gitstore.Oid) *Binding {
+	if ref.Problem == "" && ref.ID == id {
+		return ref
+	}
+	b := LoadBinding(env, head)
+	if b.Problem != "" || b.ID != id {
+		return ref
+	}
+	why := ""
+	switch {
+	case at.IsZero():
+		why = "it is deleted"
+	case ref.Problem != "":
+		why = strings.TrimPrefix(ref.Problem, refs.Repository+": ")
+	case ref.ID == "":
+		why = "it names no repository identity"
+	default:
+		why = fmt.Sprintf("it names repository %s", ref.ID)
+	}
+	b.Ref = fmt.Sprintf("%s (at %s) does not name this repository's identity %s, which this host's writer recorded at %s: %s; every chain is read against the recorded identity, and 'bernstein init' moves the ref back", refs.Repository, at, id, head, why)
+	b.RefAt = at
+	return b
 }
 
 // NewBinding is the binding of a repository whose identity a writer has

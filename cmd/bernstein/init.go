@@ -34,7 +34,10 @@ identity is in storage format 1 and is left so ('bernstein upgrade'). Pointed
 at an empty or missing folder, it runs 'git init' there first. Unless core.fsync
 is already configured, it sets it to "pack,derived-metadata,reference" in the
 repository's config, so that git's own ref maintenance (pack-refs, gc) syncs
-what it moves. Running it again changes nothing.
+what it moves. Running it again changes nothing, but for what plain git forged
+of this writer's own: it moves refs/bernstein/repository back to the identity
+this host's writer recorded for the repository, and writes the key record again
+over this writer's key ref that does not publish its key (docs/trust.md).
 
 With --ssh-agent the signing key never touches the disk: it is a key that
 ssh-agent holds (a hardware token, or a PKCS#11 key loaded with 'ssh-add -s'),
@@ -170,6 +173,8 @@ func printInit(sio *IO, res *bernstein.InitResult) {
 	switch {
 	case res.RepositoryMinted:
 		fmt.Fprintf(sio.Out, "repository: %s (new identity, storage format %d)\n", res.RepositoryID, res.StorageFormat)
+	case res.RepositoryRestored:
+		fmt.Fprintf(sio.Out, "repository: %s (storage format %d; refs/bernstein/repository moved back to it)\n", res.RepositoryID, res.StorageFormat)
 	case res.RepositoryID != "":
 		fmt.Fprintf(sio.Out, "repository: %s (storage format %d)\n", res.RepositoryID, res.StorageFormat)
 	}

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/bernstein/bernstein/chain"
@@ -72,7 +71,8 @@ type Repo struct {
 	identMu    sync.Mutex
 	identStamp stamp // refStamp of the identity read (ok false: none)
 	identID    string
-	adopted    string // AdoptIdentity's id, while the ref does not exist yet
+	recorded   recordedState // RecordedIdentity's last read
+	adopted    string        // AdoptIdentity's id, while the ref does not exist yet
 }
 
 // Open opens the repository dir is in. It creates nothing.
@@ -216,8 +216,13 @@ func (r *Repo) PathID() string {
 
 // IdentityID is the id of the repository's identity, "" when it has none
 // (or refs/bernstein/repository cannot be read: verify.Binding says why to
-// every reader). It is read again when the ref or packed-refs changes.
+// every reader). It is read again when the ref or packed-refs changes. The
+// identity this host's writer recorded for the repository is its id
+// whatever the ref says (RecordedIdentity).
 func (r *Repo) IdentityID() string {
+	if id, _, ok := r.RecordedIdentity(); ok {
+		return id
+	}
 	stamp := refStamp(r.GitDir, refs.Repository)
 	r.identMu.Lock()
 	defer r.identMu.Unlock()
@@ -274,15 +279,7 @@ func (r *Repo) AdoptIdentity(id string) error {
 func refStamp(gitDir, ref string) stamp {
 	st := stamp{ok: true}
 	for i, p := range [2]string{filepath.Join(gitDir, filepath.FromSlash(ref)), filepath.Join(gitDir, "packed-refs")} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue // missing: the zero fileStamp
-		}
-		f := fileStamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-			f.ino = uint64(sys.Ino)
-		}
-		st.files[i] = f
+		st.files[i] = pathStamp(p)
 	}
 	return st
 }

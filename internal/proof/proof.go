@@ -118,22 +118,31 @@ func (p *Prover) env(view refs.Source) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("repository identity: %w", err)
 	}
-	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+repo.String()+"\n"+trust.Fingerprint()))
+	// The identity this host's writer recorded for the repository binds
+	// the chains when the ref does not name it (docs/trust.md).
+	rid, rhead, recorded := p.c.RecordedIdentity()
+	version := gitstore.HashObject(gitstore.TypeBlob, []byte(head.String()+"\n"+repo.String()+"\n"+rid+" "+rhead.String()+"\n"+trust.Fingerprint()))
 	env := &verify.Env{Objects: p.c.Objects, Refs: view, Trust: trust, Published: pub, SpineCache: spineCache{p.c}}
-	env.Binding = p.binding(env, repo, version)
+	env.Binding = p.binding(env, version, func() *verify.Binding {
+		b := verify.LoadBinding(env, repo)
+		if recorded {
+			b = verify.Recorded(env, b, repo, rid, rhead)
+		}
+		return b
+	})
 	return &Env{Env: env, Version: version}, nil
 }
 
 // binding reads the repository's identity under env, once per proof
 // version (the identity's commits are proven under the keys it names).
-func (p *Prover) binding(env *verify.Env, head, version gitstore.Oid) *verify.Binding {
+func (p *Prover) binding(env *verify.Env, version gitstore.Oid, load func() *verify.Binding) *verify.Binding {
 	p.mu.Lock()
 	b, ok := p.bindings[version]
 	p.mu.Unlock()
 	if ok {
 		return b
 	}
-	b = verify.LoadBinding(env, head)
+	b = load()
 	p.mu.Lock()
 	if len(p.bindings) >= 16 {
 		p.bindings = nil

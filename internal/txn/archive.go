@@ -159,7 +159,7 @@ func (t *Tx) missingTask(task string) error {
 // journal identity that is not mismatched.
 func (t *Tx) checkSeal(task string, jc *Chain, st *ledger.State) error {
 	if t.verifier == nil {
-		v, err := proof.Verifier(t.env.Env)
+		v, err := proof.Verifier(t.ownSpineEnv(t.env.Env))
 		if err != nil {
 			return err
 		}

@@ -54,8 +54,8 @@ func (t *Tx) chain(ref string, load func(c *Chain) error) (*Chain, error) {
 func (t *Tx) readHead(ref string) (*Chain, error) {
 	if _, task := refs.TaskOf(ref); !task {
 		head, err := t.w.c.Refs.ReadOptional(ref)
-		if err == nil && head.IsLooseStandIn() && t.ownEntryChain(ref) {
-			// The writer's own spine, audit mirror or archive whose loose
+		if err == nil && head.IsLooseStandIn() && recordedChain(t.id.Writer, ref) {
+			// The writer's own spine, audit mirror, archive or anchors whose loose
 			// file holds no object id (written by hand; git reads it as no
 			// value): the chain goes on from the head this host's writer
 			// recorded last (none: a new chain, as for a ref git does not
@@ -66,6 +66,13 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 				c.head = m.Commit
 			}
 			return c, nil
+		}
+		if b := t.env.Binding; err == nil && ref == refs.Repository && b != nil && b.Ref != "" && head == b.RefAt {
+			// The ref does not name the identity this host's writer
+			// recorded, which the repository holds: the chain is the
+			// recorded one, and a write moves the ref back to it over the
+			// value read (docs/trust.md, A row belongs to one repository).
+			return &Chain{ref: ref, old: head, head: b.Head}, nil
 		}
 		return &Chain{ref: ref, old: head, head: head}, err
 	}
@@ -97,6 +104,14 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 // archive.
 func (t *Tx) ownEntryChain(ref string) bool {
 	return ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) || ref == refs.Archive(t.id.Writer)
+}
+
+// recordedChain reports whether ref is one of the chains only writer
+// writes whose heads it records (batchHeads): its spine, audit mirror,
+// archive and anchors. A write takes such a ref whose loose file holds no
+// object id to be at the recorded head (readHead).
+func recordedChain(writer, ref string) bool {
+	return ref == refs.Spine(writer) || ref == refs.Audit(writer) || ref == refs.Archive(writer) || ref == refs.Anchors(writer)
 }
 
 // rootOf names the chain ref is (its kind and its task or writer), for the
@@ -591,8 +606,8 @@ func nextSeq(t *Tx, read func(*gitstore.Repo, gitstore.Oid) (chain.Commit, error
 	}
 }
 
-// OwnHead is the head this host's writer takes its own spine, audit mirror
-// or archive ref to be at when the ref's loose file holds no object id
+// OwnHead is the head this host's writer takes its own spine, audit mirror,
+// archive or anchors ref to be at when the ref's loose file holds no object id
 // (value, a gitstore.LooseStandIn): the head it recorded last, as a write
 // takes it (readHead). ok is false for any other ref, and for one it
 // recorded no head of.
@@ -601,7 +616,7 @@ func (w *Writer) OwnHead(ref string, value gitstore.Oid) (gitstore.Oid, bool) {
 		return gitstore.ZeroOid, false
 	}
 	id, err := w.c.Identity()
-	if err != nil || ref != refs.Spine(id.Writer) && ref != refs.Audit(id.Writer) && ref != refs.Archive(id.Writer) {
+	if err != nil || !recordedChain(id.Writer, ref) {
 		return gitstore.ZeroOid, false
 	}
 	m, ok := w.heads.Recorded(ref)

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/chain"
@@ -43,6 +44,11 @@ func (t *Tx) PublishKey() (bool, error) {
 	ref := legacy
 	if format != record.FormatLegacy {
 		ref = refs.WriterKey(t.id.Writer, refs.KeyHex(t.id.PublicKey().Marshal()))
+		if c, ok, err := t.republish(ref, line); err != nil || !ok {
+			return false, err
+		} else if c != nil {
+			return true, t.publishRecord(c, line)
+		}
 	}
 	c, err := t.chain(ref, func(c *Chain) error {
 		cc, err := chain.Read(t.w.c.Objects, c.head)
@@ -65,14 +71,49 @@ func (t *Tx) PublishKey() (bool, error) {
 		}
 		return false, fmt.Errorf("%s publishes a key other than the one its name says: run 'bernstein audit verify'", ref)
 	}
+	return true, t.publishRecord(c, line)
+}
+
+// republish reads the writer's own key ref (named by its key, storage
+// format 2 on). One that publishes the writer's key is left (ok false);
+// one that cannot be read as a record of it (its loose file no object id,
+// a blob, a missing object, a commit that carries no record or another
+// key: written with plain git, for only this writer publishes under its
+// key's name) is written again, as a new record that replaces the value
+// read under compare-and-swap: c is its chain. A ref that does not exist
+// gives (nil, true).
+func (t *Tx) republish(ref, line string) (c *Chain, ok bool, err error) {
+	if c := t.chains[ref]; c != nil {
+		return nil, true, nil
+	}
+	head, err := t.w.c.Refs.ReadOptional(ref)
+	if err != nil || head.IsZero() {
+		return nil, err == nil, err
+	}
+	published, err := writers.RefKey(t.w.c, head, t.id.Writer)
+	if err == nil && published+"\n" == line {
+		return nil, false, nil
+	}
+	if err != nil && !errors.Is(err, writers.ErrNoKeyFile) && !errors.Is(err, chain.ErrUnreadable) && !errors.Is(err, chain.ErrNotLinear) &&
+		!errors.Is(err, gitstore.ErrMissing) && !errors.Is(err, gitstore.ErrCorrupt) {
+		return nil, false, fmt.Errorf("%s: %w", ref, err)
+	}
+	c = &Chain{ref: ref, old: head}
+	t.chains[ref] = c
+	return c, true, nil
+}
+
+// publishRecord appends the writer's signed key record to c, and its
+// audit entry.
+func (t *Tx) publishRecord(c *Chain, line string) error {
 	rec := writers.KeyRecord{V: record.Version, Writer: t.id.Writer, Principal: keys.Principal(t.id.Writer), PublicKey: t.id.AuthorizedKey()}
 	rb, err := record.Canonical(rec)
 	if err != nil {
-		return false, err
+		return err
 	}
 	sig, err := t.id.SignDetached(rb)
 	if err != nil {
-		return false, err
+		return err
 	}
 	var es []gitstore.TreeEntry
 	add := func(name string, data []byte) {
@@ -84,10 +125,7 @@ func (t *Tx) PublishKey() (bool, error) {
 	add(writers.AllowedSignersFile, []byte(keys.AllowedSignersLine(t.id.Writer, t.id.AuthorizedKey())+"\n"))
 	tree := t.addTree(es)
 	if err := t.addCommit(c, tree, t.id.Writer, record.Message("publish key of "+t.id.Writer, rb), true); err != nil {
-		return false, err
+		return err
 	}
-	if err := t.AppendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb); err != nil {
-		return false, err
-	}
-	return true, nil
+	return t.AppendAudit(record.EventWriterKey, t.id.Writer, "", string(record.Sum(rb)), rb)
 }

@@ -69,6 +69,26 @@ func (t *Tx) MintRepository(id string) (bool, error) {
 	return true, t.appendRepository(id, record.FormatCurrent, gitstore.EmptyTree)
 }
 
+// RestoreRepository moves refs/bernstein/repository back to the identity
+// this host's writer recorded, when the ref does not name it (verify.
+// Binding.Ref), with a compare-and-swap over the value read. It returns
+// whether it does.
+func (t *Tx) RestoreRepository() (bool, error) {
+	b := t.env.Binding
+	if b == nil || b.Ref == "" {
+		return false, nil
+	}
+	c, err := t.chain(refs.Repository, func(*Chain) error { return nil })
+	if err != nil {
+		return false, err
+	}
+	if c.head == c.old {
+		return false, nil
+	}
+	c.dirty = true
+	return true, nil
+}
+
 // LegacyChain is one chain of a format-1 repository: its kind, task or
 // writer, and first commit.
 type LegacyChain struct {

@@ -252,6 +252,14 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 			finish(err)
 			return
 		}
+		if b := env.Binding; b != nil && b.ID != "" && b.Problem == "" && b.Ref == "" && b.Signature == "" {
+			// The identity as read whole, which a ref moved later does
+			// not take away (docs/trust.md, A row belongs to one
+			// repository).
+			if err := w.c.RecordIdentity(b.ID, b.Head); err != nil {
+				w.c.Warn("record the repository's identity in BERNSTEIN_HOME: %v", err)
+			}
+		}
 		t := &Tx{w: w, env: env, id: id, now: w.c.Now(), chains: map[string]*Chain{}, trees: map[gitstore.Oid][]gitstore.TreeEntry{}}
 		for _, o := range batch {
 			o.res, o.err = t.Run(o.fn)
@@ -264,6 +272,12 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		}
 		if out == refs.Committed {
 			defer w.heads.Write(t.batchHeads())
+			if c := t.chains[refs.Repository]; c != nil && c.dirty && c.head != c.old && t.env.Binding != nil && t.env.Binding.ID != "" {
+				// An identity this writer minted, raised or moved back.
+				if err := w.c.RecordIdentity(t.env.Binding.ID, c.head); err != nil {
+					w.c.Warn("record the repository's identity in BERNSTEIN_HOME: %v", err)
+				}
+			}
 		}
 		if out != refs.NotCommitted {
 			w.remember(t)
@@ -441,17 +455,20 @@ func (t *Tx) commit() (refs.Outcome, *gitstore.PackStage, error) {
 
 // batchHeads is what a committed batch leaves to remember: the head of
 // every task chain it moved (a deleted one, archived, keeps the head
-// remembered before) and of the writer's own spine, audit mirror and
-// archive.
+// remembered before) and of the writer's own spine, audit mirror, archive
+// and anchors.
 func (t *Tx) batchHeads() map[string]heads.Mark {
 	out := map[string]heads.Mark{}
 	for ref, c := range t.chains {
 		if !c.remember && (!c.dirty || c.head == c.old) || c.next <= 0 {
 			continue
 		}
-		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) ||
-			ref == refs.Spine(t.id.Writer) || ref == refs.Audit(t.id.Writer) || ref == refs.Archive(t.id.Writer) {
-			out[ref] = heads.Mark{Pos: c.next - 1, Link: c.last, Commit: c.head}
+		if strings.HasPrefix(ref, refs.JournalPrefix) || strings.HasPrefix(ref, refs.LedgerPrefix) || recordedChain(t.id.Writer, ref) {
+			link := c.last
+			if link == "" {
+				link = "-" // the anchors chain links by parent alone
+			}
+			out[ref] = heads.Mark{Pos: c.next - 1, Link: link, Commit: c.head}
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ package writers
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,8 +64,17 @@ func RefKey(c *core.Repo, head gitstore.Oid, writer string) (string, error) {
 			return strings.TrimSpace(string(data)), nil
 		}
 	}
-	return "", fmt.Errorf("%s publishes no %s.pub", refs.Writer(writer), writer)
+	return "", noKeyFile(fmt.Sprintf("%s publishes no %s.pub", refs.Writer(writer), writer))
 }
+
+// ErrNoKeyFile is the error of RefKey for a commit whose tree holds no
+// key file for the writer.
+var ErrNoKeyFile = errors.New("publishes no key file")
+
+type noKeyFile string
+
+func (e noKeyFile) Error() string        { return string(e) }
+func (e noKeyFile) Is(target error) bool { return target == ErrNoKeyFile }
 
 // PublishedKey is one writer's published key and where it was found.
 type PublishedKey struct {
