@@ -212,6 +212,10 @@ func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid), bad func
 	return r.walkLooseDir(filepath.Join(r.Dir, filepath.FromSlash(prefix)), prefix, fn, bad)
 }
 
+// dirOpened, when set (by tests), is called with each directory of loose
+// refs a walk has opened, before it reads its entries.
+var dirOpened func(dir string)
+
 // walkLooseDir reads the loose refs under dir, whose ref names start with
 // name, in the directory's own order: a snapshot sorts the names once,
 // so no directory is sorted (a directory of 100,000 refs was sorted
@@ -224,10 +228,16 @@ func (r Reader) walkLooseDir(dir, name string, fn func(string, gitstore.Oid), ba
 	if err != nil {
 		return err
 	}
+	if dirOpened != nil {
+		dirOpened(dir)
+	}
 	ents, err := f.ReadDir(-1)
 	f.Close()
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil // a file where a directory of refs would be holds none
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed while it was read (git pack-refs prunes empty directories)
 	}
 	if err != nil {
 		return err
@@ -580,6 +590,9 @@ func walkNames(dir, name string, fn func(string)) error {
 	}
 	ents, err := f.ReadDir(-1)
 	f.Close()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed while it was read
+	}
 	if err != nil {
 		return err
 	}

@@ -128,3 +128,36 @@ func TestSnapshotDerivedOnce(t *testing.T) {
 		t.Fatal("another snapshot shares what one derived")
 	}
 }
+
+// TestSnapshotPastDirectoryRemovedWhileRead: git pack-refs removes a
+// directory of loose refs it emptied; one removed after a snapshot opened
+// it and before it read its entries (getdents then fails with ENOENT) holds
+// no loose ref, and the snapshot reads the refs from packed-refs, read
+// before, with no error.
+func TestSnapshotPastDirectoryRemovedWhileRead(t *testing.T) {
+	dir, c := newRepo(t, 1)
+	ref := JournalPrefix + "T-1"
+	git(t, dir, "update-ref", ref, c[0].String())
+	git(t, dir, "pack-refs", "--all", "--no-prune")
+	journal := filepath.Join(dir, "refs", "bernstein", "journal")
+	var removed atomic.Bool
+	dirOpened = func(d string) {
+		if d == journal && !removed.Load() {
+			if err := os.RemoveAll(d); err != nil {
+				t.Error(err)
+			}
+			removed.Store(true)
+		}
+	}
+	defer func() { dirOpened = nil }()
+	snap, err := (Reader{Dir: dir}).Snapshot(Prefix)
+	if err != nil {
+		t.Fatalf("a snapshot over a directory removed while it was read: %v", err)
+	}
+	if !removed.Load() {
+		t.Fatal("the walk never opened the journal directory")
+	}
+	if got, err := snap.ReadOptional(ref); err != nil || got != c[0] {
+		t.Fatalf("%s read %s, %v; want %s from packed-refs", ref, got, err, c[0])
+	}
+}
