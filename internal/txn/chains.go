@@ -67,6 +67,11 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 			}
 			return c, nil
 		}
+		if err == nil {
+			if c := t.ownEntryHead(ref, head); c != nil {
+				return c, nil
+			}
+		}
 		return &Chain{ref: ref, old: head, head: head}, err
 	}
 	snap, err := t.w.c.Refs.Snapshot(ref)

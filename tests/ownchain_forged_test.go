@@ -1,0 +1,161 @@
+package tests
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+)
+
+// The writer's own spine and audit mirror (docs/trust.md, The writer whose
+// own spine, audit mirror or archive it is): a post builds only on a head
+// its writer verifies as its own. A commit appended with plain git (well
+// formed, chained to the writer's last entry, but unsigned or signed by
+// another key) is reported as tampered and built past: the writer's next
+// entry goes on its last verified head, over the forged value, and every
+// reader finds the writer's chain whole. An entry of the writer's own past
+// the head it remembers (a post interrupted before its heads memory was
+// written) raises no alarm and is built on. Every expectation is read with
+// git.
+
+// forgeNextEntry appends to ref (test-writer's spine or audit mirror) with
+// plain git the writer's next entry in every way but its signature (and,
+// in the audit mirror, its HMAC, whose key only the writer has): its seq
+// and prev chained to the head entry, its committer the writer. It
+// returns the new commit, unsigned.
+func forgeNextEntry(f *fixture, ref string) string {
+	f.t.Helper()
+	honest := rev(f, ref)
+	_, msg, _ := strings.Cut(f.git("cat-file", "commit", honest), "\n\n")
+	rec, err := record.RecordFromMessage([]byte(msg))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var b []byte
+	if strings.Contains(ref, "/audit/") {
+		a, err := record.ParseAuditEntry(rec)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		next := a
+		next.Seq, next.PrevHMAC, next.HMAC = a.Seq+1, a.HMAC, strings.Repeat("ab", 32)
+		next.Event, next.Details = "artifact.posted", []byte(`{"forged":true}`)
+		b = next.Bytes()
+	} else {
+		e, err := record.ParseSpineEntry(rec)
+		if err != nil || e.Artifact == nil {
+			f.t.Fatalf("the spine head is no artifact entry: %v", err)
+		}
+		next := *e.Artifact
+		next.Seq, next.Prev, next.Version = e.Header.Seq+1, e.Hash, e.Artifact.Version+1
+		b = record.MustCanonical(next)
+	}
+	return strings.TrimSpace(f.git2(string(record.Message("forged", b)), "-c", "user.name=test-writer", "-c", "user.email=test-writer@bernstein",
+		"commit-tree", rev(f, honest+"^{tree}"), "-p", honest, "-F", "-"))
+}
+
+// ownChainFixture posts one version of OC-1/k; it returns the fixture and
+// the claim token.
+func ownChainFixture(t *testing.T) (*fixture, string) {
+	f := newFixture(t)
+	s := f.open()
+	tok := f.claimed(s, "OC-1", "agent")
+	f.post(s, "OC-1", "k", "agent", tok, report("one"))
+	s.Close()
+	return f, tok
+}
+
+// postCLI posts a version of OC-1/key and returns stderr.
+func postCLI(f *fixture, tok, key string) string {
+	f.t.Helper()
+	out, errOut, code := f.cli("", "artifact", "post", "OC-1", key, "--type", "report", "--body", "# "+key,
+		"--agent", "agent", "--claim-token", tok)
+	if code != 0 {
+		f.t.Fatalf("post %s: exit %d\n%s%s", key, code, out, errOut)
+	}
+	return errOut
+}
+
+func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
+	for _, kind := range []string{"spine", "audit"} {
+		for _, signer := range []string{"unsigned", "other key"} {
+			t.Run(kind+"/"+strings.ReplaceAll(signer, " ", "_"), func(t *testing.T) {
+				f, tok := ownChainFixture(t)
+				ref := refs.Prefix + kind + "/test-writer"
+				honest := rev(f, ref)
+				forged := forgeNextEntry(f, ref)
+				if signer == "other key" {
+					forged = f.signedByOther(forged)
+				}
+				f.git("update-ref", ref, forged, honest)
+
+				errOut := postCLI(f, tok, "two")
+				if !strings.Contains(errOut, "warning: "+ref) || !strings.Contains(errOut, "tampered") || !strings.Contains(errOut, forged) {
+					t.Errorf("stderr %q: want a warning that %s (at %s) was tampered with", errOut, ref, forged)
+				}
+				head := rev(f, ref)
+				if head == honest || !f.isAncestor(honest, head) {
+					t.Fatalf("%s is at %s, which does not extend the writer's head %s", ref, head, honest)
+				}
+				if f.isAncestor(forged, head) {
+					t.Fatalf("%s at %s still holds the forged %s", ref, head, forged)
+				}
+				if kind == "spine" {
+					// One post, one spine entry, on the writer's own head.
+					if p := rev(f, ref+"^"); p != honest {
+						t.Fatalf("the new spine entry's parent is %s, want %s", p, honest)
+					}
+				}
+				for _, args := range [][]string{{"audit", "verify"}, {"task", "show", "OC-1"}, {"artifact", "show", "OC-1", "two"}, {"task", "list", "--strict"}} {
+					out, errOut, code := f.cli("", args...)
+					if code != 0 || strings.Contains(strings.ReplaceAll(out+errOut, " 0 tampered", ""), "tamper") || args[0] == "audit" && !strings.Contains(out, "everything holds") {
+						t.Errorf("%v after the post: exit %d\n%s%s", args, code, out, errOut)
+					}
+				}
+				// The next post finds the chain its writer's own.
+				if errOut := postCLI(f, tok, "three"); strings.Contains(errOut, "warning") {
+					t.Fatalf("the post after the recovery warns: %q", errOut)
+				}
+				if p := rev(f, ref+"~1"); kind == "spine" && p != head {
+					t.Fatalf("the spine entry after the recovery sits on %s, want %s", p, head)
+				}
+			})
+		}
+	}
+}
+
+// TestOwnChainAfterInterruptedPost: a post that moved the refs and stopped
+// before its heads memory was written (the memory is put back as it was
+// before that post) leaves the writer's own signed entries past the heads
+// it remembers: the next post builds on them, with no word of tampering.
+func TestOwnChainAfterInterruptedPost(t *testing.T) {
+	f, tok := ownChainFixture(t)
+	path := f.headsFile()
+	memory, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	postCLI(f, tok, "two")
+	spine, audit := rev(f, refs.Spine("test-writer")), rev(f, refs.Audit("test-writer"))
+	if err := os.WriteFile(path, memory, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); strings.Contains(string(b), spine) || strings.Contains(string(b), audit) ||
+		!strings.Contains(string(b), "spine/test-writer") || !strings.Contains(string(b), "audit/test-writer") {
+		t.Fatalf("the heads memory does not stand before the second post:\n%s", b)
+	}
+	if errOut := postCLI(f, tok, "three"); strings.Contains(errOut, "warning") || strings.Contains(errOut, "tamper") {
+		t.Fatalf("a false alarm after an interrupted post: %q", errOut)
+	}
+	if p := rev(f, refs.Spine("test-writer")+"^"); p != spine {
+		t.Fatalf("the spine entry's parent is %s, want the interrupted post's %s", p, spine)
+	}
+	if !f.isAncestor(audit, rev(f, refs.Audit("test-writer"))) {
+		t.Fatalf("the audit mirror does not extend the interrupted post's %s", audit)
+	}
+	if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+}
