@@ -4,6 +4,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/keys"
 
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
@@ -27,11 +31,29 @@ import (
 // returns the new commit, unsigned.
 func forgeNextEntry(f *fixture, ref string) string {
 	f.t.Helper()
+	return forgeEntry(f, ref, nil, "")
+}
+
+// forgeEntry writes the commit forgeNextEntry writes, with what change
+// names wrong ("seq": a seq skipped, "prev": a prev that does not link,
+// "writer": another writer's name, "hmac": an HMAC that is not the
+// writer's), signed by id when id is not nil (with its HMAC, but for
+// "hmac").
+func forgeEntry(f *fixture, ref string, id *keys.Identity, change string) string {
+	f.t.Helper()
 	honest := rev(f, ref)
 	_, msg, _ := strings.Cut(f.git("cat-file", "commit", honest), "\n\n")
 	rec, err := record.RecordFromMessage([]byte(msg))
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	seq := int64(1)
+	if change == "seq" {
+		seq = 2
+	}
+	writer := "test-writer"
+	if change == "writer" {
+		writer = "mallory"
 	}
 	var b []byte
 	if strings.Contains(ref, "/audit/") {
@@ -40,8 +62,15 @@ func forgeNextEntry(f *fixture, ref string) string {
 			f.t.Fatal(err)
 		}
 		next := a
-		next.Seq, next.PrevHMAC, next.HMAC = a.Seq+1, a.HMAC, strings.Repeat("ab", 32)
+		next.Writer, next.Seq, next.PrevHMAC = writer, a.Seq+seq, a.HMAC
+		if change == "prev" {
+			next.PrevHMAC = strings.Repeat("cd", 32)
+		}
 		next.Event, next.Details = "artifact.posted", []byte(`{"forged":true}`)
+		next.HMAC = strings.Repeat("ab", 32)
+		if id != nil && change != "hmac" {
+			next.HMAC = id.MAC(next.MACBytes())
+		}
 		b = next.Bytes()
 	} else {
 		e, err := record.ParseSpineEntry(rec)
@@ -49,11 +78,21 @@ func forgeNextEntry(f *fixture, ref string) string {
 			f.t.Fatalf("the spine head is no artifact entry: %v", err)
 		}
 		next := *e.Artifact
-		next.Seq, next.Prev, next.Version = e.Header.Seq+1, e.Hash, e.Artifact.Version+1
+		next.Writer, next.Seq, next.Prev, next.Version = writer, e.Header.Seq+seq, e.Hash, e.Artifact.Version+1
+		if change == "prev" {
+			next.Prev = record.Sum([]byte("another entry"))
+		}
 		b = record.MustCanonical(next)
 	}
-	return strings.TrimSpace(f.git2(string(record.Message("forged", b)), "-c", "user.name=test-writer", "-c", "user.email=test-writer@bernstein",
-		"commit-tree", rev(f, honest+"^{tree}"), "-p", honest, "-F", "-"))
+	who := gitstore.Ident("test-writer", "test-writer@bernstein", time.Now().Unix())
+	cm := gitstore.Commit{Tree: mustOid(f.t, rev(f, honest+"^{tree}")), Parents: []gitstore.Oid{mustOid(f.t, honest)},
+		Author: who, Committer: who, Message: record.Message("forged", b)}
+	if id != nil {
+		if cm.Signature, err = id.SignCommit(gitstore.EncodeCommit(cm)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return strings.TrimSpace(f.git2(string(gitstore.EncodeCommit(cm)), "hash-object", "-t", "commit", "-w", "--stdin"))
 }
 
 // ownChainFixture posts one version of OC-1/k; it returns the fixture and
@@ -80,14 +119,28 @@ func postCLI(f *fixture, tok, key string) string {
 
 func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 	for _, kind := range []string{"spine", "audit"} {
-		for _, signer := range []string{"unsigned", "other key"} {
+		for _, signer := range []string{"unsigned", "other key", "own key seq", "own key prev", "own key writer", "own key hmac"} {
+			if signer == "own key hmac" && kind == "spine" {
+				continue
+			}
 			t.Run(kind+"/"+strings.ReplaceAll(signer, " ", "_"), func(t *testing.T) {
 				f, tok := ownChainFixture(t)
 				ref := refs.Prefix + kind + "/test-writer"
 				honest := rev(f, ref)
-				forged := forgeNextEntry(f, ref)
-				if signer == "other key" {
-					forged = f.signedByOther(forged)
+				var forged string
+				switch signer {
+				case "unsigned":
+					forged = forgeNextEntry(f, ref)
+				case "other key":
+					forged = f.signedByOther(forgeNextEntry(f, ref))
+				default:
+					// Signed by the writer's own key, but not its next
+					// entry: what a write of the writer's never leaves.
+					id, err := keys.Load(f.home)
+					if err != nil {
+						t.Fatal(err)
+					}
+					forged = forgeEntry(f, ref, id, strings.TrimPrefix(signer, "own key "))
 				}
 				f.git("update-ref", ref, forged, honest)
 
