@@ -119,8 +119,8 @@ func postCLI(f *fixture, tok, key string) string {
 
 func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 	for _, kind := range []string{"spine", "audit"} {
-		for _, signer := range []string{"unsigned", "other key", "own key seq", "own key prev", "own key writer", "own key hmac"} {
-			if signer == "own key hmac" && kind == "spine" {
+		for _, signer := range []string{"unsigned", "other key", "own key seq", "own key prev", "own key writer", "own key hmac", "blob", "rewound"} {
+			if (signer == "own key hmac" || signer == "rewound") && kind == "spine" {
 				continue
 			}
 			t.Run(kind+"/"+strings.ReplaceAll(signer, " ", "_"), func(t *testing.T) {
@@ -133,6 +133,13 @@ func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 					forged = forgeNextEntry(f, ref)
 				case "other key":
 					forged = f.signedByOther(forgeNextEntry(f, ref))
+				case "blob":
+					forged = f.blob("no commit")
+				case "rewound":
+					// Moved back one entry, and a forged entry on that.
+					f.git("update-ref", ref, honest+"~1", honest)
+					forged = forgeNextEntry(f, ref)
+					f.git("update-ref", ref, honest, honest+"~1")
 				default:
 					// Signed by the writer's own key, but not its next
 					// entry: what a write of the writer's never leaves.
