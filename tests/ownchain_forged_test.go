@@ -84,7 +84,11 @@ func forgeEntry(f *fixture, ref string, id *keys.Identity, change string) string
 		}
 		b = record.MustCanonical(next)
 	}
-	who := gitstore.Ident("test-writer", "test-writer@bernstein", time.Now().Unix())
+	committer := "test-writer"
+	if id != nil {
+		committer = id.Writer
+	}
+	who := gitstore.Ident(committer, committer+"@bernstein", time.Now().Unix())
 	cm := gitstore.Commit{Tree: mustOid(f.t, rev(f, honest+"^{tree}")), Parents: []gitstore.Oid{mustOid(f.t, honest)},
 		Author: who, Committer: who, Message: record.Message("forged", b)}
 	if id != nil {
@@ -119,7 +123,7 @@ func postCLI(f *fixture, tok, key string) string {
 
 func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 	for _, kind := range []string{"spine", "audit"} {
-		for _, signer := range []string{"unsigned", "other key", "own key seq", "own key prev", "own key writer", "own key hmac", "blob", "rewound"} {
+		for _, signer := range []string{"unsigned", "other key", "own key seq", "own key prev", "own key writer", "own key hmac", "blob", "rewound", "pinned writer"} {
 			if (signer == "own key hmac" || signer == "rewound") && kind == "spine" {
 				continue
 			}
@@ -135,6 +139,23 @@ func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 					forged = f.signedByOther(forgeNextEntry(f, ref))
 				case "blob":
 					forged = f.blob("no commit")
+				case "pinned writer":
+					// Signed by another writer of the repository, whose key
+					// this host pins, as that writer's commit: a signature
+					// that verifies, but not the writer's own.
+					o := f.secondHome("mallory")
+					s2 := openWith(t, o)
+					f.claimed(s2, "M-1", "agent")
+					s2.Close()
+					if _, errOut, code := f.cli("", "keys", "pin", "mallory"); code != 0 {
+						t.Fatal(errOut)
+					}
+					honest = rev(f, ref)
+					id, err := keys.Load(o.Home)
+					if err != nil {
+						t.Fatal(err)
+					}
+					forged = forgeEntry(f, ref, id, "")
 				case "rewound":
 					// Moved back one entry, and a forged entry on that.
 					f.git("update-ref", ref, honest+"~1", honest)
