@@ -240,3 +240,25 @@ func TestOwnChainAfterInterruptedPost(t *testing.T) {
 		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestPostResultNamesForgedOwnChain: the post's result carries the
+// warning of the writer's own chain it built past, and nothing when the
+// chain is the writer's.
+func TestPostResultNamesForgedOwnChain(t *testing.T) {
+	f, tok := ownChainFixture(t)
+	ref := refs.Spine("test-writer")
+	honest := rev(f, ref)
+	forged := forgeNextEntry(f, ref)
+	f.git("update-ref", ref, forged, honest)
+	s := f.open()
+	res := f.post(s, "OC-1", "two", "agent", tok, report("two"))
+	if len(res.Tampered) != 1 || !strings.HasPrefix(res.Tampered[0], ref+" (at "+forged+") was tampered with") {
+		t.Fatalf("tampered: %q, want the warning of %s at %s", res.Tampered, ref, forged)
+	}
+	if p := rev(f, ref+"^"); p != honest {
+		t.Fatalf("the new spine entry's parent is %s, want %s", p, honest)
+	}
+	if res := f.post(s, "OC-1", "three", "agent", tok, report("three")); len(res.Tampered) != 0 {
+		t.Fatalf("tampered after the recovery: %q", res.Tampered)
+	}
+}
