@@ -129,7 +129,7 @@ func rootOf(ref string) (kind, name string, ok bool) {
 func (t *Tx) checkHead(c *Chain) error {
 	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
 	own := t.ownEntryChain(c.ref)
-	if !own && !(task && c.head.IsZero()) {
+	if !own && !(task && c.head.IsZero()) || c.atRecorded && c.head == c.old {
 		return nil
 	}
 	pos := c.next - 1

@@ -19,14 +19,14 @@ import (
 // no writer.
 
 // ownEntryHead is the chain of ref (the writer's own spine or audit
-// mirror), as found at found, when found is not where the writer left it
-// and it holds what the writer cannot verify as its own: the chain's head
+// mirror), as found at found. At the head this host's writer recorded
+// (the common case: no read), it is marked so (atRecorded). Else, when
+// found holds what the writer cannot verify as its own, the chain's head
 // is the writer's last verified commit, its compare-and-swap base stays
 // found, and forged says what was found. It returns nil when ref is
-// another, the writer keeps no head of it, the ref is at that head (the
-// common case: no read), or what is there is made of the writer's own
-// commits only (an interrupted write: built on; or a chain moved back or
-// rewritten, which checkHead refuses as before).
+// another, the writer keeps no head of it, or what is there is made of
+// the writer's own commits only (an interrupted write: built on; or a
+// chain moved back or rewritten, which checkHead refuses as before).
 func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	kind := record.ChainSpine
 	switch ref {
@@ -37,7 +37,12 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		return nil
 	}
 	m, ok := t.w.heads.Recorded(ref)
-	if !ok || found == m.Commit || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
+	if ok && found == m.Commit && !found.IsZero() {
+		// Where the writer left it: checkHead, which would look the
+		// head up again, has nothing to check.
+		return &Chain{ref: ref, old: found, head: found, atRecorded: true}
+	}
+	if !ok || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
 		return nil
 	}
 	// From found back by first parents to the remembered head; stop at a

@@ -108,6 +108,9 @@ type Chain struct {
 	// forged says what the writer's own spine or audit mirror held past
 	// what it verifies as its own (ownEntryHead; "": nothing).
 	forged string
+	// atRecorded: the writer's own spine or audit mirror was found at the
+	// head this host's writer recorded (ownEntryHead).
+	atRecorded bool
 	// carry are the entries of the writer's own commits found past a
 	// forged one of its archive (ownArchiveBase): its next archive commit
 	// adds them again.
