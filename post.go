@@ -37,6 +37,11 @@ type PostResult struct {
 	JournalIndex    int64       `json:"journal_index"`
 	Writer          string      `json:"writer"`
 	Agent           string      `json:"agent"`
+	// Tampered are the warnings of the writer's own spine or audit mirror
+	// found holding what the writer could not verify as its own (commits
+	// appended with plain git): the post was built on the writer's last
+	// verified entry, over them (docs/trust.md). Empty when none.
+	Tampered []string `json:"tampered,omitempty"`
 }
 
 // RefusedError is a post refused for want of the task's claim. The refusal is
@@ -88,11 +93,18 @@ func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
 		return nil, err
 	}
 	// An empty token's hash matches no claim: every claim token is random.
-	res, err := s.w.Submit(func(t *txn.Tx) (any, error) { return taskops.PostArtifact(t, postOf(req, payload)) })
+	var forged []string
+	res, err := s.w.Submit(func(t *txn.Tx) (any, error) {
+		p, err := taskops.PostArtifact(t, postOf(req, payload))
+		forged = t.ForgedOwnChains()
+		return p, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return postResult(req, res.(*taskops.Posted)), nil
+	r := postResult(req, res.(*taskops.Posted))
+	r.Tampered = forged
+	return r, nil
 }
 
 // checkPost validates a post's input and returns its canonical payload.

@@ -74,6 +74,11 @@ func (t *Tx) readHead(ref string) (*Chain, error) {
 			// value read (docs/trust.md, A row belongs to one repository).
 			return &Chain{ref: ref, old: head, head: b.Head}, nil
 		}
+		if err == nil {
+			if c := t.ownEntryHead(ref, head); c != nil {
+				return c, nil
+			}
+		}
 		return &Chain{ref: ref, old: head, head: head}, err
 	}
 	snap, err := t.w.c.Refs.Snapshot(ref)
@@ -139,7 +144,7 @@ func rootOf(ref string) (kind, name string, ok bool) {
 func (t *Tx) checkHead(c *Chain) error {
 	task := strings.HasPrefix(c.ref, refs.JournalPrefix) || strings.HasPrefix(c.ref, refs.LedgerPrefix)
 	own := t.ownEntryChain(c.ref)
-	if !own && !(task && c.head.IsZero()) {
+	if !own && !(task && c.head.IsZero()) || c.atRecorded && c.head == c.old {
 		return nil
 	}
 	pos := c.next - 1

@@ -105,6 +105,12 @@ type Chain struct {
 	// tamper is what the writer's own archive ref held past what it
 	// verifies as its own (nil: nothing).
 	tamper *ArchiveTamper
+	// forged says what the writer's own spine or audit mirror held past
+	// what it verifies as its own (ownEntryHead; "": nothing).
+	forged string
+	// atRecorded: the writer's own spine or audit mirror was found at the
+	// head this host's writer recorded (ownEntryHead).
+	atRecorded bool
 	// carry are the entries of the writer's own commits found past a
 	// forged one of its archive (ownArchiveBase): its next archive commit
 	// adds them again.
@@ -281,6 +287,7 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		}
 		if out != refs.NotCommitted {
 			w.remember(t)
+			w.warnForged(t)
 			if err != nil {
 				// Past the commit point the write stands: what is left is
 				// finished by the next writer, and readers already see it whole.

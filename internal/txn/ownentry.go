@@ -1,0 +1,196 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/bernstein/bernstein/chain"
+	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/record"
+	"github.com/bernstein/bernstein/refs"
+	"github.com/bernstein/bernstein/verify"
+)
+
+// The writer's own spine and audit mirror are built only on a head the
+// writer verifies as its own (docs/trust.md, The writer whose own spine,
+// audit mirror or archive it is): the head its heads memory keeps, or the
+// commits past it that are the writer's (an entry of a write interrupted
+// after its refs moved and before the memory was written). What plain git
+// put past that is reported and built over, so one plain-git write blocks
+// no writer.
+
+// ownEntryHead is the chain of ref (the writer's own spine or audit
+// mirror), as found at found. At the head this host's writer recorded
+// (the common case: no read), it is marked so (atRecorded). Else, when
+// found holds what the writer cannot verify as its own, the chain's head
+// is the writer's last verified commit, its compare-and-swap base stays
+// found, and forged says what was found. It returns nil when ref is
+// another, the writer keeps no head of it, or what is there is made of
+// the writer's own commits only (an interrupted write: built on; or a
+// chain moved back or rewritten, which checkHead refuses as before).
+func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
+	kind := record.ChainSpine
+	switch ref {
+	case refs.Spine(t.id.Writer):
+	case refs.Audit(t.id.Writer):
+		kind = record.ChainAudit
+	default:
+		return nil
+	}
+	m, ok := t.w.heads.Recorded(ref)
+	if ok && found == m.Commit && !found.IsZero() {
+		// Where the writer left it: checkHead, which would look the
+		// head up again, has nothing to check.
+		return &Chain{ref: ref, old: found, head: found, atRecorded: true}
+	}
+	if !ok || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
+		return nil
+	}
+	// From found back by first parents to the remembered head; stop at a
+	// commit of the writer's own at or below the head's position (the
+	// chain was moved back or rewritten), at the root, or at what is no
+	// commit.
+	var past []chain.Commit // newest first
+	var notOwn []string     // why each is not signed by the writer ("": it is)
+	reached, foreign, why := false, false, ""
+	for id := found; ; {
+		if id == m.Commit {
+			reached = true
+			break
+		}
+		cc, err := chain.Read(t.w.c.Objects, id)
+		if cc.Payload == nil {
+			foreign, why = true, fmt.Sprintf("%s is no commit: %v", id, err)
+			break
+		}
+		sig := t.ownSigned(cc)
+		if err == nil && sig == "" {
+			if pos, ok := entryPos(kind, cc.Record); ok && pos <= m.Pos {
+				break
+			}
+		} else if !foreign {
+			foreign, why = true, sig
+			if why == "" {
+				why = err.Error()
+			}
+		}
+		past, notOwn = append(past, cc), append(notOwn, sig)
+		if len(cc.Commit.Parents) == 0 {
+			break
+		}
+		id = cc.Commit.Parents[0]
+	}
+	base := m.Commit
+	if reached {
+		// Oldest first: each must be the writer's, chained to the one
+		// before; the first that is not, and those after it, are not
+		// built on.
+		seq, link := m.Pos, m.Link
+		why = ""
+		for i := len(past) - 1; i >= 0 && why == ""; i-- {
+			cc := past[i]
+			if why = notOwn[i]; why == "" {
+				why = t.ownEntry(kind, cc, seq, link)
+			}
+			if why == "" {
+				base = cc.ID
+				seq++
+				link = entryLink(kind, cc.Record)
+			}
+		}
+		if base == found {
+			return nil // the writer's own: an interrupted write, built on
+		}
+	} else if !foreign {
+		return nil // the writer's own commits only: checkHead decides
+	}
+	return &Chain{ref: ref, old: found, head: base,
+		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s); the writer's next entry is built on %s, over it", ref, found, kind, base, why, base)}
+}
+
+// ownSigned says why cc is not signed by this writer's own key ("": it is).
+func (t *Tx) ownSigned(cc chain.Commit) string {
+	if w, _ := verify.CommitWriter(cc.Commit.Committer); w != t.id.Writer {
+		return fmt.Sprintf("commit %s names %q as its committer, not this writer", cc.ID, w)
+	}
+	if p := verify.ProveCommit(t.env.Env, cc.Commit, cc.Payload); p.State != verify.Verified {
+		return fmt.Sprintf("commit %s: %s", cc.ID, p.Reason)
+	}
+	return ""
+}
+
+// ownEntry says why cc, signed by this writer, is not its next entry of
+// its chain of kind after the entry at seq whose link is link ("": it is).
+func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) string {
+	var w, prev string
+	var at int64
+	switch kind {
+	case record.ChainAudit:
+		a, err := record.ParseAuditEntry(cc.Record)
+		if err != nil {
+			return fmt.Sprintf("commit %s: %v", cc.ID, err)
+		}
+		if a.HMAC != t.id.MAC(a.MACBytes()) {
+			return fmt.Sprintf("commit %s: its HMAC is not this writer's", cc.ID)
+		}
+		w, at, prev = a.Writer, a.Seq, a.PrevHMAC
+	default:
+		e, err := record.ParseSpineEntry(cc.Record)
+		if err != nil {
+			return fmt.Sprintf("commit %s: %v", cc.ID, err)
+		}
+		w, at, prev = e.Header.Writer, e.Header.Seq, string(e.Header.Prev)
+	}
+	switch {
+	case w != t.id.Writer:
+		return fmt.Sprintf("commit %s: its entry names writer %q", cc.ID, w)
+	case at != seq+1:
+		return fmt.Sprintf("commit %s: its entry has seq %d after seq %d", cc.ID, at, seq)
+	case prev != link:
+		return fmt.Sprintf("commit %s: its entry's prev does not link to the entry before it", cc.ID)
+	}
+	return ""
+}
+
+// entryPos is the seq an entry of kind says it has.
+func entryPos(kind string, rec []byte) (int64, bool) {
+	if kind == record.ChainAudit {
+		a, err := record.ParseAuditEntry(rec)
+		return a.Seq, err == nil
+	}
+	e, err := record.ParseSpineEntry(rec)
+	return e.Header.Seq, err == nil
+}
+
+// entryLink is what the next entry after rec links to: a spine entry's
+// hash, an audit entry's HMAC.
+func entryLink(kind string, rec []byte) string {
+	if kind == record.ChainAudit {
+		a, _ := record.ParseAuditEntry(rec)
+		return a.HMAC
+	}
+	e, _ := record.ParseSpineEntry(rec)
+	return string(e.Hash)
+}
+
+// warnForged warns of the writer's own chains a committed batch built
+// past what plain git put on them.
+func (w *Writer) warnForged(t *Tx) {
+	for _, c := range t.chains {
+		if c.forged != "" {
+			w.c.Warn("%s", c.forged)
+		}
+	}
+}
+
+// ForgedOwnChains are the warnings of the writer's own spine and audit
+// mirror found holding what the writer could not verify as its own, and
+// built past, in this transaction.
+func (t *Tx) ForgedOwnChains() []string {
+	var out []string
+	for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
+		if c := t.chains[ref]; c != nil && c.forged != "" {
+			out = append(out, c.forged)
+		}
+	}
+	return out
+}
