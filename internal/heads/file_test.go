@@ -327,3 +327,9 @@ func TestHeadsFileManyReadsReadSnapshotOnce(t *testing.T) {
 		t.Fatal("a head the rewrite dropped is still read")
 	}
 }
+
+// get is lookup made current first.
+func (h *headsFile) get(chain string) (Mark, bool) {
+	m, ok, _ := h.lookup(chain, true)
+	return m, ok
+}
