@@ -3,7 +3,6 @@ package refs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -62,20 +61,15 @@ func (r Reader) readLoose(ref string) (gitstore.Oid, error) {
 
 // readLooseFile reads the loose file at path of ref: open, read, close,
 // with no stat and no buffer beyond the stack's for a file of one object
-// id (a larger one is read whole, as before).
+// id (a larger one is read whole, as before). The file is read with plain
+// system calls, not an *os.File: opening one costs four more calls (its
+// descriptor made non-blocking and back, and refused by the poller) and a
+// finalizer, for each of the two loose refs a task has.
 func readLooseFile(path, ref string) (gitstore.Oid, error) {
-	f, err := os.Open(path)
+	var buf [128]byte
+	b, err := readFileRaw(path, buf[:0])
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallEISDIR) {
-			return gitstore.ZeroOid, errNoLoose
-		}
-		return gitstore.ZeroOid, err
-	}
-	var buf [128]byte
-	b, err := readAll(f, buf[:0])
-	f.Close()
-	if err != nil {
-		if errors.Is(err, syscallEISDIR) {
 			return gitstore.ZeroOid, errNoLoose
 		}
 		return gitstore.ZeroOid, err
@@ -102,20 +96,35 @@ func readLooseFile(path, ref string) (gitstore.Oid, error) {
 	return gitstore.LooseStandIn(b), nil
 }
 
-// readAll reads f to its end into b (grown when the file does not fit).
-func readAll(f *os.File, b []byte) ([]byte, error) {
+// readFileRaw reads the file at path to its end into b (grown when the
+// file does not fit), with the errors os.Open and Read would give.
+func readFileRaw(path string, b []byte) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		if fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
-			return b, err
+			return b, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
 	}
 }
 

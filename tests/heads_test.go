@@ -258,3 +258,45 @@ func TestAuditVerifyFindsRollbackOnlyThisHostSees(t *testing.T) {
 		t.Fatalf("audit verify of a repository rolled back whole: exit %d %v, want %s\n%s", code, got, want, errOut)
 	}
 }
+
+// TestListFindsEveryRollback: a list reads the heads this host's writer
+// left once per view (the heads file found and made current at its first
+// read); each task of the list is still checked against them, the first
+// one read and those after it.
+func TestListFindsEveryRollback(t *testing.T) {
+	f := newFixture(t)
+	s := f.open()
+	for _, id := range []string{"LA-1", "LA-2", "LA-3"} {
+		f.claimed(s, id, "agent")
+		if _, err := s.Transition(id, "task.released", "", "handed over"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	for _, id := range []string{"LA-1", "LA-3"} {
+		ledger := refs.Ledger(id)
+		f.git("update-ref", ledger, rowCommit(f, ledger, 1, 3))
+	}
+	out, errOut, code := f.cli("", "task", "list", "--output-json")
+	var doc struct {
+		Tasks []struct {
+			ID        string `json:"id"`
+			Integrity struct {
+				State  string `json:"state"`
+				Reason string `json:"reason"`
+			} `json:"integrity"`
+		} `json:"tasks"`
+	}
+	decodeJSON(t, out, &doc)
+	got := map[string]string{}
+	for _, e := range doc.Tasks {
+		got[e.ID] = e.Integrity.State
+		if e.Integrity.State == verify.Tampered && !strings.Contains(e.Integrity.Reason, "progress") {
+			t.Errorf("%s: %s", e.ID, e.Integrity.Reason)
+		}
+	}
+	want := map[string]string{"LA-1": verify.Tampered, "LA-2": verify.Verified, "LA-3": verify.Tampered}
+	if code != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("task list: exit %d, states %v, want %v\n%s", code, got, want, errOut)
+	}
+}

@@ -89,7 +89,7 @@ func taskListRun(o *taskListOptions) error {
 		if o.JSON {
 			doc := bernstein.NewTaskListDoc(tasks, readPast)
 			doc.NextCursor = next
-			err = printJSON(o.IO, doc)
+			err = printTaskList(o.IO, doc)
 		} else {
 			err = renderTaskList(o.IO, tasks)
 			if err == nil && next != "" {

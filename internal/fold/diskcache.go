@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/bernstein/bernstein/gitstore"
 	"github.com/bernstein/bernstein/internal/proof"
@@ -39,8 +42,84 @@ type journalCacheFile struct {
 // made with the same writer key.
 const cacheDomain = "bernstein journal fold cache v2\n"
 
+func (f *Folder) journalCacheDir() string {
+	return filepath.Join(f.c.GitDir, "bernstein", "cache", "journal")
+}
+
+func journalCacheName(task string) string { return refs.EscapeTask(task) + ".json" }
+
 func (f *Folder) journalCachePath(task string) string {
-	return filepath.Join(f.c.GitDir, "bernstein", "cache", "journal", refs.EscapeTask(task)+".json")
+	return filepath.Join(f.journalCacheDir(), journalCacheName(task))
+}
+
+// listCacheAfter is how many of a view's reads of the journal cache open
+// their files before the view lists the cache's directory once and opens
+// only the files it holds: most tasks have no cache file (a journal of
+// fewer than cacheMinRows rows), and a list of every task would otherwise
+// try to open one for each. A read of a few tasks opens a few.
+const listCacheAfter = 64
+
+// cacheFiles is the journal cache's files as one view found them (Derived
+// from its proof environment). A file written since the listing is not
+// used by this view's reads, which fold from the chain as they would
+// without it; one removed since fails to open, as before. Which files
+// exist chooses only which to open: a file opened is MAC-checked as any.
+type cacheFiles struct {
+	mu     sync.Mutex
+	reads  int
+	names  map[string]bool // nil until listed
+	failed bool            // the directory could not be listed: open each file
+}
+
+type cacheFilesKey struct{ f *Folder }
+
+func (f *Folder) cacheFilesOf(env *proof.Env) *cacheFiles {
+	return env.Derived(cacheFilesKey{f}, func() any { return &cacheFiles{} }).(*cacheFiles)
+}
+
+// mayHold reports whether the cache may hold name: false only when the
+// view's listing lacks it.
+func (c *cacheFiles) mayHold(dir, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil && !c.failed {
+		if c.reads++; c.reads <= listCacheAfter {
+			return true
+		}
+		c.names, c.failed = listDir(dir)
+	}
+	return c.failed || c.names[name]
+}
+
+// wrote adds name, a file this view's reads wrote, to the listing.
+func (c *cacheFiles) wrote(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names != nil {
+		c.names[name] = true
+	}
+}
+
+// listDir lists the names in dir (none when it does not exist), in the
+// directory's order; failed when it cannot be read.
+func listDir(dir string) (names map[string]bool, failed bool) {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, false
+	}
+	if err != nil {
+		return nil, true
+	}
+	defer d.Close()
+	list, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, true
+	}
+	names = make(map[string]bool, len(list))
+	for _, n := range list {
+		names[n] = true
+	}
+	return names, false
 }
 
 // cacheMACInput is what a cache file's MAC covers: its content and the
@@ -57,6 +136,9 @@ func cacheMACInput(env *proof.Env, content []byte) []byte {
 // loadJournalCache returns the cached fold of task, if there is one whose
 // MAC checks under env.
 func (f *Folder) loadJournalCache(env *proof.Env, task string) (gitstore.Oid, *Journal, bool) {
+	if !f.cacheFilesOf(env).mayHold(f.journalCacheDir(), journalCacheName(task)) {
+		return gitstore.ZeroOid, nil, false
+	}
 	b, err := os.ReadFile(f.journalCachePath(task))
 	if err != nil {
 		return gitstore.ZeroOid, nil, false
@@ -108,5 +190,7 @@ func (f *Folder) saveJournalCache(env *proof.Env, task string, head gitstore.Oid
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
+		return
 	}
+	f.cacheFilesOf(env).wrote(journalCacheName(task))
 }

@@ -224,6 +224,16 @@ func (f *Folder) Remember(version gitstore.Oid, ledgerHead gitstore.Oid, l *Ledg
 	}
 }
 
+// headsOf is the view of the heads for the reads proven under env: one
+// per view (proof.Env.Derived), so that a list of n tasks finds this
+// host's writer's heads file and makes it current once, not at each of
+// its 2n lookups.
+func (f *Folder) headsOf(env *proof.Env) *heads.View {
+	return env.Derived(headsViewKey{f}, func() any { return f.heads.View() }).(*heads.View)
+}
+
+type headsViewKey struct{ f *Folder }
+
 // JournalAt folds task's journal up to head (foldJournal) and checks it
 // against the head this host's writer left on it (internal/heads): a
 // journal rolled back behind that head has a fault where it falls short.
@@ -232,7 +242,7 @@ func (f *Folder) JournalAt(env *proof.Env, task string, head gitstore.Oid) (*Jou
 	if err != nil {
 		return nil, err
 	}
-	fault, err := f.heads.Rollback("journal", refs.Journal(task), head, st.Proof.Total-1)
+	fault, err := f.headsOf(env).Rollback("journal", refs.Journal(task), head, st.Proof.Total-1)
 	if err != nil || fault == nil {
 		return st, err
 	}
@@ -259,7 +269,7 @@ func (f *Folder) LedgerAt(env *proof.Env, task string, head gitstore.Oid) (*Ledg
 	if err != nil {
 		return nil, err
 	}
-	fault, err := f.heads.Rollback("ledger", refs.Ledger(task), head, fold.Proof.Total-1)
+	fault, err := f.headsOf(env).Rollback("ledger", refs.Ledger(task), head, fold.Proof.Total-1)
 	if err != nil || fault == nil {
 		return fold, err
 	}

@@ -252,13 +252,25 @@ func inode(fi os.FileInfo) uint64 {
 	return 0
 }
 
-// get returns the head of chain.
-func (h *headsFile) get(chain string) (Mark, bool) {
+// lookup returns the head of chain, and whether the file exists. With
+// refresh, or when the file is not open (none was found, or a rewrite
+// closed it), the view of the file is made current first.
+func (h *headsFile) lookup(chain string, refresh bool) (m Mark, ok, exists bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.refresh(); err != nil || h.f == nil {
-		return Mark{}, false
+	if refresh || h.f == nil {
+		if err := h.refresh(); err != nil {
+			return Mark{}, false, false
+		}
 	}
+	if h.f == nil {
+		return Mark{}, false, false
+	}
+	m, ok = h.getLocked(chain)
+	return m, ok, true
+}
+
+func (h *headsFile) getLocked(chain string) (Mark, bool) {
 	if h.gets++; h.gets > memAfter && h.appended == nil {
 		h.appended = map[string]*Mark{}
 		decodeLines(h.tail, h.appended)

@@ -327,3 +327,47 @@ func TestHeadsFileManyReadsReadSnapshotOnce(t *testing.T) {
 		t.Fatal("a head the rewrite dropped is still read")
 	}
 }
+
+// get is lookup made current first.
+func (h *headsFile) get(chain string) (Mark, bool) {
+	m, ok, _ := h.lookup(chain, true)
+	return m, ok
+}
+
+// A view's reads after its first make the file current no more (no stat,
+// no read of what was appended since), except when the file is not open:
+// one a rewrite closed is opened again, so a view whose file was
+// compacted under it (by a write of the same process) still reads every
+// head, and not none.
+func TestHeadsLookupWithoutRefresh(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.heads")
+	h := newHeadsFile(path, "w")
+	m1, m2, m3 := mark(1), mark(2), mark(3)
+	if err := h.write([]entry{{chain: "journal/A", mark: &m1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, exists := h.lookup("journal/A", true); !ok || !exists || got != m1 {
+		t.Fatalf("first lookup: %+v %v %v", got, ok, exists)
+	}
+	// Appended by another process: not read by a lookup without refresh.
+	other := newHeadsFile(path, "w")
+	if err := other.write([]entry{{chain: "journal/B", mark: &m2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, exists := h.lookup("journal/B", false); ok || !exists {
+		t.Fatalf("a head appended after the view's first read is read without refresh: %v %v", ok, exists)
+	}
+	if got, ok, _ := h.lookup("journal/B", true); !ok || got != m2 {
+		t.Fatalf("refreshed: %+v %v", got, ok)
+	}
+	// Rewritten and closed (as a compaction does): read again.
+	if err := h.rewrite(map[string]Mark{"journal/A": m3, "journal/B": m2}); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.closeLocked()
+	h.mu.Unlock()
+	if got, ok, exists := h.lookup("journal/A", false); !ok || !exists || got != m3 {
+		t.Fatalf("after a rewrite closed the file: %+v %v %v", got, ok, exists)
+	}
+}

@@ -141,12 +141,21 @@ func chainName(ref string) string { return strings.TrimPrefix(ref, refs.Prefix) 
 
 // read returns the head this host's writer left on ref, if any.
 func (k *Keeper) read(ref string) (Mark, bool) {
-	f := k.file()
+	return k.readIn(k.file(), true, ref)
+}
+
+// readIn is read from f (k.file()), made current first when refresh is
+// set.
+func (k *Keeper) readIn(f *headsFile, refresh bool, ref string) (Mark, bool) {
 	if f == nil {
 		return Mark{}, false
 	}
-	if m, ok := f.get(chainName(ref)); ok {
+	m, ok, exists := f.lookup(chainName(ref), refresh)
+	if ok {
 		return m, true
+	}
+	if exists {
+		return Mark{}, false
 	}
 	if _, err := os.Stat(f.path); err == nil {
 		return Mark{}, false
@@ -386,6 +395,47 @@ func FaultPhrase(what, task string, f verify.RowFault) string {
 // chain rolled back.
 func (k *Keeper) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*verify.RowFault, error) {
 	m, ok := k.read(ref)
+	return k.rollback(kind, ref, head, pos, m, ok)
+}
+
+// A View reads the heads of one read view (a snapshot of the refs and the
+// reads made from it): which file holds this host's writer's heads (named
+// by the repository's identity) is found at its first read, and the file
+// is made current (a stat, and the lines appended since read) at its first
+// read only, not at each of the view's reads of every task. The heads it
+// reads are those written before its first read, which came after the
+// view's refs were read: every head written before them.
+type View struct {
+	k *Keeper
+
+	mu        sync.Mutex
+	f         *headsFile
+	refreshed bool
+}
+
+// View is a view of the heads for one read view.
+func (k *Keeper) View() *View { return &View{k: k} }
+
+func (v *View) read(ref string) (Mark, bool) {
+	v.mu.Lock()
+	if !v.refreshed {
+		v.f = v.k.file()
+	}
+	f, refresh := v.f, !v.refreshed
+	v.refreshed = true
+	v.mu.Unlock()
+	return v.k.readIn(f, refresh, ref)
+}
+
+// Rollback is Keeper.Rollback with the heads of the view.
+func (v *View) Rollback(kind, ref string, head gitstore.Oid, pos int64) (*verify.RowFault, error) {
+	m, ok := v.read(ref)
+	return v.k.rollback(kind, ref, head, pos, m, ok)
+}
+
+// rollback is Rollback with m, the head this host's writer left on ref
+// (ok false: none).
+func (k *Keeper) rollback(kind, ref string, head gitstore.Oid, pos int64, m Mark, ok bool) (*verify.RowFault, error) {
 	if !ok || head == m.Commit {
 		return nil, nil
 	}

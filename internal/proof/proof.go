@@ -29,6 +29,28 @@ type Env struct {
 	// version are not reused under another, so a pin or unpin takes effect
 	// at once, also in a long-running server.
 	Version gitstore.Oid
+
+	derivedMu sync.Mutex
+	derived   map[any]any // Derived
+}
+
+// Derived returns what make derives for the reads proven under the
+// environment, made once and kept with it. An environment made from a
+// view lives as long as the view (Prover.Env), so what is derived here is
+// made once per view: see fold.Folder's view of the heads and of the fold
+// cache's files.
+func (e *Env) Derived(key any, make func() any) any {
+	e.derivedMu.Lock()
+	defer e.derivedMu.Unlock()
+	if v, ok := e.derived[key]; ok {
+		return v
+	}
+	if e.derived == nil {
+		e.derived = map[any]any{}
+	}
+	v := make()
+	e.derived[key] = v
+	return v
 }
 
 // Prover makes proof environments; the published keys are parsed once per
