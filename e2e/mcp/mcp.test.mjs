@@ -457,7 +457,8 @@ async function checkResources(ws, connect) {
   const { resources } = await client.listResources();
   assert.deepEqual(resources.map((r) => r.uri), ['bernstein://T-R/notes/v1'], 'only the claimed task\'s versions');
   const { resourceTemplates } = await client.listResourceTemplates();
-  assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate).sort(), ['bernstein:///{task}/{key}/latest', 'bernstein://{task}/{key}/latest']);
+  assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate).sort(), ['bernstein:///{task}/{key}/latest', 'bernstein:///{task}/{key}/v{version}',
+    'bernstein://{task}/{key}/latest', 'bernstein://{task}/{key}/v{version}']);
 
   const read = await client.readResource({ uri: 'bernstein://T-R/notes/v1' });
   const c0 = read.contents[0];
