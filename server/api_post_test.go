@@ -220,3 +220,35 @@ func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Header.Set("Authorization", "Bearer "+string(b))
 	return http.DefaultTransport.RoundTrip(req)
 }
+
+// TestAPIPostOverForgedOwnSpine: a commit appended with plain git to the
+// writer's own spine is named in the receipt's tampered (as the OpenAPI
+// description, which every response is checked against, says), and the
+// post is built past it: the spine no longer holds the forged commit.
+func TestAPIPostOverForgedOwnSpine(t *testing.T) {
+	apiTestDone(t)
+	r := newTaskRepo(t, "T-1")
+	c := newAPIClient(t, r)
+	auth := "Bearer " + r.token
+	if res, body := c.post("T-1", auth, []byte(`{"key":"notes","artifact_type":"report","body":"one"}`)); res.StatusCode != http.StatusCreated {
+		t.Fatalf("first post: %d %s", res.StatusCode, body)
+	}
+	spine := refs.Spine("test-writer")
+	head := strings.TrimSpace(r.git("rev-parse", spine))
+	forged := strings.TrimSpace(r.git("commit-tree", head+"^{tree}", "-p", head, "-m", "not the writer's"))
+	r.git("update-ref", spine, forged, head)
+	res, body := c.post("T-1", auth, []byte(`{"key":"notes","artifact_type":"report","body":"two"}`))
+	var rec bernstein.PostResult
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &rec) != nil {
+		t.Fatalf("post over a forged spine: %d %s", res.StatusCode, body)
+	}
+	if len(rec.Tampered) != 1 || !strings.Contains(rec.Tampered[0], spine) || !strings.Contains(rec.Tampered[0], forged) {
+		t.Fatalf("the receipt's tampered %q does not name %s at %s", rec.Tampered, spine, forged)
+	}
+	if strings.Contains(r.git("rev-list", spine), forged) {
+		t.Fatalf("the spine still holds the forged commit %s", forged)
+	}
+	if strings.TrimSpace(r.git("rev-parse", spine+"~1")) != head {
+		t.Fatalf("the post was not built on the writer's last entry %s", head)
+	}
+}
