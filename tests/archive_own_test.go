@@ -242,7 +242,6 @@ func TestArchiveAfterInterruptedArchive(t *testing.T) {
 // archive builds on host-a's own head, and the push sends it.
 func TestPushRestoresForgedOwnArchive(t *testing.T) {
 	_, url, root, a, _ := autoArchiveHosts(t)
-	setUp := time.Now().Unix() // NEW-1 ended before it
 	ref := refs.Archive(a.name)
 	a.ok("archive", "OLD-1")
 	honest := strings.TrimSpace(a.git("rev-parse", ref))
@@ -273,12 +272,15 @@ func TestPushRestoresForgedOwnArchive(t *testing.T) {
 
 	forged = forge(honest)
 	endAt(t, a, time.Now().Add(-30*24*time.Hour), "OLD-2", record.KindTaskCompleted)
-	// Under an age of 0 every end of host-a's is due once the clock has
-	// passed the second it was written in: NEW-1's, pending before OLD-2's.
-	for time.Now().Unix() <= setUp {
-		time.Sleep(10 * time.Millisecond)
+	// Pushed by a Store whose clock is 8 days on, every end of host-a's is
+	// due under the default 7 days: NEW-1's, pending before OLD-2's.
+	s := storeAt(t, a, time.Now().Add(8*24*time.Hour))
+	pushed, err := s.Push("origin")
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
-	res, _ = autoPush(t, a, "--archive-ended-before", "0")
+	res = *pushed
 	if len(res.LeftOut) != 0 || res.AutoArchive == nil || res.AutoArchive.Tampered == nil || res.AutoArchive.Tampered.At != forged {
 		t.Fatalf("the second push: left out %+v, automatic archive %+v", res.LeftOut, res.AutoArchive)
 	}
