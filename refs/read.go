@@ -225,28 +225,37 @@ func (r Reader) walkLoose(prefix string, fn func(string, gitstore.Oid), bad func
 // refs a walk has opened, before it reads its entries.
 var dirOpened func(dir string)
 
+// readRefDir reads the entries of a directory of loose refs, in its own
+// order; one that does not exist, or is removed while it is read (git
+// pack-refs prunes the directories it empties: getdents then fails with
+// ENOENT), holds none.
+func readRefDir(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if dirOpened != nil {
+		dirOpened(dir)
+	}
+	ents, err := f.ReadDir(-1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return ents, err
+}
+
 // walkLooseDir reads the loose refs under dir, whose ref names start with
 // name, in the directory's own order: a snapshot sorts the names once,
 // so no directory is sorted (a directory of 100,000 refs was sorted
 // for every snapshot).
 func (r Reader) walkLooseDir(dir, name string, fn func(string, gitstore.Oid), bad func(BadRef)) error {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // removed meanwhile (git pack-refs prunes empty directories)
-	}
-	if err != nil {
-		return err
-	}
-	if dirOpened != nil {
-		dirOpened(dir)
-	}
-	ents, err := f.ReadDir(-1)
-	f.Close()
+	ents, err := readRefDir(dir)
 	if errors.Is(err, syscall.ENOTDIR) {
 		return nil // a file where a directory of refs would be holds none
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // removed while it was read (git pack-refs prunes empty directories)
 	}
 	if err != nil {
 		return err
@@ -590,18 +599,7 @@ func (r Reader) EachName(prefix string, fn func(name string)) ([]BadRef, error) 
 // walkNames calls fn with name+the path below dir of every file under
 // dir but lock files (a missing dir has none).
 func walkNames(dir, name string, fn func(string)) error {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ents, err := f.ReadDir(-1)
-	f.Close()
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // removed while it was read
-	}
+	ents, err := readRefDir(dir)
 	if err != nil {
 		return err
 	}
