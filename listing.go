@@ -164,6 +164,28 @@ func (l *ListVerifier) Artifacts(task string) (*verify.TaskReport, error) {
 	return l.ver.Task(task)
 }
 
+// Entry reads task and verifies its artifacts: its entry in a list. A
+// task whose journal or ledger ref cannot be read is its UnreadableEntry;
+// a task deleted since its name was listed is left out (ok false) when
+// gone is, as on a page; any other error names the task.
+func (l *ListVerifier) Entry(task string, gone bool) (e TaskListEntry, ok bool, err error) {
+	info, err := l.v.Task(task)
+	if errors.Is(err, ErrUnknownTask) && gone {
+		return TaskListEntry{}, false, nil
+	}
+	if e, ok := UnreadableEntry(task, err); ok {
+		return e, true, nil // read past: listed as tampered
+	}
+	if err != nil {
+		return TaskListEntry{}, false, fmt.Errorf("task %s: %w", task, err)
+	}
+	rep, err := l.Artifacts(task)
+	if err != nil {
+		return TaskListEntry{}, false, fmt.Errorf("task %s: %w", task, err)
+	}
+	return TaskListEntry{TaskInfo: info, Integrity: NewTaskIntegrity(info, rep)}, true, nil
+}
+
 // TaskList lists every task with its integrity, from one snapshot of the
 // refs, sorted by id: what 'task list' and GET /api/v1/tasks show.
 func (s *Store) TaskList() ([]TaskListEntry, error) {

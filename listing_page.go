@@ -2,7 +2,6 @@ package bernstein
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -91,34 +90,52 @@ func (s *Store) TaskListPageReadPast(p Page) ([]TaskListEntry, string, []refs.Ba
 }
 
 func (s *Store) taskListPage(p Page) ([]TaskListEntry, string, *ReadView, error) {
-	if err := CheckTaskPage(p); err != nil {
-		return nil, "", nil, err
-	}
-	v, ids, next, err := s.PageView(p)
+	var out []TaskListEntry
+	next, v, err := s.eachTaskListEntry(p, func(e TaskListEntry) error {
+		out = append(out, e)
+		return nil
+	})
 	if err != nil {
 		return nil, "", nil, err
 	}
+	return out, next, v, nil
+}
+
+// EachTaskListEntry is TaskListPageReadPast one task at a time: fn is
+// called with each task of page p in order, as soon as it is read and
+// verified, and the list holds nothing of the tasks it has passed to fn (a
+// list of 100,000 tasks that writes each as it comes keeps no answers). An
+// error from fn stops the list and is returned.
+func (s *Store) EachTaskListEntry(p Page, fn func(TaskListEntry) error) (next string, readPast []refs.BadRef, err error) {
+	next, v, err := s.eachTaskListEntry(p, fn)
+	if err != nil {
+		return "", nil, err
+	}
+	return next, v.BadArchives(), nil
+}
+
+func (s *Store) eachTaskListEntry(p Page, fn func(TaskListEntry) error) (string, *ReadView, error) {
+	if err := CheckTaskPage(p); err != nil {
+		return "", nil, err
+	}
+	v, ids, next, err := s.PageView(p)
+	if err != nil {
+		return "", nil, err
+	}
 	lv := v.ListVerifier()
-	out := make([]TaskListEntry, 0, len(ids))
 	for _, id := range ids {
-		info, err := v.Task(id)
-		if errors.Is(err, ErrUnknownTask) && p.Limit > 0 {
-			continue // deleted since its name was listed
+		e, ok, err := lv.Entry(id, p.Limit > 0)
+		if err != nil {
+			return "", nil, err
 		}
-		if e, ok := UnreadableEntry(id, err); ok {
-			out = append(out, e) // read past: listed as tampered
+		if !ok {
 			continue
 		}
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
+		if err := fn(e); err != nil {
+			return "", nil, err
 		}
-		rep, err := lv.Artifacts(id)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("task %s: %w", id, err)
-		}
-		out = append(out, TaskListEntry{TaskInfo: info, Integrity: NewTaskIntegrity(info, rep)})
 	}
-	return out, next, v, nil
+	return next, v, nil
 }
 
 // PageView takes the view a page of tasks is read from, the page's task

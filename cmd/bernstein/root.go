@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
 	"github.com/bernstein/bernstein/internal/servecmd"
 	"github.com/bernstein/bernstein/ledger"
@@ -138,47 +135,4 @@ func printJSON(io *IO, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// printTaskList prints doc as printJSON does, byte for byte, one task at a
-// time: encoding/json would build the whole document and then its
-// indented copy (at 100,000 tasks, hundreds of MB held at once).
-func printTaskList(io *IO, doc bernstein.TaskListDoc) error {
-	tasks := doc.Tasks
-	if len(tasks) == 0 {
-		return printJSON(io, doc)
-	}
-	doc.Tasks = []bernstein.TaskListEntry{}
-	var frame bytes.Buffer
-	enc := json.NewEncoder(&frame)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	before, after, ok := bytes.Cut(frame.Bytes(), []byte(`"tasks": []`))
-	if !ok {
-		return fmt.Errorf("task list: no tasks field in %q", frame.Bytes())
-	}
-	w := bufio.NewWriterSize(io.Out, 64<<10)
-	w.Write(before)
-	w.WriteString(`"tasks": [`)
-	var one bytes.Buffer
-	enc = json.NewEncoder(&one)
-	enc.SetIndent("    ", "  ")
-	enc.SetEscapeHTML(false)
-	for i, t := range tasks {
-		one.Reset()
-		if err := enc.Encode(t); err != nil {
-			return err
-		}
-		if i > 0 {
-			w.WriteByte(',')
-		}
-		w.WriteString("\n    ")
-		w.Write(bytes.TrimSuffix(one.Bytes(), []byte("\n")))
-	}
-	w.WriteString("\n  ]")
-	w.Write(after)
-	return w.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bernstein/bernstein"
+	"github.com/bernstein/bernstein/internal/chunkbuf"
 	"github.com/bernstein/bernstein/refs"
 )
 
@@ -82,31 +83,24 @@ func taskListRun(o *taskListOptions) error {
 		return err
 	}
 	return withStore(o.Store, func(s *bernstein.Store) error {
-		tasks, next, readPast, err := s.TaskListPageReadPast(o.Page)
-		if err != nil {
-			return err
-		}
-		if o.JSON {
-			doc := bernstein.NewTaskListDoc(tasks, readPast)
-			doc.NextCursor = next
-			err = printTaskList(o.IO, doc)
-		} else {
-			err = renderTaskList(o.IO, tasks)
-			if err == nil && next != "" {
-				fmt.Fprintf(o.IO.Err, "note: more tasks follow: --cursor %s\n", next)
-			}
-		}
-		if err != nil {
-			return err
-		}
 		var bad []string
-		for _, e := range tasks {
+		n := 0
+		note := func(e bernstein.TaskListEntry) {
+			n++
 			if !e.Integrity.Verified() {
 				bad = append(bad, e.ID)
 				if !o.JSON {
 					fmt.Fprintf(o.IO.Err, "note: task %s is %s: %s\n", e.ID, e.Integrity.State, e.Integrity.Reason)
 				}
 			}
+		}
+		list := printTaskTable
+		if o.JSON {
+			list = printTaskListJSON
+		}
+		readPast, err := list(o, s, note)
+		if err != nil {
+			return err
 		}
 		// An archive ref that cannot be read as an archive was read past:
 		// the tasks only it holds are not listed.
@@ -117,14 +111,54 @@ func taskListRun(o *taskListOptions) error {
 			return exitCode(2, fmt.Errorf("%d archive %s read past (--strict)", len(readPast), map[bool]string{true: "ref was", false: "refs were"}[len(readPast) == 1]))
 		}
 		if o.Strict && len(bad) > 0 {
-			n := len(bad)
-			if n > 10 {
-				bad = append(bad[:10], fmt.Sprintf("and %d more", n-10))
+			nb := len(bad)
+			if nb > 10 {
+				bad = append(bad[:10], fmt.Sprintf("and %d more", nb-10))
 			}
-			return exitCode(2, fmt.Errorf("%d of %d %s not verified (--strict): %s", n, len(tasks), map[bool]string{true: "task is", false: "tasks are"}[len(tasks) == 1], strings.Join(bad, ", ")))
+			return exitCode(2, fmt.Errorf("%d of %d %s not verified (--strict): %s", nb, n, map[bool]string{true: "task is", false: "tasks are"}[n == 1], strings.Join(bad, ", ")))
 		}
 		return nil
 	})
+}
+
+// printTaskListJSON prints the list's document, written a task at a time
+// into a buffer that holds no pointers and printed whole once the list is
+// read: no entry is kept, and a list that fails prints nothing. note is
+// called with each task.
+func printTaskListJSON(o *taskListOptions, s *bernstein.Store, note func(bernstein.TaskListEntry)) ([]refs.BadRef, error) {
+	var out chunkbuf.Buffer
+	tw := bernstein.NewTaskListWriter(&out, bernstein.TaskListIndented)
+	next, past, err := s.EachTaskListEntry(o.Page, func(e bernstein.TaskListEntry) error {
+		note(e)
+		return tw.Task(e)
+	})
+	if err == nil {
+		err = tw.Close(next, past)
+	}
+	if err == nil {
+		_, err = out.WriteTo(o.IO.Out)
+	}
+	return past, err
+}
+
+// printTaskTable prints the list as a table (which needs every row to
+// size its columns), then the next page's cursor; note is called with
+// each task after the table.
+func printTaskTable(o *taskListOptions, s *bernstein.Store, note func(bernstein.TaskListEntry)) ([]refs.BadRef, error) {
+	tasks, next, past, err := s.TaskListPageReadPast(o.Page)
+	if err != nil {
+		return nil, err
+	}
+	if err := renderTaskList(o.IO, tasks); err != nil {
+		return nil, err
+	}
+	if next != "" {
+		fmt.Fprintf(o.IO.Err, "note: more tasks follow: --cursor %s\n", next)
+	}
+	for _, e := range tasks {
+		note(e)
+	}
+	return past, nil
 }
 
 // renderTaskList prints the tasks as a table.
