@@ -11,6 +11,7 @@ import (
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/artifact"
+	"github.com/bernstein/bernstein/internal/chunkbuf"
 	"github.com/bernstein/bernstein/progress"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -30,6 +31,8 @@ const APIPrefix = "/api/v1"
 type api struct {
 	s    *Server
 	memo *memo
+	// keepAnswers is listKeepsAnswers (tests lower it).
+	keepAnswers int
 }
 
 // apis holds each Server's API state (one memo per Server, however many
@@ -40,7 +43,7 @@ func (s *Server) api() *api {
 	if a, ok := apis.Load(s); ok {
 		return a.(*api)
 	}
-	a, _ := apis.LoadOrStore(s, &api{s: s, memo: newMemo()})
+	a, _ := apis.LoadOrStore(s, &api{s: s, memo: newMemo(), keepAnswers: listKeepsAnswers})
 	return a.(*api)
 }
 
@@ -150,7 +153,16 @@ const (
 	memoJournal     = "journal"
 	memoProductions = "productions"
 	memoList        = "list"
+	memoPageList    = "pagelist"
 )
+
+// listKeepsAnswers is how many tasks a list may have and still keep each
+// task's answers in the memo (for the pages of single tasks and the next
+// list). A longer list only uses the answers already kept: keeping two
+// answers for each of 100,000 tasks would push each other out of the memo
+// before any was used again, and hold hundreds of MB for the collector to
+// mark throughout the list (docs/scaling.md, "Cold lists").
+const listKeepsAnswers = 4096
 
 // taskInfo is v.Task(task), memoized.
 func (a *api) taskInfo(v *bernstein.ReadView, task string) (*bernstein.TaskInfo, error) {
@@ -166,6 +178,40 @@ func (a *api) taskInfo(v *bernstein.ReadView, task string) (*bernstein.TaskInfo,
 		return nil, err
 	}
 	return val.(*bernstein.TaskInfo), nil
+}
+
+// taskInfoKept is taskInfo, or (keep false) the answer taskInfo kept, if
+// any, else v.Task(task) not kept.
+func (a *api) taskInfoKept(v *bernstein.ReadView, task string, keep bool) (*bernstein.TaskInfo, error) {
+	if keep {
+		return a.taskInfo(v, task)
+	}
+	key, err := v.TaskKey(task)
+	if err != nil {
+		return nil, err
+	}
+	val, err := a.memo.use(memoTask+"\x00"+task, key, func() (any, error) { return v.Task(task) })
+	if err != nil {
+		return nil, err
+	}
+	return val.(*bernstein.TaskInfo), nil
+}
+
+// reportKept is reportWith, or (keep false) the answer reportWith kept, if
+// any, else check(task) not kept.
+func (a *api) reportKept(v *bernstein.ReadView, task string, check func(string) (*verify.TaskReport, error), keep bool) (*verify.TaskReport, error) {
+	if keep {
+		return a.reportWith(v, task, check)
+	}
+	key, err := v.TaskKey(task)
+	if err != nil {
+		return nil, err
+	}
+	val, err := a.memo.use(memoReport+"\x00"+task, key, func() (any, error) { return check(task) })
+	if err != nil {
+		return nil, err
+	}
+	return val.(*verify.TaskReport), nil
 }
 
 // report is v.Artifacts(task), memoized.
@@ -263,14 +309,62 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	tasks, err := a.listEntries(v, ids, p, asOf)
+	list, err := a.listBody(v, ids, p, asOf)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	doc := bernstein.NewTaskListDoc(tasks, v.BadArchives())
-	doc.NextCursor = next
-	writeJSON(w, http.StatusOK, doc)
+	var body chunkbuf.Buffer
+	if err := bernstein.WriteTaskList(&body, bernstein.TaskListCompact, list.n, &list.elems, next, v.BadArchives()); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body.Write([]byte("\n"))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.FormatInt(body.Len(), 10))
+	w.WriteHeader(http.StatusOK)
+	body.WriteTo(w)
+}
+
+// listAnswer is a list's tasks as GET /api/v1/tasks serves them: n
+// entries, encoded (compact, each as json.Marshal writes it, separated by
+// commas) into memory that holds no pointers.
+type listAnswer struct {
+	elems chunkbuf.Buffer
+	n     int
+}
+
+// listBody is the list of the tasks ids of the view, encoded, kept as one
+// answer for the page p under the view's ListKey of its ids, as
+// listEntries keeps a list's entries. Each task is encoded as it is read,
+// so the list holds its encoding and not its tasks' answers; the tasks'
+// answers are kept in the memo only while the list has at most
+// listKeepsAnswers tasks.
+func (a *api) listBody(v *bernstein.ReadView, ids []string, p bernstein.Page, asOf time.Time) (*listAnswer, error) {
+	key, err := v.ListKey(ids)
+	if err != nil {
+		return nil, err
+	}
+	name := memoList + "\x00" + p.Cursor + "\x00" + strconv.Itoa(p.Limit)
+	val, err := a.memo.getAsOf(name, key, asOf, func() (any, int64, error) {
+		l := &listAnswer{}
+		tw := bernstein.NewTaskListElements(&l.elems, bernstein.TaskListCompact)
+		err := a.eachEntry(v, ids, len(ids) <= a.keepAnswers, func(e bernstein.TaskListEntry) error {
+			l.n++
+			return tw.Task(e)
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		return l, 1024 + l.elems.Len(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*listAnswer), nil
 }
 
 // taskList is every task of the view with its integrity (listEntries; the
@@ -299,7 +393,7 @@ func (a *api) listEntries(v *bernstein.ReadView, ids []string, p bernstein.Page,
 	if err != nil {
 		return nil, err
 	}
-	name := memoList + "\x00" + p.Cursor + "\x00" + strconv.Itoa(p.Limit)
+	name := memoPageList + "\x00" + p.Cursor + "\x00" + strconv.Itoa(p.Limit)
 	val, err := a.memo.getAsOf(name, key, asOf, func() (any, int64, error) {
 		tasks, err := a.taskEntries(v, ids)
 		if err != nil {
@@ -328,27 +422,45 @@ func listSize(tasks []bernstein.TaskListEntry) int64 {
 // tasks whose refs moved (against one spine index), and nothing for the
 // others. A task of a page deleted since its name was listed is left out.
 func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.TaskListEntry, error) {
-	lv := v.ListVerifier()
 	tasks := make([]bernstein.TaskListEntry, 0, len(ids))
+	err := a.eachEntry(v, ids, len(ids) <= a.keepAnswers, func(e bernstein.TaskListEntry) error {
+		tasks = append(tasks, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// eachEntry calls fn with each task of ids and its integrity, in order,
+// through the memo (keep: each answer computed is kept; else only answers
+// already kept are used).
+func (a *api) eachEntry(v *bernstein.ReadView, ids []string, keep bool, fn func(bernstein.TaskListEntry) error) error {
+	lv := v.ListVerifier()
 	for _, id := range ids {
-		info, err := a.taskInfo(v, id)
+		info, err := a.taskInfoKept(v, id, keep)
 		if errors.Is(err, bernstein.ErrUnknownTask) {
 			continue
 		}
 		if e, ok := bernstein.UnreadableEntry(id, err); ok {
-			tasks = append(tasks, e) // read past: listed as tampered
+			if err := fn(e); err != nil { // read past: listed as tampered
+				return err
+			}
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
+			return fmt.Errorf("task %s: %w", id, err)
 		}
-		rep, err := a.reportWith(v, id, lv.Artifacts)
+		rep, err := a.reportKept(v, id, lv.Artifacts, keep)
 		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
+			return fmt.Errorf("task %s: %w", id, err)
 		}
-		tasks = append(tasks, bernstein.TaskListEntry{TaskInfo: info, Integrity: bernstein.NewTaskIntegrity(info, rep)})
+		if err := fn(bernstein.TaskListEntry{TaskInfo: info, Integrity: bernstein.NewTaskIntegrity(info, rep)}); err != nil {
+			return err
+		}
 	}
-	return tasks, nil
+	return nil
 }
 
 // TaskDetail is the document of GET /api/v1/tasks/{id}: the task as 'task

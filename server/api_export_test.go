@@ -8,3 +8,7 @@ func (s *Server) APIComputations(name, task string) int {
 	}
 	return s.api().memo.computations(name)
 }
+
+// SetListKeepsAnswers sets how many tasks a list may have and still keep
+// its tasks' answers (listKeepsAnswers).
+func (s *Server) SetListKeepsAnswers(n int) { s.api().keepAnswers = n }

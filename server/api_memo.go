@@ -118,6 +118,29 @@ func (m *memo) getAsOf(name, key string, asOf time.Time, compute func() (any, in
 	return val, err
 }
 
+// use returns the answer named name as computed at key when one is kept
+// complete and fresh (as get would use it now), else compute's, which it
+// counts and does not keep: it waits for no other computation.
+func (m *memo) use(name, key string, compute func() (any, error)) (any, error) {
+	asOf := m.now()
+	m.mu.Lock()
+	if el, ok := m.entries[name]; ok {
+		e := el.Value.(*memoEntry)
+		select {
+		case <-e.done:
+			if e.key == key && e.err == nil && asOf.Sub(e.at) < m.maxAge {
+				m.order.MoveToFront(el)
+				m.mu.Unlock()
+				return e.val, nil
+			}
+		default:
+		}
+	}
+	m.computed[name]++
+	m.mu.Unlock()
+	return compute()
+}
+
 // fresh reports whether e may be used by a request as of asOf: still
 // being computed (the reader waits for it), or complete less than maxAge
 // before asOf; m.mu is held.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -640,5 +641,61 @@ func TestAPIPages(t *testing.T) {
 	for _, q := range []string{"limit=0", "limit=1001", "cursor=", "cursor=T-2", "cursor=bernstein://..%2Fx/k", "cursor=bernstein://T-2/"} {
 		field, _, _ := strings.Cut(q, "=")
 		c.wantError("/artifacts?"+q, 400, field)
+	}
+}
+
+// TestAPILongListKeepsNoAnswers: a list longer than the bound of tasks
+// whose answers a list keeps uses the answers already kept and keeps none
+// of its own, and serves the document the CLI prints (encoded a task at a
+// time). A list within the bound keeps them (TestAPIMemo).
+func TestAPILongListKeepsNoAnswers(t *testing.T) {
+	apiTestDone(t)
+	r := newTaskRepo(t, "T-1")
+	r.post("summary", "one <b>&</b>")
+	r.cli("task", "create", "T-2", "--title", "two \u2028 <i>")
+	c := newAPIClient(t, r)
+	c.srv.SetListKeepsAnswers(1)
+	computed := func(name, task string) int { return c.srv.APIComputations(name, task) }
+
+	var list bernstein.TaskListDoc
+	c.get("/tasks", 200, &list)
+	var cli bernstein.TaskListDoc
+	r.cliJSON(&cli, "task", "list", "--output-json")
+	sameDoc(t, "task list", list, cli)
+	if len(list.Tasks) != 2 || computed("report", "T-1") != 1 || computed("report", "T-2") != 1 {
+		t.Fatalf("a list of 2: %d tasks, T-1 verified %d times, T-2 %d times", len(list.Tasks), computed("report", "T-1"), computed("report", "T-2"))
+	}
+	// The list kept no answer of T-1: reading it verifies it again, and
+	// keeps that answer.
+	c.get("/tasks/T-1", 200, nil)
+	if n := computed("report", "T-1"); n != 2 {
+		t.Fatalf("T-1 read after the list: verified %d times in all, want 2 (the list kept nothing)", n)
+	}
+	// A page of the same tasks is another list: it uses T-1's kept answer
+	// and verifies T-2 again.
+	var page bernstein.TaskListDoc
+	c.get("/tasks?limit=2", 200, &page)
+	if len(page.Tasks) != 2 || computed("report", "T-1") != 2 || computed("report", "T-2") != 2 {
+		t.Fatalf("a page of 2: %d tasks, T-1 verified %d times (want 2), T-2 %d times (want 2)", len(page.Tasks), computed("report", "T-1"), computed("report", "T-2"))
+	}
+	// The document is json.Marshal's of the list, byte for byte.
+	res, err := http.Get(c.base + server.APIPrefix + "/tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(body) != string(want)+"\n" {
+		t.Fatalf("GET /api/v1/tasks:\n%s\njson.Marshal of the document:\n%s", body, want)
+	}
+	if res.Header.Get("Content-Type") != "application/json" || res.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
+		t.Fatalf("headers: %v", res.Header)
 	}
 }
