@@ -103,8 +103,23 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	} else if !foreign {
 		return nil // the writer's own commits only: checkHead decides
 	}
-	return &Chain{ref: ref, old: found, head: base,
-		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s); the writer's next entry is built on %s, over it", ref, found, kind, base, why, base)}
+	return &Chain{ref: ref, old: found, head: base, forgedBase: base,
+		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s)", ref, found, kind, base, why)}
+}
+
+// forgedWarning is the warning of c, the writer's own spine or audit
+// mirror found forged ("": it was not): what was found, and what the
+// transaction does over it, an entry built on the writer's last verified
+// head or, with nothing appended, the ref moved back there
+// (RestoreOwnChains).
+func (c *Chain) forgedWarning() string {
+	switch {
+	case c.forged == "":
+		return ""
+	case c.head == c.forgedBase && c.dirty:
+		return fmt.Sprintf("%s; it is moved back there", c.forged)
+	}
+	return fmt.Sprintf("%s; the writer's next entry is built on %s, over it", c.forged, c.forgedBase)
 }
 
 // ownSigned says why cc is not signed by this writer's own key ("": it is).
@@ -177,7 +192,7 @@ func entryLink(kind string, rec []byte) string {
 func (w *Writer) warnForged(t *Tx) {
 	for _, c := range t.chains {
 		if c.forged != "" {
-			w.c.Warn("%s", c.forged)
+			w.c.Warn("%s", c.forgedWarning())
 		}
 	}
 }
@@ -189,8 +204,59 @@ func (t *Tx) ForgedOwnChains() []string {
 	var out []string
 	for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
 		if c := t.chains[ref]; c != nil && c.forged != "" {
-			out = append(out, c.forged)
+			out = append(out, c.forgedWarning())
 		}
 	}
 	return out
+}
+
+// RestoreOwnChains moves the writer's own spine and audit mirror back to
+// the heads it verifies as its own when plain git put on them what it
+// cannot verify (ownEntryHead), as a post would build over them, but with
+// nothing appended: each ref is compared and swapped over the value found,
+// and the committed batch warns of it. A push runs it first, so that it
+// sends (and a witness checkpoint covers) the writer's chains, never the
+// forged values. It returns the warnings (none: both chains are the
+// writer's, or commits of its own past the head it recorded, which an
+// interrupted write leaves and the push sends as they are). The common
+// case, each ref at the head recorded, costs two ref reads and no
+// transaction.
+func (w *Writer) RestoreOwnChains() ([]string, error) {
+	id, err := w.c.Identity()
+	if err != nil || id == nil {
+		return nil, nil // no writer here: no chain of its own
+	}
+	moved := false
+	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer)} {
+		found, err := w.c.Refs.ReadOptional(ref)
+		if err != nil {
+			return nil, err
+		}
+		// A loose file of no object id goes at the recorded head already
+		// (OwnHead); with no head recorded, the ref is taken as it stands.
+		if m, ok := w.heads.Recorded(ref); ok && found != m.Commit && !found.IsLooseStandIn() && !found.IsZero() {
+			moved = true
+		}
+	}
+	if !moved {
+		return nil, nil
+	}
+	out, err := w.Submit(func(t *Tx) (any, error) {
+		var out []string
+		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
+			c, err := t.entryChain(ref, ref == refs.Audit(t.id.Writer))
+			if err != nil {
+				return nil, err
+			}
+			if c.forged != "" {
+				c.dirty = true
+				out = append(out, c.forgedWarning())
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.([]string), nil
 }
