@@ -28,11 +28,13 @@ import (
 // the writer's own commits only (an interrupted write: built on; or a
 // chain moved back or rewritten, which checkHead refuses as before).
 func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
-	kind := record.ChainSpine
+	kind, read := record.ChainSpine, chain.Read
 	switch ref {
 	case refs.Spine(t.id.Writer):
 	case refs.Audit(t.id.Writer):
 		kind = record.ChainAudit
+	case refs.Anchors(t.id.Writer):
+		kind, read = chainAnchors, chain.ReadAnchor
 	default:
 		return nil
 	}
@@ -41,6 +43,23 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		// Where the writer left it: checkHead, which would look the
 		// head up again, has nothing to check.
 		return &Chain{ref: ref, old: found, head: found, atRecorded: true}
+	}
+	if kind == chainAnchors && !found.IsZero() && (!ok || m.Commit.IsZero()) {
+		// No anchor recorded (another BERNSTEIN_HOME, audit accept):
+		// what cannot be read as an anchor at all (a blob, an object
+		// the repository does not have, a commit of no anchor record)
+		// keeps nothing the writer anchored reachable, and the
+		// writer's anchors start anew over it; an anchor is taken as
+		// it stands, as the spine's head is.
+		cc, err := read(t.w.c.Objects, found)
+		if err == nil {
+			_, err = record.ParseAnchor(cc.Record)
+		}
+		if err != nil {
+			return &Chain{ref: ref, old: found, forgedBase: gitstore.ZeroOid,
+				forged: fmt.Sprintf("%s (at %s) was tampered with: it cannot be read as an anchor (%v), and this writer recorded no anchor of its own", ref, found, err)}
+		}
+		return nil
 	}
 	if !ok || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
 		return nil
@@ -57,7 +76,7 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 			reached = true
 			break
 		}
-		cc, err := chain.Read(t.w.c.Objects, id)
+		cc, err := read(t.w.c.Objects, id)
 		if cc.Payload == nil {
 			foreign, why = true, fmt.Sprintf("%s is no commit: %v", id, err)
 			break
@@ -118,9 +137,15 @@ func (c *Chain) forgedWarning() string {
 		return ""
 	case c.head == c.forgedBase && c.dirty:
 		return fmt.Sprintf("%s; it is moved back there", c.forged)
+	case c.forgedBase.IsZero():
+		return fmt.Sprintf("%s; the writer's chain starts anew, over it", c.forged)
 	}
 	return fmt.Sprintf("%s; the writer's next entry is built on %s, over it", c.forged, c.forgedBase)
 }
+
+// chainAnchors names the writer's anchors chain in ownEntryHead's
+// warnings.
+const chainAnchors = "anchors"
 
 // ownSigned says why cc is not signed by this writer's own key ("": it is).
 func (t *Tx) ownSigned(cc chain.Commit) string {
@@ -139,6 +164,14 @@ func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) stri
 	var w, prev string
 	var at int64
 	switch kind {
+	case chainAnchors:
+		// An anchor links to the one before by its first parent, which
+		// the walk follows.
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return fmt.Sprintf("commit %s: %v", cc.ID, err)
+		}
+		w, at, prev = a.Writer, a.Seq, link
 	case record.ChainAudit:
 		a, err := record.ParseAuditEntry(cc.Record)
 		if err != nil {
@@ -168,6 +201,10 @@ func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) stri
 
 // entryPos is the seq an entry of kind says it has.
 func entryPos(kind string, rec []byte) (int64, bool) {
+	if kind == chainAnchors {
+		a, err := record.ParseAnchor(rec)
+		return a.Seq, err == nil
+	}
 	if kind == record.ChainAudit {
 		a, err := record.ParseAuditEntry(rec)
 		return a.Seq, err == nil
@@ -179,6 +216,9 @@ func entryPos(kind string, rec []byte) (int64, bool) {
 // entryLink is what the next entry after rec links to: a spine entry's
 // hash, an audit entry's HMAC.
 func entryLink(kind string, rec []byte) string {
+	if kind == chainAnchors {
+		return "-" // an anchor links by its first parent alone
+	}
 	if kind == record.ChainAudit {
 		a, _ := record.ParseAuditEntry(rec)
 		return a.HMAC
@@ -210,8 +250,8 @@ func (t *Tx) ForgedOwnChains() []string {
 	return out
 }
 
-// RestoreOwnChains moves the writer's own spine and audit mirror back to
-// the heads it verifies as its own when plain git put on them what it
+// RestoreOwnChains moves the writer's own spine, audit mirror and anchors
+// back to the heads it verifies as its own when plain git put on them what it
 // cannot verify (ownEntryHead), as a post would build over them, but with
 // nothing appended: each ref is compared and swapped over the value found,
 // and the committed batch warns of it. A push runs it first, so that it
@@ -227,7 +267,7 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 		return nil, nil // no writer here: no chain of its own
 	}
 	moved := false
-	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer)} {
+	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer), refs.Anchors(id.Writer)} {
 		found, err := w.c.Refs.ReadOptional(ref)
 		if err != nil {
 			return nil, err
@@ -243,12 +283,18 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 	}
 	out, err := w.Submit(func(t *Tx) (any, error) {
 		var out []string
-		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
-			c, err := t.entryChain(ref, ref == refs.Audit(t.id.Writer))
+		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer), refs.Anchors(t.id.Writer)} {
+			var c *Chain
+			var err error
+			if ref == refs.Anchors(t.id.Writer) {
+				c, err = t.anchorsChain()
+			} else {
+				c, err = t.entryChain(ref, ref == refs.Audit(t.id.Writer))
+			}
 			if err != nil {
 				return nil, err
 			}
-			if c.forged != "" {
+			if c.forged != "" && !c.forgedBase.IsZero() {
 				c.dirty = true
 				out = append(out, c.forgedWarning())
 			}
