@@ -141,3 +141,36 @@ func TestPushAfterInterruptedPost(t *testing.T) {
 		}
 	}
 }
+
+// TestPushOverRolledBackOwnChain: the writer's own spine or audit mirror
+// moved back with plain git to a commit of its own is a rollback
+// (docs/trust.md, Rollbacks), not a forgery push moves back over: push
+// goes on as it did, saying nothing of tampering, and the next post
+// refuses the chain.
+func TestPushOverRolledBackOwnChain(t *testing.T) {
+	for _, kind := range []string{"spine", "audit"} {
+		t.Run(kind, func(t *testing.T) {
+			f, tok := ownChainFixture(t)
+			postCLI(f, tok, "two")
+			bare := bareOrigin(t, f)
+			ref := refs.Prefix + kind + "/test-writer"
+			honest := rev(f, ref)
+			f.git("update-ref", ref, honest+"~1", honest)
+			back := rev(f, ref)
+			out, errOut, code := f.cli("", "push", "origin")
+			if code != 0 || strings.Contains(errOut, "tamper") {
+				t.Fatalf("push over a rolled-back %s: exit %d\n%s%s", ref, code, out, errOut)
+			}
+			if got := rev(f, ref); got != back {
+				t.Fatalf("%s moved to %s here, want it left at %s", ref, got, back)
+			}
+			if got := strings.TrimSpace(gitRun(t, bare, "rev-parse", ref)); got != back {
+				t.Fatalf("the remote's %s is at %s, want %s", ref, got, back)
+			}
+			if _, errOut, code := f.cli("", "artifact", "post", "OC-1", "three", "--type", "report", "--body", "# three",
+				"--agent", "agent", "--claim-token", tok); code == 0 || !strings.Contains(errOut, "rolled back") {
+				t.Fatalf("the post after: exit %d %q, want the rollback refused", code, errOut)
+			}
+		})
+	}
+}

@@ -1,10 +1,12 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
@@ -290,6 +292,12 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 				c, err = t.anchorsChain()
 			} else {
 				c, err = t.entryChain(ref, ref == refs.Audit(t.id.Writer))
+			}
+			if errors.Is(err, fold.ErrUnproven) {
+				// Moved back or rewritten to commits of the writer's own
+				// (Rollbacks): no forgery to move back over; the push
+				// plans it as before, and the next write refuses it.
+				continue
 			}
 			if err != nil {
 				return nil, err
