@@ -12,23 +12,25 @@ import (
 	"github.com/bernstein/bernstein/verify"
 )
 
-// The writer's own spine and audit mirror are built only on a head the
-// writer verifies as its own (docs/trust.md, The writer whose own spine,
-// audit mirror or archive it is): the head its heads memory keeps, or the
-// commits past it that are the writer's (an entry of a write interrupted
-// after its refs moved and before the memory was written). What plain git
-// put past that is reported and built over, so one plain-git write blocks
-// no writer.
+// The writer's own spine, audit mirror and anchors are built only on a
+// head the writer verifies as its own (docs/trust.md, Entries appended to
+// the writer's own spine or audit mirror; The writer's own anchors ref):
+// the head its heads memory keeps, or the commits past it that are the
+// writer's (an entry of a write interrupted after its refs moved and
+// before the memory was written). What plain git put past that is
+// reported and built over, so one plain-git write blocks no writer.
 
-// ownEntryHead is the chain of ref (the writer's own spine or audit
-// mirror), as found at found. At the head this host's writer recorded
+// ownEntryHead is the chain of ref (the writer's own spine, audit mirror
+// or anchors), as found at found. At the head this host's writer recorded
 // (the common case: no read), it is marked so (atRecorded). Else, when
 // found holds what the writer cannot verify as its own, the chain's head
 // is the writer's last verified commit, its compare-and-swap base stays
 // found, and forged says what was found. It returns nil when ref is
 // another, the writer keeps no head of it, or what is there is made of
 // the writer's own commits only (an interrupted write: built on; or a
-// chain moved back or rewritten, which checkHead refuses as before).
+// chain moved back or rewritten, which checkHead refuses as before). An
+// anchors ref of which no head is recorded that cannot be read as an
+// anchor at all is forged too: the writer's anchors start anew over it.
 func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	kind, read := record.ChainSpine, chain.Read
 	switch ref {
@@ -128,11 +130,11 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s)", ref, found, kind, base, why)}
 }
 
-// forgedWarning is the warning of c, the writer's own spine or audit
-// mirror found forged ("": it was not): what was found, and what the
-// transaction does over it, an entry built on the writer's last verified
-// head or, with nothing appended, the ref moved back there
-// (RestoreOwnChains).
+// forgedWarning is the warning of c, the writer's own spine, audit
+// mirror or anchors found forged ("": it was not): what was found, and
+// what the transaction does over it: an entry built on the writer's last
+// verified head (on none: the chain starts anew) or, with nothing
+// appended, the ref moved back there (RestoreOwnChains).
 func (c *Chain) forgedWarning() string {
 	switch {
 	case c.forged == "":
@@ -258,11 +260,12 @@ func (t *Tx) ForgedOwnChains() []string {
 // nothing appended: each ref is compared and swapped over the value found,
 // and the committed batch warns of it. A push runs it first, so that it
 // sends (and a witness checkpoint covers) the writer's chains, never the
-// forged values. It returns the warnings (none: both chains are the
+// forged values. It returns the warnings (none: each chain is the
 // writer's, or commits of its own past the head it recorded, which an
-// interrupted write leaves and the push sends as they are). The common
-// case, each ref at the head recorded, costs two ref reads and no
-// transaction.
+// interrupted write leaves and the push sends as they are, or moved back
+// to commits of its own, a rollback the push plans as before). Only a
+// ref with a head recorded is moved back. The common case, each ref at
+// the head recorded, costs three ref reads and no transaction.
 func (w *Writer) RestoreOwnChains() ([]string, error) {
 	id, err := w.c.Identity()
 	if err != nil || id == nil {
