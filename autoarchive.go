@@ -134,8 +134,15 @@ func (s *Store) PushWith(name string, o PushOptions) (*PushResult, error) {
 		pol = &p
 	}
 	var auto *remote.AutoArchive
+	var restored []string
 	if !pol.Off {
 		if err := remote.Check(s.core.GitDir, name); err != nil {
+			return nil, err
+		}
+		// The automatic archive reads the writer's spine for its seals:
+		// its own, not what plain git put on it (docs/trust.md).
+		var err error
+		if restored, err = s.w.RestoreOwnChains(); err != nil {
 			return nil, err
 		}
 		auto = s.autoArchive(pol.EndedBefore)
@@ -143,6 +150,7 @@ func (s *Store) PushWith(name string, o PushOptions) (*PushResult, error) {
 	res, err := s.sync.Push(name)
 	if res != nil {
 		res.AutoArchive = auto
+		res.Tampered = append(restored, res.Tampered...)
 	}
 	return res, err
 }

@@ -167,8 +167,10 @@ func (e *BatchInputError) Unwrap() error { return e.Err }
 // first: bad input in any of them (or a batch beyond MaxBatchPosts or
 // MaxBatchBytes) writes nothing and is a *BatchInputError. Then each post
 // is posted or refused on its own, as Post would do it, seeing the posts
-// before it (two posts of one key make two versions). The error is non-nil
-// only when the write failed as a whole, and then nothing was written.
+// before it (two posts of one key make two versions). Each posted
+// receipt's Tampered names, as Post's does, the writer's own spine or audit
+// mirror the batch found forged and built past. The error is non-nil only
+// when the write failed as a whole, and then nothing was written.
 func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -195,6 +197,15 @@ func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 			outs[i].Err = err
 			if err == nil {
 				outs[i].Result = postResult(req, r.(*taskops.Posted))
+			}
+		}
+		// Every post of the batch was built on the same heads: each
+		// receipt carries the warnings of the writer's own chains the
+		// batch built past, as Post's does.
+		forged := t.ForgedOwnChains()
+		for i := range outs {
+			if outs[i].Result != nil {
+				outs[i].Result.Tampered = forged
 			}
 		}
 		return outs, nil

@@ -53,6 +53,12 @@ type PushResult struct {
 	// this writer's own spine, audit mirror and archive: not pushed, and
 	// no hold on the others (docs/trust.md, Refs that cannot be read).
 	ReadPast []refs.BadRef `json:"read_past,omitempty"`
+	// Tampered are the warnings of this writer's own spine and audit
+	// mirror found holding what it could not verify as its own (commits
+	// appended with plain git): each was moved back to the writer's last
+	// verified head, over the value found, before the push, which sent
+	// that head (docs/trust.md). Empty when none.
+	Tampered []string `json:"tampered,omitempty"`
 	// LeftOut are local refs the push did not send: an archive ref that
 	// cannot be read as its writer's archive, which the remote's guard
 	// would refuse, and with it the whole push.
@@ -195,11 +201,21 @@ func (s *Syncer) Push(remote string) (*PushResult, error) {
 	if err := s.w.Settle(); err != nil {
 		return nil, err
 	}
+	// The writer's own spine and audit mirror go, and are checkpointed,
+	// at the heads it verifies as its own, never at a value plain git
+	// put there (docs/trust.md).
+	restored, err := s.w.RestoreOwnChains()
+	if err != nil {
+		return nil, err
+	}
 	signed, err := s.signCheckpoint()
 	if err != nil {
 		return nil, err
 	}
 	res, err := s.pushRefs(remote)
+	if res != nil {
+		res.Tampered = restored
+	}
 	// A push carries only so many deletions of archived tasks' refs: the
 	// rest go in the pushes after it, each atomic too (the archive that
 	// covers them is on the remote by then).

@@ -83,7 +83,8 @@ is checked before anything is written: bad input in any line writes nothing
 and names the line and the field. Then all posts are written together, in
 order, as one durable write (one pack, one ref transaction): a crash leaves
 all of them or none. Each line gets one JSON line on stdout, in order:
-{"line": N, "status": "posted", ...the receipt...}, or {"line": N, "status":
+{"line": N, "status": "posted", ...the receipt, as --output-json prints it,
+"tampered" included...}, or {"line": N, "status":
 "refused", "task", "key", "agent", "reason", "error"} (recorded in the audit
 mirror), or {"line": N, "status": "failed", "task", "key", "error"} (nothing
 of that post written). At most 10000 posts and 64 MiB of payloads a batch.

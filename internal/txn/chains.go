@@ -342,10 +342,7 @@ func (t *Tx) entryChain(ref string, audit bool) (*Chain, error) {
 // the journal on push, fetch and clone: one commit whose first parent is
 // the previous anchor and whose other parents are those commits.
 func (t *Tx) Anchor(task string, row record.Hash, commits ...gitstore.Oid) error {
-	c, err := t.chain(refs.Anchors(t.id.Writer), nextSeq(t, chain.ReadAnchor, func(rec []byte) (int64, error) {
-		a, err := record.ParseAnchor(rec)
-		return a.Seq, err
-	}))
+	c, err := t.anchorsChain()
 	if err != nil {
 		return err
 	}
@@ -373,6 +370,15 @@ func (t *Tx) Anchor(task string, row record.Hash, commits ...gitstore.Oid) error
 	c.head, c.tree, c.dirty = o.ID, gitstore.EmptyTree, true
 	c.next++
 	return nil
+}
+
+// anchorsChain loads the writer's anchors chain: its head and the seq
+// its next anchor takes.
+func (t *Tx) anchorsChain() (*Chain, error) {
+	return t.chain(refs.Anchors(t.id.Writer), nextSeq(t, chain.ReadAnchor, func(rec []byte) (int64, error) {
+		a, err := record.ParseAnchor(rec)
+		return a.Seq, err
+	}))
 }
 
 // ident formats a commit identity for name (an agent, actor or writer).

@@ -1,38 +1,44 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
+	"github.com/bernstein/bernstein/internal/fold"
 	"github.com/bernstein/bernstein/record"
 	"github.com/bernstein/bernstein/refs"
 	"github.com/bernstein/bernstein/verify"
 )
 
-// The writer's own spine and audit mirror are built only on a head the
-// writer verifies as its own (docs/trust.md, The writer whose own spine,
-// audit mirror or archive it is): the head its heads memory keeps, or the
-// commits past it that are the writer's (an entry of a write interrupted
-// after its refs moved and before the memory was written). What plain git
-// put past that is reported and built over, so one plain-git write blocks
-// no writer.
+// The writer's own spine, audit mirror and anchors are built only on a
+// head the writer verifies as its own (docs/trust.md, Entries appended to
+// the writer's own spine or audit mirror; The writer's own anchors ref):
+// the head its heads memory keeps, or the commits past it that are the
+// writer's (an entry of a write interrupted after its refs moved and
+// before the memory was written). What plain git put past that is
+// reported and built over, so one plain-git write blocks no writer.
 
-// ownEntryHead is the chain of ref (the writer's own spine or audit
-// mirror), as found at found. At the head this host's writer recorded
+// ownEntryHead is the chain of ref (the writer's own spine, audit mirror
+// or anchors), as found at found. At the head this host's writer recorded
 // (the common case: no read), it is marked so (atRecorded). Else, when
 // found holds what the writer cannot verify as its own, the chain's head
 // is the writer's last verified commit, its compare-and-swap base stays
 // found, and forged says what was found. It returns nil when ref is
 // another, the writer keeps no head of it, or what is there is made of
 // the writer's own commits only (an interrupted write: built on; or a
-// chain moved back or rewritten, which checkHead refuses as before).
+// chain moved back or rewritten, which checkHead refuses as before). An
+// anchors ref of which no head is recorded that cannot be read as an
+// anchor at all is forged too: the writer's anchors start anew over it.
 func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
-	kind := record.ChainSpine
+	kind, read := record.ChainSpine, chain.Read
 	switch ref {
 	case refs.Spine(t.id.Writer):
 	case refs.Audit(t.id.Writer):
 		kind = record.ChainAudit
+	case refs.Anchors(t.id.Writer):
+		kind, read = chainAnchors, chain.ReadAnchor
 	default:
 		return nil
 	}
@@ -41,6 +47,23 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		// Where the writer left it: checkHead, which would look the
 		// head up again, has nothing to check.
 		return &Chain{ref: ref, old: found, head: found, atRecorded: true}
+	}
+	if kind == chainAnchors && !found.IsZero() && (!ok || m.Commit.IsZero()) {
+		// No anchor recorded (another BERNSTEIN_HOME, audit accept):
+		// what cannot be read as an anchor at all (a blob, an object
+		// the repository does not have, a commit of no anchor record)
+		// keeps nothing the writer anchored reachable, and the
+		// writer's anchors start anew over it; an anchor is taken as
+		// it stands, as the spine's head is.
+		cc, err := read(t.w.c.Objects, found)
+		if err == nil {
+			_, err = record.ParseAnchor(cc.Record)
+		}
+		if err != nil {
+			return &Chain{ref: ref, old: found, forgedBase: gitstore.ZeroOid,
+				forged: fmt.Sprintf("%s (at %s) was tampered with: it cannot be read as an anchor (%v), and this writer recorded no anchor of its own", ref, found, err)}
+		}
+		return nil
 	}
 	if !ok || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
 		return nil
@@ -57,7 +80,7 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 			reached = true
 			break
 		}
-		cc, err := chain.Read(t.w.c.Objects, id)
+		cc, err := read(t.w.c.Objects, id)
 		if cc.Payload == nil {
 			foreign, why = true, fmt.Sprintf("%s is no commit: %v", id, err)
 			break
@@ -103,9 +126,30 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	} else if !foreign {
 		return nil // the writer's own commits only: checkHead decides
 	}
-	return &Chain{ref: ref, old: found, head: base,
-		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s); the writer's next entry is built on %s, over it", ref, found, kind, base, why, base)}
+	return &Chain{ref: ref, old: found, head: base, forgedBase: base,
+		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s)", ref, found, kind, base, why)}
 }
+
+// forgedWarning is the warning of c, the writer's own spine, audit
+// mirror or anchors found forged ("": it was not): what was found, and
+// what the transaction does over it: an entry built on the writer's last
+// verified head (on none: the chain starts anew) or, with nothing
+// appended, the ref moved back there (RestoreOwnChains).
+func (c *Chain) forgedWarning() string {
+	switch {
+	case c.forged == "":
+		return ""
+	case c.head == c.forgedBase && c.dirty:
+		return fmt.Sprintf("%s; it is moved back there", c.forged)
+	case c.forgedBase.IsZero():
+		return fmt.Sprintf("%s; the writer's chain starts anew, over it", c.forged)
+	}
+	return fmt.Sprintf("%s; the writer's next entry is built on %s, over it", c.forged, c.forgedBase)
+}
+
+// chainAnchors names the writer's anchors chain in ownEntryHead's
+// warnings.
+const chainAnchors = "anchors"
 
 // ownSigned says why cc is not signed by this writer's own key ("": it is).
 func (t *Tx) ownSigned(cc chain.Commit) string {
@@ -124,6 +168,14 @@ func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) stri
 	var w, prev string
 	var at int64
 	switch kind {
+	case chainAnchors:
+		// An anchor links to the one before by its first parent, which
+		// the walk follows.
+		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return fmt.Sprintf("commit %s: %v", cc.ID, err)
+		}
+		w, at, prev = a.Writer, a.Seq, link
 	case record.ChainAudit:
 		a, err := record.ParseAuditEntry(cc.Record)
 		if err != nil {
@@ -153,6 +205,10 @@ func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) stri
 
 // entryPos is the seq an entry of kind says it has.
 func entryPos(kind string, rec []byte) (int64, bool) {
+	if kind == chainAnchors {
+		a, err := record.ParseAnchor(rec)
+		return a.Seq, err == nil
+	}
 	if kind == record.ChainAudit {
 		a, err := record.ParseAuditEntry(rec)
 		return a.Seq, err == nil
@@ -164,6 +220,9 @@ func entryPos(kind string, rec []byte) (int64, bool) {
 // entryLink is what the next entry after rec links to: a spine entry's
 // hash, an audit entry's HMAC.
 func entryLink(kind string, rec []byte) string {
+	if kind == chainAnchors {
+		return "-" // an anchor links by its first parent alone
+	}
 	if kind == record.ChainAudit {
 		a, _ := record.ParseAuditEntry(rec)
 		return a.HMAC
@@ -177,7 +236,7 @@ func entryLink(kind string, rec []byte) string {
 func (w *Writer) warnForged(t *Tx) {
 	for _, c := range t.chains {
 		if c.forged != "" {
-			w.c.Warn("%s", c.forged)
+			w.c.Warn("%s", c.forgedWarning())
 		}
 	}
 }
@@ -189,8 +248,72 @@ func (t *Tx) ForgedOwnChains() []string {
 	var out []string
 	for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
 		if c := t.chains[ref]; c != nil && c.forged != "" {
-			out = append(out, c.forged)
+			out = append(out, c.forgedWarning())
 		}
 	}
 	return out
+}
+
+// RestoreOwnChains moves the writer's own spine, audit mirror and anchors
+// back to the heads it verifies as its own when plain git put on them what it
+// cannot verify (ownEntryHead), as a post would build over them, but with
+// nothing appended: each ref is compared and swapped over the value found,
+// and the committed batch warns of it. A push runs it first, so that it
+// sends (and a witness checkpoint covers) the writer's chains, never the
+// forged values. It returns the warnings (none: each chain is the
+// writer's, or commits of its own past the head it recorded, which an
+// interrupted write leaves and the push sends as they are, or moved back
+// to commits of its own, a rollback the push plans as before). Only a
+// ref with a head recorded is moved back. The common case, each ref at
+// the head recorded, costs three ref reads and no transaction.
+func (w *Writer) RestoreOwnChains() ([]string, error) {
+	id, err := w.c.Identity()
+	if err != nil || id == nil {
+		return nil, nil // no writer here: no chain of its own
+	}
+	moved := false
+	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer), refs.Anchors(id.Writer)} {
+		found, err := w.c.Refs.ReadOptional(ref)
+		if err != nil {
+			return nil, err
+		}
+		// A loose file of no object id goes at the recorded head already
+		// (OwnHead); with no head recorded, the ref is taken as it stands.
+		if m, ok := w.heads.Recorded(ref); ok && found != m.Commit && !found.IsLooseStandIn() && !found.IsZero() {
+			moved = true
+		}
+	}
+	if !moved {
+		return nil, nil
+	}
+	out, err := w.Submit(func(t *Tx) (any, error) {
+		var out []string
+		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer), refs.Anchors(t.id.Writer)} {
+			var c *Chain
+			var err error
+			if ref == refs.Anchors(t.id.Writer) {
+				c, err = t.anchorsChain()
+			} else {
+				c, err = t.entryChain(ref, ref == refs.Audit(t.id.Writer))
+			}
+			if errors.Is(err, fold.ErrUnproven) {
+				// Moved back or rewritten to commits of the writer's own
+				// (Rollbacks): no forgery to move back over; the push
+				// plans it as before, and the next write refuses it.
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if c.forged != "" && !c.forgedBase.IsZero() {
+				c.dirty = true
+				out = append(out, c.forgedWarning())
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.([]string), nil
 }

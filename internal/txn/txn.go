@@ -108,6 +108,9 @@ type Chain struct {
 	// forged says what the writer's own spine or audit mirror held past
 	// what it verifies as its own (ownEntryHead; "": nothing).
 	forged string
+	// forgedBase is the writer's last verified head under the forged
+	// value, which the transaction builds on.
+	forgedBase gitstore.Oid
 	// atRecorded: the writer's own spine or audit mirror was found at the
 	// head this host's writer recorded (ownEntryHead).
 	atRecorded bool
