@@ -44,6 +44,7 @@ type keptIndex struct {
 	whole  []*SpineRecord            // every entry, oldest first, once read whole
 	places []keptRec                 // every record by place, once read whole
 	byTask map[string][]*SpineRecord // every record by task, once read whole
+	byHash map[[32]byte]*SpineRecord // the hash slots' records, once read whole and searched
 	// searches counts the tasks searched for (task).
 	searches int
 }
@@ -252,6 +253,9 @@ func (k *keptIndex) task(task string) []*SpineRecord {
 func (k *keptIndex) find(h [32]byte) *SpineRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.byHash != nil {
+		return k.byHash[h]
+	}
 	at := func(i int) *SpineRecord {
 		p, ok := k.u32(int64(4 * (k.n + i)))
 		if !ok {
@@ -263,6 +267,21 @@ func (k *keptIndex) find(h [32]byte) *SpineRecord {
 			return nil
 		}
 		return kr.r
+	}
+	if k.places != nil && !k.bad {
+		// Read whole: the hash slots go into a map once, each slot's
+		// record under its hash (what the search below finds), so that a
+		// list's thousands of finds cost a lookup each, not a search.
+		byHash := make(map[[32]byte]*SpineRecord, k.m)
+		for i := 0; i < k.m; i++ {
+			r := at(i)
+			if r == nil {
+				return nil
+			}
+			byHash[r.hash] = r
+		}
+		k.byHash = byHash
+		return byHash[h]
 	}
 	i := sort.Search(k.m, func(i int) bool {
 		r := at(i)
