@@ -20,7 +20,7 @@ import (
 // under refs that do not move (a disk, or someone with write access to the
 // object files) is seen within memoMaxAge of the end of the computation
 // that read it, as the CLI sees it on its next run. A list is one answer
-// made of its tasks' answers (server/api.go, listEntries): what it shows
+// made of its tasks' answers (server/api.go, listBody and listEntries): what it shows
 // was read at most memoMaxAge before its computation began, or during it.
 
 // memoMaxEntries, memoMaxBytes and memoMaxAge bound what a memo keeps (a
