@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -338,5 +339,56 @@ func TestPushArchiveToRemoteDenyingDeletes(t *testing.T) {
 	there := lsRemote(t, root, url)
 	if gone := taskRefsOf(there, "OLD-1"); len(gone) > 0 || there[refs.Archive("host-a")] != a.refs()[refs.Archive("host-a")] {
 		t.Fatalf("a remote denying deletions holds %v of OLD-1 and archive %q", gone, there[refs.Archive("host-a")])
+	}
+}
+
+// TestPushPastFailedAutoArchive: when the automatic archive fails (here
+// its state file's directory is a file, as anyone who can write to the
+// repository can make it), the push warns, reports the failure in
+// auto_archive.error, archives nothing and sends everything else: the
+// remote gets the task created since, as git's ls-remote shows, and
+// still holds the refs of the task that was due. Once the obstruction is
+// gone the next push archives it.
+func TestPushPastFailedAutoArchive(t *testing.T) {
+	_, url, root, a, _ := autoArchiveHosts(t)
+	a.ok("push", "--no-archive")
+	a.ok("task", "create", "LATE-1", "--title", "created after the last push")
+	obstruction := filepath.Join(a.dir, ".git", "bernstein", "cache", "archive")
+	if err := os.RemoveAll(obstruction); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(obstruction), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obstruction, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	res, stderr := autoPush(t, a)
+	if res.AutoArchive == nil || res.AutoArchive.Error == "" || len(res.AutoArchive.Archived) != 0 {
+		t.Fatalf("the automatic archive over an obstructed state directory: %+v", res.AutoArchive)
+	}
+	if !strings.Contains(stderr, "the automatic archive stopped (0 tasks archived before it did)") || !strings.Contains(stderr, "pushing the rest all the same") {
+		t.Fatalf("no warning of the failed archive:\n%s", stderr)
+	}
+	there, here := lsRemote(t, root, url), a.refs()
+	for _, ref := range []string{refs.Ledger("LATE-1"), refs.Journal("OLD-1"), refs.Ledger("OLD-1")} {
+		if there[ref] == "" || there[ref] != here[ref] {
+			t.Fatalf("%s: the remote holds %q, host-a %q", ref, there[ref], here[ref])
+		}
+	}
+	if there[refs.Archive("host-a")] != "" {
+		t.Fatalf("an archive was pushed: %s", there[refs.Archive("host-a")])
+	}
+
+	if err := os.Remove(obstruction); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := autoPush(t, a)
+	if got := autoArchived(again); !slices.Equal(got, []string{"OLD-1"}) || again.AutoArchive.Error != "" {
+		t.Fatalf("once the obstruction is gone the push archived %v (%+v), want OLD-1", got, again.AutoArchive)
+	}
+	if gone := taskRefsOf(lsRemote(t, root, url), "OLD-1"); len(gone) != 0 {
+		t.Fatalf("the remote still holds %v of OLD-1", gone)
 	}
 }
