@@ -20,9 +20,7 @@ import (
 func TestPostBatchResultNamesForgedOwnChain(t *testing.T) {
 	f, tok := ownChainFixture(t)
 	ref := refs.Spine("test-writer")
-	honest := rev(f, ref)
-	forged := forgeNextEntry(f, ref)
-	f.git("update-ref", ref, forged, honest)
+	honest, forged := appendForged(f, ref)
 	s := f.open()
 	defer s.Close()
 	reqs := []bernstein.PostRequest{
@@ -70,9 +68,7 @@ func TestPostBatchCLINamesForgedOwnChain(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			f, tok := ownChainFixture(t)
 			ref := refs.Prefix + kind + "/test-writer"
-			honest := rev(f, ref)
-			forged := forgeNextEntry(f, ref)
-			f.git("update-ref", ref, forged, honest)
+			honest, forged := appendForged(f, ref)
 			in := `{"task":"OC-1","key":"two","type":"report","body":"# two","agent":"agent","claim-token":"` + tok + `"}
 {"task":"OC-1","key":"two","type":"report","body":"no","agent":"intruder","claim-token":"bct_intruder"}
 {"task":"OC-1","key":"three","type":"report","body":"# three","agent":"agent","claim-token":"` + tok + `"}

@@ -207,23 +207,41 @@ func TestOwnChainBuildsPastForgedEntry(t *testing.T) {
 	}
 }
 
+// appendForged appends to ref an entry made with plain git
+// (forgeNextEntry) and returns the honest head and the forged one.
+func appendForged(f *fixture, ref string) (honest, forged string) {
+	honest = rev(f, ref)
+	forged = forgeNextEntry(f, ref)
+	f.git("update-ref", ref, forged, honest)
+	return honest, forged
+}
+
+// interruptPost posts through the CLI and then puts the writer's heads
+// memory back as it was before that post, as a post cut off before it
+// wrote the memory leaves it; it returns the spine and audit heads the
+// post left.
+func interruptPost(f *fixture, tok string) (spine, audit string) {
+	path := f.headsFile()
+	memory, err := os.ReadFile(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	postCLI(f, tok, "two")
+	spine, audit = rev(f, refs.Spine("test-writer")), rev(f, refs.Audit("test-writer"))
+	if err := os.WriteFile(path, memory, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	return spine, audit
+}
+
 // TestOwnChainAfterInterruptedPost: a post that moved the refs and stopped
 // before its heads memory was written (the memory is put back as it was
 // before that post) leaves the writer's own signed entries past the heads
 // it remembers: the next post builds on them, with no word of tampering.
 func TestOwnChainAfterInterruptedPost(t *testing.T) {
 	f, tok := ownChainFixture(t)
-	path := f.headsFile()
-	memory, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	postCLI(f, tok, "two")
-	spine, audit := rev(f, refs.Spine("test-writer")), rev(f, refs.Audit("test-writer"))
-	if err := os.WriteFile(path, memory, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); strings.Contains(string(b), spine) || strings.Contains(string(b), audit) ||
+	spine, audit := interruptPost(f, tok)
+	if b, _ := os.ReadFile(f.headsFile()); strings.Contains(string(b), spine) || strings.Contains(string(b), audit) ||
 		!strings.Contains(string(b), "spine/test-writer") || !strings.Contains(string(b), "audit/test-writer") {
 		t.Fatalf("the heads memory does not stand before the second post:\n%s", b)
 	}
@@ -247,9 +265,7 @@ func TestOwnChainAfterInterruptedPost(t *testing.T) {
 func TestPostResultNamesForgedOwnChain(t *testing.T) {
 	f, tok := ownChainFixture(t)
 	ref := refs.Spine("test-writer")
-	honest := rev(f, ref)
-	forged := forgeNextEntry(f, ref)
-	f.git("update-ref", ref, forged, honest)
+	honest, forged := appendForged(f, ref)
 	s := f.open()
 	res := f.post(s, "OC-1", "two", "agent", tok, report("two"))
 	if len(res.Tampered) != 1 || !strings.HasPrefix(res.Tampered[0], ref+" (at "+forged+") was tampered with") {

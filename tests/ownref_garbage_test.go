@@ -234,14 +234,7 @@ func TestPushPastLooseGarbage(t *testing.T) {
 // goes on from the anchor the writer recorded last, replacing the file,
 // and push sends the recorded head.
 func TestOwnAnchorsLooseGarbageBlocksNoWriter(t *testing.T) {
-	f, _ := unreadableTaskFixture(t)
-	commit := func(msg string) string {
-		f.git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", msg)
-		return f.rev("HEAD")
-	}
-	if _, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", commit("one")); code != 0 {
-		t.Fatalf("checkpoint: exit %d %s", code, errOut)
-	}
+	f, commit := anchoredFixture(t)
 	ref := refs.Anchors("test-writer")
 	honest := f.rev(ref)
 	garbleLoose(f, ref)

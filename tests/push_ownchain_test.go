@@ -118,16 +118,7 @@ func TestPushRestoresForgedOwnChain(t *testing.T) {
 func TestPushAfterInterruptedPost(t *testing.T) {
 	f, tok := ownChainFixture(t)
 	bare := bareOrigin(t, f)
-	path := f.headsFile()
-	memory, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	postCLI(f, tok, "two")
-	spine, audit := rev(f, refs.Spine("test-writer")), rev(f, refs.Audit("test-writer"))
-	if err := os.WriteFile(path, memory, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spine, audit := interruptPost(f, tok)
 	out, errOut, code := f.cli("", "push", "origin", "--output-json")
 	if code != 0 || strings.Contains(errOut, "warning") || strings.Contains(errOut, "tamper") || strings.Contains(out, `"tampered"`) {
 		t.Fatalf("push after an interrupted post: exit %d\n%s%s", code, out, errOut)
