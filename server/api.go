@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -377,8 +379,8 @@ func (a *api) taskList(v *bernstein.ReadView, asOf time.Time) ([]bernstein.TaskL
 	return a.listEntries(v, ids, bernstein.Page{}, asOf)
 }
 
-// listEntries is taskEntries kept as one answer for the page p (every task
-// when p is the zero Page), under the view's ListKey of its ids, used when
+// listEntries is the entries of listBody's list, decoded and kept as one
+// answer for the page p (every task when p is the zero Page), under the view's ListKey of its ids, used when
 // it was complete less than memoMaxAge before asOf (when the view was
 // taken: the snapshot of a large repository takes seconds): a list
 // asked for again while none of its tasks' refs, the spines, the keys and
@@ -395,7 +397,14 @@ func (a *api) listEntries(v *bernstein.ReadView, ids []string, p bernstein.Page,
 	}
 	name := memoPageList + "\x00" + p.Cursor + "\x00" + strconv.Itoa(p.Limit)
 	val, err := a.memo.getAsOf(name, key, asOf, func() (any, int64, error) {
-		tasks, err := a.taskEntries(v, ids)
+		// The entries of the API's list of the same tasks, decoded: one
+		// verification of each task for both (the API's list, when kept,
+		// costs this list a decoding).
+		l, err := a.listBody(v, ids, p, asOf)
+		if err != nil {
+			return nil, 0, err
+		}
+		tasks, err := decodeEntries(l)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -407,6 +416,26 @@ func (a *api) listEntries(v *bernstein.ReadView, ids []string, p bernstein.Page,
 	return val.([]bernstein.TaskListEntry), nil
 }
 
+// decodeEntries decodes a list's encoded entries.
+func decodeEntries(l *listAnswer) ([]bernstein.TaskListEntry, error) {
+	dec := json.NewDecoder(io.MultiReader(strings.NewReader("["), l.elems.Reader(), strings.NewReader("]")))
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("the list's entries: %w", err)
+	}
+	tasks := make([]bernstein.TaskListEntry, 0, l.n)
+	for dec.More() {
+		var e bernstein.TaskListEntry
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("the list's entries: %w", err)
+		}
+		tasks = append(tasks, e)
+	}
+	if len(tasks) != l.n {
+		return nil, fmt.Errorf("the list's entries: %d decoded, %d encoded", len(tasks), l.n)
+	}
+	return tasks, nil
+}
+
 // listSize is roughly what a list's entries hold in memory, about 1 KiB a
 // task with one artifact (measured: 1.08 KB a task at 1,000 tasks).
 func listSize(tasks []bernstein.TaskListEntry) int64 {
@@ -415,22 +444,6 @@ func listSize(tasks []bernstein.TaskListEntry) int64 {
 		size += 1024 + int64(len(t.ID)+len(t.Title)) + 96*int64(len(t.Artifacts)) + 256*int64(len(t.Evidence)+len(t.Gates))
 	}
 	return size
-}
-
-// taskEntries is the tasks ids of the view with their integrity, each
-// task's answers through the memo: a list costs one verification of its
-// tasks whose refs moved (against one spine index), and nothing for the
-// others. A task of a page deleted since its name was listed is left out.
-func (a *api) taskEntries(v *bernstein.ReadView, ids []string) ([]bernstein.TaskListEntry, error) {
-	tasks := make([]bernstein.TaskListEntry, 0, len(ids))
-	err := a.eachEntry(v, ids, len(ids) <= a.keepAnswers, func(e bernstein.TaskListEntry) error {
-		tasks = append(tasks, e)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return tasks, nil
 }
 
 // eachEntry calls fn with each task of ids and its integrity, in order,

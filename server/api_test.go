@@ -665,6 +665,17 @@ func TestAPILongListKeepsNoAnswers(t *testing.T) {
 	if len(list.Tasks) != 2 || computed("report", "T-1") != 1 || computed("report", "T-2") != 1 {
 		t.Fatalf("a list of 2: %d tasks, T-1 verified %d times, T-2 %d times", len(list.Tasks), computed("report", "T-1"), computed("report", "T-2"))
 	}
+	// The task list page reads the API's list, kept: no task is verified
+	// again for it.
+	page0, err := http.Get(c.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page0.Body.Close()
+	if page0.StatusCode != 200 || computed("report", "T-1") != 1 || computed("report", "T-2") != 1 || computed("list", "\x000") != 1 {
+		t.Fatalf("the task list page after the list: %d; T-1 verified %d times, T-2 %d times, the list computed %d times (want 1, 1, 1)",
+			page0.StatusCode, computed("report", "T-1"), computed("report", "T-2"), computed("list", "\x000"))
+	}
 	// The list kept no answer of T-1: reading it verifies it again, and
 	// keeps that answer.
 	c.get("/tasks/T-1", 200, nil)

@@ -4,7 +4,10 @@
 // memory with no pointers in it for the collector to scan.
 package chunkbuf
 
-import "io"
+import (
+	"bytes"
+	"io"
+)
 
 // ChunkSize is the size of each chunk.
 const ChunkSize = 64 << 10
@@ -46,6 +49,15 @@ func (b *Buffer) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// Reader reads the bytes held, in order; b keeps them.
+func (b *Buffer) Reader() io.Reader {
+	rs := make([]io.Reader, len(b.chunks))
+	for i, c := range b.chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
 }
 
 // Bytes returns the bytes held as one slice (a copy when there is more

@@ -2,6 +2,7 @@ package chunkbuf
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"testing"
 )
@@ -42,6 +43,10 @@ func TestBufferKeepsEveryByteInOrder(t *testing.T) {
 		}
 		if !bytes.Equal(got.Bytes(), want) {
 			t.Fatalf("sizes %v: WriteTo gave other bytes", sizes)
+		}
+		all, err := io.ReadAll(b.Reader())
+		if err != nil || !bytes.Equal(all, want) {
+			t.Fatalf("sizes %v: Reader gave other bytes (%v)", sizes, err)
 		}
 		if !bytes.Equal(b.Bytes(), want) && len(want) > 0 {
 			t.Fatalf("sizes %v: Bytes gave other bytes", sizes)
