@@ -278,3 +278,91 @@ func TestPostResultNamesForgedOwnChain(t *testing.T) {
 		t.Fatalf("tampered after the recovery: %q", res.Tampered)
 	}
 }
+
+// forgetHead removes the lines of ref's chain from the writer's heads
+// memory, as on a host whose BERNSTEIN_HOME never wrote here.
+func forgetHead(f *fixture, chain string) {
+	f.t.Helper()
+	path := f.headsFile()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(l, chain) {
+			kept = append(kept, l)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(kept, "")), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestOwnChainForgedNoHeadRecorded: with no head of its own spine or
+// audit mirror remembered, a writer whose chain plain git extended (an
+// unsigned entry, one signed by another key, two unsigned entries) still
+// builds only on its own: on the newest commit below what was found that
+// it verifies as its own, with a warning naming what was found; audit
+// verify then holds.
+func TestOwnChainForgedNoHeadRecorded(t *testing.T) {
+	for _, kind := range []string{"spine", "audit"} {
+		for _, forge := range []string{"unsigned", "other key", "two unsigned"} {
+			t.Run(kind+"/"+strings.ReplaceAll(forge, " ", "_"), func(t *testing.T) {
+				f, tok := ownChainFixture(t)
+				ref := refs.Prefix + kind + "/test-writer"
+				honest := rev(f, ref)
+				var forged string
+				switch forge {
+				case "unsigned":
+					forged = forgeNextEntry(f, ref)
+				case "other key":
+					forged = f.signedByOther(forgeNextEntry(f, ref))
+				case "two unsigned":
+					first := forgeNextEntry(f, ref)
+					f.git("update-ref", ref, first, honest)
+					forged = forgeNextEntry(f, ref)
+					f.git("update-ref", ref, honest, first)
+				}
+				f.git("update-ref", ref, forged, honest)
+				forgetHead(f, kind+"/test-writer")
+
+				errOut := postCLI(f, tok, "two")
+				if !strings.Contains(errOut, "warning: "+ref+" (at "+forged+") was tampered with") {
+					t.Errorf("stderr %q: want a warning that %s (at %s) was tampered with", errOut, ref, forged)
+				}
+				head := rev(f, ref)
+				if f.isAncestor(forged, head) || !f.isAncestor(honest, head) {
+					t.Fatalf("%s is at %s: want it past the writer's %s and not past the forged %s", ref, head, honest, forged)
+				}
+				if kind == "spine" {
+					if p := rev(f, ref+"^"); p != honest {
+						t.Fatalf("the new spine entry's parent is %s, want %s", p, honest)
+					}
+				}
+				if out, errOut, code := f.cli("", "audit", "verify"); code != 0 || !strings.Contains(out, "everything holds") {
+					t.Fatalf("audit verify after the post: exit %d\n%s%s", code, out, errOut)
+				}
+				if errOut := postCLI(f, tok, "three"); strings.Contains(errOut, "warning") {
+					t.Fatalf("the post after the recovery warns: %q", errOut)
+				}
+			})
+		}
+	}
+}
+
+// TestOwnChainNoHeadRecordedNoAlarm: with no head remembered and the
+// chains as the writer left them, a post raises no alarm and builds on
+// them.
+func TestOwnChainNoHeadRecordedNoAlarm(t *testing.T) {
+	f, tok := ownChainFixture(t)
+	spine := rev(f, refs.Spine("test-writer"))
+	forgetHead(f, "spine/test-writer")
+	forgetHead(f, "audit/test-writer")
+	if errOut := postCLI(f, tok, "two"); strings.Contains(errOut, "warning") || strings.Contains(errOut, "tamper") {
+		t.Fatalf("a false alarm with no head remembered: %q", errOut)
+	}
+	if p := rev(f, refs.Spine("test-writer")+"^"); p != spine {
+		t.Fatalf("the new spine entry sits on %s, want %s", p, spine)
+	}
+}

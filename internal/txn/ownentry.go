@@ -65,8 +65,11 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		}
 		return nil
 	}
-	if !ok || found.IsZero() || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
+	if found.IsZero() {
 		return nil
+	}
+	if !ok || m.Commit.IsZero() || !t.w.c.Objects.Has(m.Commit) {
+		return t.unrecordedOwnHead(ref, kind, read, found)
 	}
 	// From found back by first parents to the remembered head; stop at a
 	// commit of the writer's own at or below the head's position (the
@@ -128,6 +131,41 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	}
 	return &Chain{ref: ref, old: found, head: base, forgedBase: base,
 		forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s)", ref, found, kind, base, why)}
+}
+
+// unrecordedOwnHead is ownEntryHead for a chain of which the writer keeps
+// no head (another BERNSTEIN_HOME, audit accept): the newest commit at or
+// below found, by first parents, that the writer verifies as its own is
+// the chain's head, and what plain git put above it (commits not signed by
+// the writer, what is no commit) is forged and built over. It returns nil
+// when found is the writer's own (taken as it stands: without a head
+// remembered a chain moved back is not seen) and when nothing below found
+// is (what is there is not built on: checkHead decides).
+func (t *Tx) unrecordedOwnHead(ref, kind string, read func(*gitstore.Repo, gitstore.Oid) (chain.Commit, error), found gitstore.Oid) *Chain {
+	why := ""
+	for id := found; ; {
+		cc, err := read(t.w.c.Objects, id)
+		if cc.Payload == nil {
+			return nil // no commit of the writer's below what plain git put there
+		}
+		sig := t.ownSigned(cc)
+		if err == nil && sig == "" {
+			if id == found {
+				return nil
+			}
+			return &Chain{ref: ref, old: found, head: id, forgedBase: id,
+				forged: fmt.Sprintf("%s (at %s) was tampered with: it is not this writer's %s past %s (%s)", ref, found, kind, id, why)}
+		}
+		if why == "" {
+			if why = sig; why == "" {
+				why = err.Error()
+			}
+		}
+		if len(cc.Commit.Parents) == 0 {
+			return nil
+		}
+		id = cc.Commit.Parents[0]
+	}
 }
 
 // forgedWarning is the warning of c, the writer's own spine, audit
