@@ -65,20 +65,42 @@ func NewTaskListElements(w io.Writer, style TaskListStyle) *TaskListWriter {
 // (what a TaskListWriter from NewTaskListElements in the same style wrote
 // for them), with next and readPast as Close writes them.
 func WriteTaskList(w io.Writer, style TaskListStyle, n int, elems io.WriterTo, next string, readPast []refs.BadRef) error {
-	t := NewTaskListWriter(w, style)
+	head, tail, err := TaskListFrame(style, n, next, readPast)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	if n > 0 {
+		if _, err := elems.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	_, err = w.Write(tail)
+	return err
+}
+
+// TaskListFrame is what goes before and after the elements of n tasks in
+// their document (WriteTaskList writes head, the elements, tail): a
+// server knows the document's length before it writes it.
+func TaskListFrame(style TaskListStyle, n int, next string, readPast []refs.BadRef) (head, tail []byte, err error) {
+	var h, tl bytes.Buffer
+	t := NewTaskListWriter(&h, style)
 	if n > 0 {
 		before, _, err := t.frame(TaskListDoc{})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		t.write(before)
-		t.write([]byte(t.open()))
-		if t.err == nil {
-			_, t.err = elems.WriteTo(w)
-		}
+		h.Write(before)
+		h.WriteString(t.open())
 		t.n = n
 	}
-	return t.Close(next, readPast)
+	t.w = &tl
+	if err := t.Close(next, readPast); err != nil {
+		return nil, nil, err
+	}
+	return h.Bytes(), tl.Bytes(), nil
 }
 
 // frame encodes doc (its tasks left empty) in the writer's style, and cuts

@@ -316,19 +316,23 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	var body chunkbuf.Buffer
-	if err := bernstein.WriteTaskList(&body, bernstein.TaskListCompact, list.n, &list.elems, next, v.BadArchives()); err != nil {
+	head, tail, err := bernstein.TaskListFrame(bernstein.TaskListCompact, list.n, next, v.BadArchives())
+	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	body.Write([]byte("\n"))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.FormatInt(body.Len(), 10))
+	h.Set("Content-Length", strconv.FormatInt(int64(len(head))+list.elems.Len()+int64(len(tail))+1, 10))
 	w.WriteHeader(http.StatusOK)
-	body.WriteTo(w)
+	// The kept list is written as it is, not copied into a response.
+	w.Write(head)
+	if list.n > 0 {
+		list.elems.WriteTo(w)
+	}
+	w.Write(append(tail, '\n'))
 }
 
 // listAnswer is a list's tasks as GET /api/v1/tasks serves them: n
