@@ -3,6 +3,8 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -175,6 +177,14 @@ func (s *Syncer) namedTasks(remote string) (map[string]chains, int, bool, error)
 				return nil, 0, false, err
 			}
 			n, err := s.newCommits(mine, vals[tname])
+			var bad *refs.BadRefError
+			if unreadableObject(err) || errors.As(err, &bad) || vals[tname].IsLooseStandIn() {
+				// A chain that cannot be read as one, here or on the
+				// remote (plain git moved it to a blob, wrote text over
+				// its loose file): the entries it adds are not known.
+				// The full path compares every ref, and reads past it.
+				return nil, walked, false, nil
+			}
 			if err != nil {
 				return nil, 0, false, fmt.Errorf("%s: %w", ref, err)
 			}
@@ -403,7 +413,7 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 	// point at them. The remote-tracking refs are not synced: they are
 	// hints, relearned by the next fetch or push.
 	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"},
-		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips)}
+		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips), Env: noRefParanoia}
 	if stdin != nil {
 		fetch.Stdin = []byte(strings.Join(stdin, "\n") + "\n")
 	}
@@ -415,6 +425,20 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 		msg := git.Message(errb)
 		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
 			continue
+		}
+		if broken := brokenTracking(msg); n < maxFetches && len(broken) > 0 {
+			// Text written over a remote-tracking ref's loose file: git
+			// does not write a ref it cannot read. A hint: it goes, and
+			// the fetch writes it again.
+			dropped := false
+			for _, ref := range broken {
+				if o, err := s.c.Refs.ReadOptional(ref); err == nil && o.IsLooseStandIn() {
+					dropped = s.dropGarbledTracking(ref, o) || dropped
+				}
+			}
+			if dropped {
+				continue
+			}
 		}
 		if n < maxFetches && len(tips) > 0 && tipLacksObject(msg) {
 			// A negotiation tip is a hint: git refuses the fetch when
@@ -439,4 +463,68 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// noRefParanoia is the environment of the git fetches and pushes: git
+// passes over a ref whose loose file names no object (text written over
+// it, a missing object) where by default it stops. By default git fetch
+// fails on such a ref of this repository, in the check that what it
+// received connects to the refs it has ('git rev-list --objects --not
+// --all': "bad object"), so text written over any local ref with plain git
+// would stop every fetch. Passed over, the ref offers the check no object
+// it could count as present, so the check reads as much or more; bernstein
+// reads the ref itself, past it, and names it (docs/trust.md, Refs that
+// cannot be read). For a file:// remote the variable reaches the remote's
+// git too (upload-pack, receive-pack), which then passes over such refs as
+// well.
+var noRefParanoia = []string{"GIT_REF_PARANOIA=0"}
+
+// brokenTracking reads, in git fetch's message, the remote-tracking refs it
+// could not write because their loose file holds no object id ("cannot
+// lock ref '...': unable to resolve reference '...': reference broken").
+func brokenTracking(msg string) []string {
+	const m = "cannot lock ref '"
+	var out []string
+	for rest := msg; ; {
+		i := strings.Index(rest, m)
+		if i < 0 {
+			return out
+		}
+		rest = rest[i+len(m):]
+		ref, tail, ok := strings.Cut(rest, "'")
+		if !ok {
+			return out
+		}
+		line, _, _ := strings.Cut(tail, ";")
+		if strings.HasPrefix(ref, TrackingRoot) && strings.Contains(line, "reference broken") {
+			out = append(out, ref)
+		}
+		rest = tail
+	}
+}
+
+// dropGarbledTracking removes the remote-tracking ref ref whose loose file
+// holds no object id (it reads as the stand-in was), under the ref's lock
+// as git takes it, and only while the file holds those bytes. It reports
+// whether it removed it.
+func (s *Syncer) dropGarbledTracking(ref string, was gitstore.Oid) bool {
+	if !strings.HasPrefix(ref, TrackingRoot) || strings.Contains(ref, "..") {
+		return false
+	}
+	path := filepath.Join(s.c.GitDir, filepath.FromSlash(ref))
+	lock, err := os.OpenFile(path+".lock", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return false // a git fetch writes it now
+	}
+	defer os.Remove(path + ".lock")
+	lock.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || gitstore.LooseStandIn(b) != was {
+		return false
+	}
+	if err := os.Remove(path); err != nil {
+		return false
+	}
+	s.c.Warn("removed the remote-tracking ref %s: its loose file held no object id (%q), text written over it; a fetch writes it again from the remote", ref, strings.TrimSpace(string(b)))
+	return true
 }

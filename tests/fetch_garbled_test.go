@@ -1,0 +1,164 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bernstein/bernstein/refs"
+)
+
+// garbleHostRef writes text over ref's loose file in h's repository, as
+// plain git can, and checks that git reads no value there.
+func garbleHostRef(h *host, ref string) {
+	h.t.Helper()
+	p := filepath.Join(h.dir, ".git", filepath.FromSlash(ref))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("garbage\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if got, err := exec.Command("git", "-C", h.dir, "rev-parse", "--verify", "--quiet", ref).Output(); err == nil {
+		h.t.Fatalf("the garbled ref reads %q in git, want no value", got)
+	}
+}
+
+// looseHolds reads ref's loose file in h's repository ("" when there is none).
+func looseHolds(h *host, ref string) string {
+	b, err := os.ReadFile(filepath.Join(h.dir, ".git", filepath.FromSlash(ref)))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// TestFetchPastGarbledLocalRefs: text written over a loose ref file of this
+// repository with plain git (a task's journal, the spine of another writer,
+// a ref bernstein does not know, remote-tracking refs) makes git's own
+// fetch fail ("bad object", in the check that what it received connects to
+// the refs it has). bernstein fetch fetches past it: the garbled refs of
+// this host stay as they are and are named (read_past, held back, exit 2),
+// the rest moves to the remote's heads; the garbled remote-tracking refs
+// are rewritten from the remote, or removed when the remote has no such
+// ref. A push from the host goes on too.
+func TestFetchPastGarbledLocalRefs(t *testing.T) {
+	for _, kind := range []string{"file", "daemon"} {
+		t.Run(kind, func(t *testing.T) { fetchPastGarbled(t, kind) })
+	}
+}
+
+func fetchPastGarbled(t *testing.T, kind string) {
+	isolateGit(t)
+	srv := newGitServer(t, kind)
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	b, _ := cloneHost(t, url, root, "host-b")
+	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+
+	tok1 := a.work("T-1", "notes", 1)
+	tok2 := a.work("T-2", "notes", 1)
+	a.work("Z-9", "notes", 1)
+	a.ok("push")
+	b.ok("fetch")
+	// The remote forgets Z-9 (plain git): b keeps its remote-tracking copy.
+	bare := srv.dir("tasks.git")
+	gitRun(t, bare, "update-ref", "-d", refs.Ledger("Z-9"))
+	a.post("T-1", "notes", "agent-host-a", tok1, 1)
+	a.post("T-2", "notes", "agent-host-a", tok2, 1)
+	a.ok("push")
+	remote := refsOf(t, bare, refs.Prefix)
+
+	junk := refs.Prefix + "zz/junk"
+	trackT1 := "refs/bernstein-remotes/origin/journal/T-1"
+	trackZ9 := "refs/bernstein-remotes/origin/ledger/Z-9"
+	for _, ref := range []string{refs.Journal("T-2"), junk, trackT1, trackZ9} {
+		garbleHostRef(b, ref)
+	}
+
+	// Plain git's fetch of the same refs fails on this repository (run on
+	// a copy of it, which it would otherwise change).
+	cp := filepath.Join(root, "copy")
+	if out, err := exec.Command("cp", "-a", b.dir, cp).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v %s", err, out)
+	}
+	if out, err := gitTry(cp, "fetch", "--no-write-fetch-head", "--refmap=", url, "+refs/bernstein/*:refs/bernstein-remotes/origin/*"); err == nil || !strings.Contains(err.Error(), "bad object") {
+		t.Fatalf("plain git fetch over a garbled local ref: %v\n%s", err, out)
+	}
+
+	for _, args := range [][]string{{"fetch"}, {"fetch", "--full"}} {
+		r := b.run(append(args, "--output-json")...)
+		if r.code != 2 {
+			t.Fatalf("%v: exit %d, want 2\n%s%s", args, r.code, r.out, r.err)
+		}
+		var doc struct {
+			ReadPast []struct{ Ref, Reason string } `json:"read_past"`
+			HeldBack []struct {
+				Ref        string
+				Unreadable bool
+			} `json:"held_back"`
+		}
+		if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, r.out)
+		}
+		if len(doc.ReadPast) != 1 || doc.ReadPast[0].Ref != refs.Journal("T-2") || !strings.Contains(doc.ReadPast[0].Reason, "loose file holds no object id") {
+			t.Fatalf("%v: read past %+v, want the garbled journal of T-2\n%s", args, doc.ReadPast, r.err)
+		}
+		if len(doc.HeldBack) != 1 || doc.HeldBack[0].Ref != refs.Journal("T-2") || !doc.HeldBack[0].Unreadable {
+			t.Fatalf("%v: held back %+v", args, doc.HeldBack)
+		}
+		if !strings.Contains(r.err, "warning: "+refs.Journal("T-2")+" (at ") || !strings.Contains(r.err, "not fetched") {
+			t.Fatalf("%v: no warning names the garbled journal:\n%s", args, r.err)
+		}
+		for _, ref := range []string{refs.Journal("T-2"), junk} {
+			if got := looseHolds(b, ref); got != "garbage\n" {
+				t.Fatalf("%v: %s holds %q after the fetch, want the text written over it", args, ref, got)
+			}
+		}
+		got := b.refs()
+		for _, ref := range []string{refs.Journal("T-1"), refs.Ledger("T-2"), refs.Spine("host-a"), refs.Audit("host-a")} {
+			if got[ref] != remote[ref] {
+				t.Fatalf("%v: %s is at %q here, want the remote's %s", args, ref, got[ref], remote[ref])
+			}
+		}
+		// The remote-tracking refs are hints: T-1's is rewritten from the
+		// remote; Z-9's, which the remote no longer has, is removed by the
+		// full path (the narrow one does not read it).
+		tracking := refsOf(t, b.dir, "refs/bernstein-remotes/origin/")
+		full := len(args) > 1
+		if tracking[trackT1] != remote[refs.Journal("T-1")] || full != (looseHolds(b, trackZ9) == "") {
+			t.Fatalf("%v: remote-tracking refs %v (Z-9's file %q), want T-1's rewritten and Z-9's removed by the full path", args, tracking, looseHolds(b, trackZ9))
+		}
+		if full && !strings.Contains(r.err, "removed the remote-tracking ref "+trackZ9) {
+			t.Fatalf("%v: no warning names the removed %s:\n%s", args, trackZ9, r.err)
+		}
+		for _, ref := range []string{trackT1, trackZ9} {
+			garbleHostRef(b, ref)
+		}
+	}
+
+	// The spine of another writer garbled here: the narrow path cannot
+	// read what is new on it and takes the full path, which reads past it.
+	garbleHostRef(b, refs.Spine("host-a"))
+	a.post("T-1", "notes", "agent-host-a", tok1, 1)
+	a.ok("push")
+	r := b.run("fetch", "--output-json")
+	if r.code != 2 || !strings.Contains(r.err, "warning: "+refs.Spine("host-a")+" (at ") || !strings.Contains(r.out, `"path": "full"`) {
+		t.Fatalf("fetch over a garbled spine of another writer: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if got := looseHolds(b, refs.Spine("host-a")); got != "garbage\n" {
+		t.Fatalf("the garbled spine holds %q after the fetch", got)
+	}
+
+	// b writes and pushes with its garbled refs in place.
+	b.work("B-1", "notes", 1)
+	b.ok("push")
+	remote = refsOf(t, bare, refs.Prefix)
+	if mine := b.refs(); remote[refs.Journal("B-1")] == "" || remote[refs.Journal("B-1")] != mine[refs.Journal("B-1")] || remote[refs.Spine("host-b")] != mine[refs.Spine("host-b")] {
+		t.Fatalf("the push did not bring B-1: remote %v", remote)
+	}
+}
