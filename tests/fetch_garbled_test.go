@@ -162,3 +162,37 @@ func fetchPastGarbled(t *testing.T, kind string) {
 		t.Fatalf("the push did not bring B-1: remote %v", remote)
 	}
 }
+
+// TestPushPastGarbledLocalRef: a push the remote rejects because a ref
+// moved there fetches the remote's heads and plans again; a ref of this
+// repository garbled with plain git does not stop that fetch ("bad
+// object"), so the push ends as it would without it: here the remote's
+// journal was moved with plain git to a commit carrying no record, and the
+// remote's guard refuses what builds on it.
+func TestPushPastGarbledLocalRef(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	b, _ := cloneHost(t, url, root, "host-b")
+	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+	tok := b.work("B-1", "notes", 1)
+	b.ok("push")
+	bare := srv.dir("tasks.git")
+	head := strings.TrimSpace(gitRun(t, bare, "rev-parse", refs.Journal("B-1")))
+	junk := strings.TrimSpace(gitRun(t, bare, "commit-tree", "-p", head, "-m", "junk", head+"^{tree}"))
+	gitRun(t, bare, "update-ref", refs.Journal("B-1"), junk)
+	garbleHostRef(b, refs.Prefix+"zz/junk")
+	b.post("B-1", "notes", "agent-host-b", tok, 1)
+	r := b.run("push")
+	if r.code != 1 || strings.Contains(r.err, "bad object") || !strings.Contains(r.err, "origin refused") || !strings.Contains(r.err, "[fork_base]") {
+		t.Fatalf("push: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if !strings.Contains(r.err, "warning: "+refs.Prefix+"zz/junk (at ") {
+		t.Fatalf("push names no garbled ref:\n%s", r.err)
+	}
+	if got := looseHolds(b, refs.Prefix+"zz/junk"); got != "garbage\n" {
+		t.Fatalf("the garbled ref holds %q after the push", got)
+	}
+}
