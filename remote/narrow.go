@@ -388,8 +388,11 @@ func (v lazyView) List(prefix string) (map[string]gitstore.Oid, []string, error)
 // gitFetchArgs is git fetch's command for refspecs (into remote-tracking
 // refs only: --refmap= keeps the configured refspecs from moving anything
 // else), stdin refspecs read from its standard input.
-func gitFetchArgs(remote string, refspecs []string, stdin bool, prune bool, tips []string) []string {
+func gitFetchArgs(remote string, refspecs []string, stdin bool, prune bool, tips []string, pastBroken bool) []string {
 	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
+	if pastBroken {
+		args = append(args, "--no-auto-maintenance") // see passOverBrokenRefs
+	}
 	for _, t := range tips {
 		args = append(args, "--negotiation-tip="+t)
 	}
@@ -413,7 +416,7 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 	// point at them. The remote-tracking refs are not synced: they are
 	// hints, relearned by the next fetch or push.
 	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"},
-		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips), Env: noRefParanoia}
+		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips, false)}
 	if stdin != nil {
 		fetch.Stdin = []byte(strings.Join(stdin, "\n") + "\n")
 	}
@@ -424,6 +427,14 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 		}
 		msg := git.Message(errb)
 		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
+			continue
+		}
+		if n < maxFetches && fetch.Env == nil && brokenLocalRef(msg) {
+			// A ref of this repository names no object (text written over
+			// its loose file, a missing object): fetch again passing over
+			// such refs, as bernstein reads past them.
+			fetch.Env = passOverBrokenRefs
+			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, tips, true)
 			continue
 		}
 		if broken := brokenTracking(msg); n < maxFetches && len(broken) > 0 {
@@ -446,7 +457,7 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 			// repack can make it miss for an instant. Fetch again
 			// offering no tip: that costs only the negotiation.
 			tips = nil
-			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, nil)
+			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, nil, fetch.Env != nil)
 			continue
 		}
 		if ref, ok := missingRef(msg); ok {
@@ -465,19 +476,30 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// noRefParanoia is the environment of the git fetches and pushes: git
-// passes over a ref whose loose file names no object (text written over
-// it, a missing object) where by default it stops. By default git fetch
-// fails on such a ref of this repository, in the check that what it
-// received connects to the refs it has ('git rev-list --objects --not
-// --all': "bad object"), so text written over any local ref with plain git
-// would stop every fetch. Passed over, the ref offers the check no object
-// it could count as present, so the check reads as much or more; bernstein
-// reads the ref itself, past it, and names it (docs/trust.md, Refs that
-// cannot be read). For a file:// remote the variable reaches the remote's
-// git too (upload-pack, receive-pack), which then passes over such refs as
-// well.
-var noRefParanoia = []string{"GIT_REF_PARANOIA=0"}
+// brokenLocalRef reads git fetch's failure on a ref of the repository it
+// fetches into that names no object: its check that what it received
+// connects to the refs it has ('git rev-list --objects --stdin --not
+// --all') stops at such a ref ("bad object <ref>", then "<remote> did not
+// send all necessary objects"). A remote that did not send all it should
+// fails the same way, and again when fetched passing over such refs.
+func brokenLocalRef(msg string) bool {
+	return strings.Contains(msg, "bad object ") && strings.Contains(msg, "did not send all necessary objects")
+}
+
+// passOverBrokenRefs is the environment of a git fetch made again past a
+// ref that names no object: GIT_REF_PARANOIA=0, under which git passes over
+// such refs (it warns, "ignoring broken ref"). A ref passed over offers the
+// connectivity check no object it could count as present, so the check
+// reads as much or more; bernstein reads the ref itself, past it, and
+// names it (docs/trust.md, Refs that cannot be read). The fetch then
+// starts no maintenance (--no-auto-maintenance, added to its arguments):
+// a gc inheriting the variable would pass over such refs too and prune the
+// commits only they reached, as those of this writer's own spine, which
+// its next write puts the ref back on. Under git's defaults gc stops at
+// such a ref, so no maintenance is lost while one is there. For a file://
+// remote, whose git runs here, the variable reaches the remote's
+// upload-pack too.
+var passOverBrokenRefs = []string{"GIT_REF_PARANOIA=0"}
 
 // brokenTracking reads, in git fetch's message, the remote-tracking refs it
 // could not write because their loose file holds no object id ("cannot

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -195,4 +196,65 @@ func TestPushPastGarbledLocalRef(t *testing.T) {
 	if got := looseHolds(b, refs.Prefix+"zz/junk"); got != "garbage\n" {
 		t.Fatalf("the garbled ref holds %q after the push", got)
 	}
+}
+
+// TestFetchKeepsCommitsUnderGarbledOwnSpine: the git fetch made again
+// passing over garbled refs starts no maintenance (git gc --auto), which
+// would pass over them too: under git's defaults gc stops at such a ref,
+// which keeps the commits of this writer's own spine that only its
+// recorded head reaches (written after the last push, the ref then
+// garbled) until its next write puts the ref back on them. Were gc run
+// passing over it, they would be pruned (gc.pruneExpire=now here) and that
+// write would fail.
+func TestFetchKeepsCommitsUnderGarbledOwnSpine(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	b, _ := cloneHost(t, url, root, "host-b")
+	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+	tok := b.work("B-1", "notes", 1)
+	b.ok("push")
+	b.post("B-1", "notes", "agent-host-b", tok, 1) // not pushed
+	honest := strings.TrimSpace(b.git("rev-parse", refs.Spine("host-b")))
+	garbleHostRef(b, refs.Spine("host-b"))
+	// Maintenance on every fetch, run in the foreground, pruning at once.
+	for _, kv := range [][2]string{{"gc.auto", "1"}, {"gc.autoPackLimit", "1"}, {"gc.autoDetach", "false"}, {"gc.pruneExpire", "now"}} {
+		b.git("config", kv[0], kv[1])
+	}
+	a.work("T-1", "notes", 1)
+	a.ok("push")
+	r := b.run("fetch")
+	if r.code != 2 || !strings.Contains(r.err, "warning: "+refs.Spine("host-b")+" (at ") {
+		t.Fatalf("fetch over a garbled own spine: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if _, err := gitTry(b.dir, "cat-file", "-e", honest+"^{commit}"); err != nil {
+		t.Fatalf("the commit of the own spine under the garbled ref is gone after the fetch: %v", err)
+	}
+	b.post("B-1", "notes", "agent-host-b", tok, 1)
+	if now := strings.TrimSpace(b.git("rev-parse", refs.Spine("host-b"))); now == honest || gitTryOK(b.dir, "merge-base", "--is-ancestor", honest, now) != nil {
+		t.Fatalf("the own spine is at %s after the post, which does not extend %s", now, honest)
+	}
+	// With no garbled ref left, the maintenance a fetch starts runs: it
+	// packs the repository's objects into one pack, and the fetch's move
+	// of the refs writes one more (without it, a pack a write: 14 here).
+	a.work("T-2", "notes", 1)
+	a.ok("push")
+	b.ok("fetch")
+	out := b.git("count-objects", "-v")
+	var packs int
+	for _, l := range strings.Split(out, "\n") {
+		if n, ok := strings.CutPrefix(l, "packs: "); ok {
+			packs, _ = strconv.Atoi(n)
+		}
+	}
+	if packs < 1 || packs > 2 {
+		t.Fatalf("after a fetch with maintenance due, %d packs:\n%s", packs, out)
+	}
+}
+
+func gitTryOK(dir string, args ...string) error {
+	_, err := gitTry(dir, args...)
+	return err
 }
