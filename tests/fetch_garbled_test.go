@@ -80,6 +80,11 @@ func fetchPastGarbled(t *testing.T, kind string) {
 	for _, ref := range []string{refs.Journal("T-2"), junk, trackT1, trackZ9} {
 		garbleHostRef(b, ref)
 	}
+	// And a ref naming an object this repository does not have.
+	missing, missingID := refs.Prefix+"zz/missing", strings.Repeat("12", 20)+"\n"
+	if err := os.WriteFile(filepath.Join(b.dir, ".git", filepath.FromSlash(missing)), []byte(missingID), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// Plain git's fetch of the same refs fails on this repository (run on
 	// a copy of it, which it would otherwise change).
@@ -119,6 +124,9 @@ func fetchPastGarbled(t *testing.T, kind string) {
 			if got := looseHolds(b, ref); got != "garbage\n" {
 				t.Fatalf("%v: %s holds %q after the fetch, want the text written over it", args, ref, got)
 			}
+		}
+		if got := looseHolds(b, missing); got != missingID {
+			t.Fatalf("%v: %s holds %q after the fetch", args, missing, got)
 		}
 		got := b.refs()
 		for _, ref := range []string{refs.Journal("T-1"), refs.Ledger("T-2"), refs.Spine("host-a"), refs.Audit("host-a")} {
@@ -257,4 +265,84 @@ func TestFetchKeepsCommitsUnderGarbledOwnSpine(t *testing.T) {
 func gitTryOK(dir string, args ...string) error {
 	_, err := gitTry(dir, args...)
 	return err
+}
+
+// TestPushReadsPastUnreadableRefs: a ref other than a task's that plain
+// git moved so that git push would fail on it (a blob, an object this
+// repository does not have, a commit whose parent it does not have, new
+// to the remote or not) or that the remote's guard would refuse by its
+// name (bernstein writes no such ref) holds no push back: it is not
+// pushed, push names it (read_past), and the rest goes.
+func TestPushReadsPastUnreadableRefs(t *testing.T) {
+	isolateGit(t)
+	srv := newGitServer(t, "file")
+	root := t.TempDir()
+	url, a := newOrigin(t, srv, root)
+	b, _ := cloneHost(t, url, root, "host-b")
+	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+	a.work("T-1", "notes", 1)
+	a.ok("push")
+	b.ok("fetch")
+	bare := srv.dir("tasks.git")
+	before := refsOf(t, bare, refs.Prefix)
+
+	missingID := strings.Repeat("12", 20)
+	blob := strings.TrimSpace(gitStdin(t, b.dir, "a local blob", "hash-object", "-w", "--stdin"))
+	emptyTree := strings.TrimSpace(gitStdin(t, b.dir, "", "hash-object", "-t", "tree", "-w", "--stdin"))
+	orphan := strings.TrimSpace(gitStdin(t, b.dir, "tree "+emptyTree+"\nparent "+missingID+"\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nparent missing\n",
+		"hash-object", "-t", "commit", "-w", "--stdin"))
+	orphan2 := strings.TrimSpace(gitStdin(t, b.dir, "tree "+emptyTree+"\nparent "+missingID+"\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nparent missing too\n",
+		"hash-object", "-t", "commit", "-w", "--stdin"))
+	want := map[string]string{
+		refs.Spine("host-a"):      blob,      // the remote has it
+		refs.Audit("host-a"):      missingID, // the remote has it
+		a.writerRef():             orphan2,   // the remote has it
+		refs.Anchors("host-a"):    orphan,    // new to the remote
+		refs.Prefix + "zz/commit": strings.TrimSpace(b.git("rev-parse", refs.Journal("T-1"))),
+	}
+	for ref, at := range want {
+		p := filepath.Join(b.dir, ".git", filepath.FromSlash(ref))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(at+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gitTry(b.dir, "push", "--porcelain", "origin", orphan+":"+refs.Anchors("host-a")); err == nil {
+		t.Fatal("plain git pushed a commit whose parent it does not have")
+	}
+
+	b.work("B-1", "notes", 1)
+	r := b.run("push", "--output-json")
+	if r.code != 0 {
+		t.Fatalf("push: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	var doc struct {
+		ReadPast []struct{ Ref, At, Reason string } `json:"read_past"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, r.out)
+	}
+	got := map[string]string{}
+	for _, p := range doc.ReadPast {
+		got[p.Ref] = p.At
+		if !strings.Contains(r.err, "warning: "+p.Ref+" (at "+p.At+") cannot be read as a") {
+			t.Errorf("no warning names %s:\n%s", p.Ref, r.err)
+		}
+	}
+	sameRefs(t, "refs read past", got, want)
+	remote := refsOf(t, bare, refs.Prefix)
+	mine := b.refs()
+	for _, ref := range []string{refs.Journal("B-1"), refs.Ledger("B-1"), refs.Spine("host-b"), refs.Audit("host-b")} {
+		if remote[ref] == "" || remote[ref] != mine[ref] {
+			t.Fatalf("%s is at %q on the remote, want this host's %s", ref, remote[ref], mine[ref])
+		}
+	}
+	for ref := range want {
+		if remote[ref] != before[ref] {
+			t.Fatalf("%s moved on the remote: %q, was %q", ref, remote[ref], before[ref])
+		}
+	}
 }
