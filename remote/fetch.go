@@ -340,8 +340,23 @@ func (s *Syncer) planFetch(remote string, sc *fetchScope) (*fetchPlan, error) {
 	for _, tname := range names {
 		ref := refs.Prefix + strings.TrimPrefix(tname, TrackingPrefix(remote))
 		theirs := tvals[tname]
+		if theirs.IsLooseStandIn() {
+			// Text written over a remote-tracking ref's loose file: git
+			// passed over it (it rewrites what the remote still has), so
+			// the remote no longer has the ref. A hint: it goes.
+			s.dropGarbledTracking(tname, theirs)
+			continue
+		}
 		p.tracking[ref] = theirs
 		mine, err := local.ReadOptional(ref)
+		var bad *refs.BadRefError
+		if errors.As(err, &bad) {
+			// This host's journal or ledger's loose file holds no object
+			// id (text written over it with plain git): read past, named,
+			// and it stays as it is, the evidence; the rest moves.
+			p.readPast(ref, "", theirs, bad.BadRef)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

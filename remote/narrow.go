@@ -3,6 +3,8 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -175,6 +177,14 @@ func (s *Syncer) namedTasks(remote string) (map[string]chains, int, bool, error)
 				return nil, 0, false, err
 			}
 			n, err := s.newCommits(mine, vals[tname])
+			var bad *refs.BadRefError
+			if unreadableObject(err) || errors.As(err, &bad) || vals[tname].IsLooseStandIn() {
+				// A chain that cannot be read as one, here or on the
+				// remote (plain git moved it to a blob, wrote text over
+				// its loose file): the entries it adds are not known.
+				// The full path compares every ref, and reads past it.
+				return nil, walked, false, nil
+			}
 			if err != nil {
 				return nil, 0, false, fmt.Errorf("%s: %w", ref, err)
 			}
@@ -378,8 +388,11 @@ func (v lazyView) List(prefix string) (map[string]gitstore.Oid, []string, error)
 // gitFetchArgs is git fetch's command for refspecs (into remote-tracking
 // refs only: --refmap= keeps the configured refspecs from moving anything
 // else), stdin refspecs read from its standard input.
-func gitFetchArgs(remote string, refspecs []string, stdin bool, prune bool, tips []string) []string {
+func gitFetchArgs(remote string, refspecs []string, stdin bool, prune bool, tips []string, pastBroken bool) []string {
 	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--no-recurse-submodules"}
+	if pastBroken {
+		args = append(args, "--no-auto-maintenance") // see passOverBrokenRefs
+	}
 	for _, t := range tips {
 		args = append(args, "--negotiation-tip="+t)
 	}
@@ -403,7 +416,7 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 	// point at them. The remote-tracking refs are not synced: they are
 	// hints, relearned by the next fetch or push.
 	fetch := git.Cmd{Policy: git.User, GitDir: s.c.GitDir, Config: []string{"fetch.unpackLimit=1", "core.fsync=pack,derived-metadata"},
-		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips)}
+		Args: gitFetchArgs(remote, refspecs, stdin != nil, prune, tips, false)}
 	if stdin != nil {
 		fetch.Stdin = []byte(strings.Join(stdin, "\n") + "\n")
 	}
@@ -416,13 +429,35 @@ func (s *Syncer) gitFetch(remote string, refspecs, stdin []string, prune bool, t
 		if n < maxFetches && (packPrunedInFlight(msg) || trackingRaced(msg)) {
 			continue
 		}
+		if n < maxFetches && fetch.Env == nil && brokenLocalRef(msg) {
+			// A ref of this repository names no object (text written over
+			// its loose file, a missing object): fetch again passing over
+			// such refs, as bernstein reads past them.
+			fetch.Env = passOverBrokenRefs
+			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, tips, true)
+			continue
+		}
+		if broken := brokenTracking(msg); n < maxFetches && len(broken) > 0 {
+			// Text written over a remote-tracking ref's loose file: git
+			// does not write a ref it cannot read. A hint: it goes, and
+			// the fetch writes it again.
+			dropped := false
+			for _, ref := range broken {
+				if o, err := s.c.Refs.ReadOptional(ref); err == nil && o.IsLooseStandIn() {
+					dropped = s.dropGarbledTracking(ref, o) || dropped
+				}
+			}
+			if dropped {
+				continue
+			}
+		}
 		if n < maxFetches && len(tips) > 0 && tipLacksObject(msg) {
 			// A negotiation tip is a hint: git refuses the fetch when
 			// it does not find a tip's commit, which a concurrent
 			// repack can make it miss for an instant. Fetch again
 			// offering no tip: that costs only the negotiation.
 			tips = nil
-			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, nil)
+			fetch.Args = gitFetchArgs(remote, refspecs, stdin != nil, prune, nil, fetch.Env != nil)
 			continue
 		}
 		if ref, ok := missingRef(msg); ok {
@@ -439,4 +474,79 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// brokenLocalRef reads git fetch's failure on a ref of the repository it
+// fetches into that names no object: its check that what it received
+// connects to the refs it has ('git rev-list --objects --stdin --not
+// --all') stops at such a ref ("bad object <ref>", then "<remote> did not
+// send all necessary objects"). A remote that did not send all it should
+// fails the same way, and again when fetched passing over such refs.
+func brokenLocalRef(msg string) bool {
+	return strings.Contains(msg, "bad object ") && strings.Contains(msg, "did not send all necessary objects")
+}
+
+// passOverBrokenRefs is the environment of a git fetch made again past a
+// ref that names no object: GIT_REF_PARANOIA=0, under which git passes over
+// such refs (it warns, "ignoring broken ref"). A ref passed over offers the
+// connectivity check no object it could count as present, so the check
+// reads as much or more; bernstein reads the ref itself, past it, and
+// names it (docs/trust.md, Refs that cannot be read). The fetch then
+// starts no maintenance (--no-auto-maintenance, added to its arguments):
+// a gc inheriting the variable would pass over such refs too and prune the
+// commits only they reached, as those of this writer's own spine, which
+// its next write puts the ref back on. Under git's defaults gc stops at
+// such a ref, so no maintenance is lost while one is there. For a file://
+// remote, whose git runs here, the variable reaches the remote's
+// upload-pack too.
+var passOverBrokenRefs = []string{"GIT_REF_PARANOIA=0"}
+
+// brokenTracking reads, in git fetch's message, the remote-tracking refs it
+// could not write because their loose file holds no object id ("cannot
+// lock ref '...': unable to resolve reference '...': reference broken").
+func brokenTracking(msg string) []string {
+	const m = "cannot lock ref '"
+	var out []string
+	for rest := msg; ; {
+		i := strings.Index(rest, m)
+		if i < 0 {
+			return out
+		}
+		rest = rest[i+len(m):]
+		ref, tail, ok := strings.Cut(rest, "'")
+		if !ok {
+			return out
+		}
+		line, _, _ := strings.Cut(tail, ";")
+		if strings.HasPrefix(ref, TrackingRoot) && strings.Contains(line, "reference broken") {
+			out = append(out, ref)
+		}
+		rest = tail
+	}
+}
+
+// dropGarbledTracking removes the remote-tracking ref ref whose loose file
+// holds no object id (it reads as the stand-in was), under the ref's lock
+// as git takes it, and only while the file holds those bytes. It reports
+// whether it removed it.
+func (s *Syncer) dropGarbledTracking(ref string, was gitstore.Oid) bool {
+	if !strings.HasPrefix(ref, TrackingRoot) || strings.Contains(ref, "..") {
+		return false
+	}
+	path := filepath.Join(s.c.GitDir, filepath.FromSlash(ref))
+	lock, err := os.OpenFile(path+".lock", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return false // a git fetch writes it now
+	}
+	defer os.Remove(path + ".lock")
+	lock.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || gitstore.LooseStandIn(b) != was {
+		return false
+	}
+	if err := os.Remove(path); err != nil {
+		return false
+	}
+	s.c.Warn("removed the remote-tracking ref %s: its loose file held no object id (%q), text written over it; a fetch writes it again from the remote", ref, strings.TrimSpace(string(b)))
+	return true
 }

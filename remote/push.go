@@ -49,9 +49,12 @@ type PushResult struct {
 	Deleted []RefChange `json:"deleted"`
 	// ReadPast are this host's task refs that cannot be read as their
 	// chain (plain git pointed them at a blob, a tree, a tag, a missing
-	// object), and any other ref whose loose file holds no object id but
-	// this writer's own spine, audit mirror and archive: not pushed, and
-	// no hold on the others (docs/trust.md, Refs that cannot be read).
+	// object), any other ref whose head is no commit or whose chain breaks
+	// between it and the remote's head, any other ref whose loose file
+	// holds no object id but this writer's own spine, audit mirror and
+	// archive, and any ref of a name bernstein writes no ref under: not
+	// pushed, and no hold on the others (docs/trust.md, Refs that cannot
+	// be read).
 	ReadPast []refs.BadRef `json:"read_past,omitempty"`
 	// Tampered are the warnings of this writer's own spine and audit
 	// mirror found holding what it could not verify as its own (commits
@@ -697,6 +700,13 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 				head = h
 			}
 		}
+		if in.Kind == "other" {
+			// A name bernstein writes no ref under (made with plain git):
+			// the remote's guard would refuse it, and with it the whole
+			// push. Read past, not pushed.
+			res.readPast(refs.BadRef{Ref: ref, At: head, Reason: "bernstein writes no such ref"})
+			continue
+		}
 		if head.IsLooseStandIn() {
 			// A ref whose loose file holds no object id (docs/trust.md,
 			// Refs that cannot be read): this writer's own spine, audit
@@ -710,6 +720,25 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			head = own
 		}
 		isTask := in.Task != "" && (in.Kind == "journal" || in.Kind == "ledger")
+		if !isTask && !isArchiveRef(ref) && head != theirs && !head.IsZero() {
+			// Any other ref whose head is no commit (plain git pointed it
+			// at a blob, a tree, a tag, an object this repository does not
+			// have), or, new to the remote, whose chain breaks below it,
+			// is read past as a task ref is: git push would fail on it,
+			// and with it the whole push. (One the remote has is read by
+			// the comparison below, as far as the remote's head; an
+			// archive ref is checked whole below, and left out.)
+			var err error
+			if theirs.IsZero() || !s.c.Objects.Has(theirs) {
+				err = s.walkChain(head)
+			} else {
+				_, err = s.parentOf(head)
+			}
+			if unreadableObject(err) {
+				res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})
+				continue
+			}
+		}
 		if isTask && head != theirs {
 			// A task ref whose head is no chain commit is read past: it
 			// is not pushed, and holds no other ref back. One the remote
@@ -761,7 +790,7 @@ func (s *Syncer) planPush(remote string, res *PushResult, skip map[string]bool) 
 			continue
 		}
 		a, err := s.relate(head, theirs)
-		if isTask && unreadableObject(err) {
+		if unreadableObject(err) {
 			// The chain, or the remote's as last fetched, breaks below its
 			// head: read past as well.
 			res.readPast(refs.BadRef{Ref: ref, At: head, Reason: err.Error()})

@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/refs"
@@ -95,10 +97,26 @@ func TestRepositoryIdentityForgeryBlocksNoWriter(t *testing.T) {
 			auditNames(t, f, refs.Repository, true)
 			auditNames(t, f, refs.Repository, true, "--since", "cp")
 
-			// The writer posts and creates on top of the chains.
-			if out, errOut, code := f.cli("", "artifact", "post", "A-1", "more", "--type", "report", "--body", "# more",
-				"--agent", "agent", "--claim-token", tokA); code != 0 {
+			// A read moves nothing, nor does a write that writes nothing
+			// (a task created again).
+			if _, _, code := f.cli("", "task", "create", "A-1", "--title", "again"); code == 0 {
+				t.Fatal("a task was created again")
+			}
+			if got, _ := f.gitErr("rev-parse", "--verify", "--quiet", refs.Repository); strings.TrimSpace(got) == honest {
+				t.Fatalf("a read or a write that wrote nothing moved %s back", refs.Repository)
+			}
+			// The writer posts and creates on top of the chains; the post
+			// moves the ref back to the recorded identity, and says so.
+			out, errOut, code = f.cli("", "artifact", "post", "A-1", "more", "--type", "report", "--body", "# more",
+				"--agent", "agent", "--claim-token", tokA)
+			if code != 0 || !strings.Contains(errOut, "warning: "+refs.Repository+" (at ") || !strings.Contains(errOut, "was tampered with") || !strings.Contains(errOut, honest) {
 				t.Fatalf("post over a forged identity: exit %d %s%s", code, out, errOut)
+			}
+			if got := f.rev(refs.Repository); got != honest {
+				t.Fatalf("the post left %s at %s, want the honest %s", refs.Repository, got, honest)
+			}
+			if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+				t.Fatalf("audit verify after the post: exit %d\n%s%s", code, out, errOut)
 			}
 			if _, errOut, code := f.cli("", "task", "create", "N-1", "--title", "new"); code != 0 {
 				t.Fatalf("task create: exit %d %s", code, errOut)
@@ -121,8 +139,8 @@ func TestRepositoryIdentityForgeryBlocksNoWriter(t *testing.T) {
 				Minted   bool   `json:"repository_minted"`
 				ID       string `json:"repository_id"`
 			}
-			if err := json.Unmarshal([]byte(out), &res); err != nil || !res.Restored || res.Minted {
-				t.Fatalf("init: %+v %v\n%s", res, err, out)
+			if err := json.Unmarshal([]byte(out), &res); err != nil || res.Restored || res.Minted {
+				t.Fatalf("init after the post put the ref back: %+v %v\n%s", res, err, out)
 			}
 			if got := f.rev(refs.Repository); got != honest {
 				t.Fatalf("init left %s at %s, want the honest %s", refs.Repository, got, honest)
@@ -168,5 +186,71 @@ func TestRepositoryCreatedAgainIsNew(t *testing.T) {
 		if out, errOut, code := f.cli("", args...); code != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// TestPostRestoringIdentityKilledAtEveryStep: a post over a garbled
+// refs/bernstein/repository, which moves it back with the rest of the
+// post, killed right after each step of the write path (one more ref
+// renamed than a post's three): the next post finishes or discards it,
+// the ref is then at the recorded identity, nothing is left behind and
+// nothing reads as tampered.
+func TestPostRestoringIdentityKilledAtEveryStep(t *testing.T) {
+	steps := append(append([]struct {
+		step      string
+		committed bool
+	}(nil), writeSteps...), struct {
+		step      string
+		committed bool
+	}{"renamed 3", true})
+	for _, ws := range steps {
+		t.Run(ws.step, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			s := f.open()
+			tok := f.claimed(s, "I-1", "agent")
+			f.post(s, "I-1", "k", "agent", tok, report("version one"))
+			s.Close()
+			honest := f.rev(refs.Repository)
+			garbleLoose(f, refs.Repository)
+
+			cmd := f.poster("I-1", "k", "agent", tok, 1)
+			cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_CRASH="+ws.step)
+			out, _ := cmd.Output()
+			st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !st.Signaled() || st.Signal() != syscall.SIGKILL {
+				t.Fatalf("the poster was not killed at %q (exit %d): %s", ws.step, cmd.ProcessState.ExitCode(), out)
+			}
+			want := int64(1)
+			if ws.committed {
+				want = 2
+			}
+			o := f.opts
+			o.LockWait = 200 * time.Millisecond
+			s2, err := bernstein.Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			res, err := s2.Post(bernstein.PostRequest{Task: "I-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("after the crash")})
+			if err != nil {
+				t.Fatalf("post after a crash at %q: %v", ws.step, err)
+			}
+			if res.Version != want+1 || res.JournalIndex != want {
+				t.Fatalf("post after a crash at %q is v%d at index %d, want v%d at %d", ws.step, res.Version, res.JournalIndex, want+1, want)
+			}
+			checkVersionChain(t, s2, "I-1", "k", int(want+1))
+			s2.Close()
+			if left := leftovers(f); len(left) > 0 {
+				t.Fatalf("left behind after the next write: %v", left)
+			}
+			if got := f.rev(refs.Repository); got != honest {
+				t.Fatalf("%s is at %s after the next write, want the honest %s", refs.Repository, got, honest)
+			}
+			f.fsck()
+			if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
+				t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+			}
+		})
 	}
 }

@@ -59,6 +59,11 @@ rollback or fork against the newest cosigned checkpoint this host verified
 forged log refuses the whole fetch, naming the writer, the sizes and the
 witness (exit 1); a log not cosigned yet is only reported.
 
+A ref whose chain cannot be read as one, the remote's or this host's (plain
+git moved it to a blob or a missing object, or wrote text over its loose
+file, which stops git's own fetch here and not this one), stays where it is
+and is named ("warning: ... not fetched"; read_past in --output-json).
+
 Exit status: 0 fetched (also when nothing was new); 1 error; 2 the remote
 holds commits that do not verify here, or a ref whose chain cannot be read
 as one (held back and named; the rest moved); 5 a ref diverged (named; the

@@ -89,6 +89,38 @@ func (t *Tx) RestoreRepository() (bool, error) {
 	return true, nil
 }
 
+// restoreIdentity moves refs/bernstein/repository back to the identity
+// this host's writer recorded, with the rest of a transaction that writes
+// anything, when the ref does not name it (verify.Binding.Ref: garbled, a
+// blob, deleted, another repository's identity) and the repository still
+// holds it; a repository created again at the same path does not, and
+// has no such binding. It returns the warning that names the ref, "" when
+// it moves nothing; a ref it cannot move stays for `bernstein init`, and
+// the write goes on.
+func (t *Tx) restoreIdentity() string {
+	b := t.env.Binding
+	if b == nil || b.Ref == "" || t.chains[refs.Repository] != nil {
+		return ""
+	}
+	writes := false
+	for _, c := range t.chains {
+		writes = writes || c.dirty && c.head != c.old
+	}
+	if !writes {
+		return ""
+	}
+	ok, err := t.RestoreRepository()
+	if err != nil || !ok {
+		delete(t.chains, refs.Repository)
+		return ""
+	}
+	at := "none"
+	if !b.RefAt.IsZero() {
+		at = b.RefAt.String()
+	}
+	return fmt.Sprintf("%s (at %s) was tampered with: %s; it is moved back to the identity this host's writer recorded for the repository, %s", refs.Repository, at, b.Ref, b.Head)
+}
+
 // LegacyChain is one chain of a format-1 repository: its kind, task or
 // writer, and first commit.
 type LegacyChain struct {

@@ -273,6 +273,7 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		for _, o := range batch {
 			o.res, o.err = t.Run(o.fn)
 		}
+		restored := t.restoreIdentity()
 		out, staged, err := t.commit()
 		if out == refs.NotCommitted && errors.Is(err, refs.ErrConflict) && attempt < 5 {
 			// Someone outside bernstein's writer lock moved a ref: redo the batch
@@ -291,6 +292,9 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 		if out != refs.NotCommitted {
 			w.remember(t)
 			w.warnForged(t)
+			if restored != "" {
+				w.c.Warn("%s", restored)
+			}
 			if err != nil {
 				// Past the commit point the write stands: what is left is
 				// finished by the next writer, and readers already see it whole.
