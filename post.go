@@ -93,17 +93,16 @@ func (s *Store) postAs(req PostRequest, needToken bool) (*PostResult, error) {
 		return nil, err
 	}
 	// An empty token's hash matches no claim: every claim token is random.
-	var forged []string
+	var tx *txn.Tx // the transaction that ran last: the one committed
 	res, err := s.w.Submit(func(t *txn.Tx) (any, error) {
-		p, err := taskops.PostArtifact(t, postOf(req, payload))
-		forged = t.ForgedOwnChains()
-		return p, err
+		tx = t
+		return taskops.PostArtifact(t, postOf(req, payload))
 	})
 	if err != nil {
 		return nil, err
 	}
 	r := postResult(req, res.(*taskops.Posted))
-	r.Tampered = forged
+	r.Tampered = tx.ForgedOwnChains()
 	return r, nil
 }
 
@@ -190,7 +189,9 @@ func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 		}
 		payloads[i] = p
 	}
+	var tx *txn.Tx // the transaction that ran last: the one committed
 	res, err := s.w.Submit(func(t *txn.Tx) (any, error) {
+		tx = t
 		outs := make([]PostOutcome, len(reqs))
 		for i, req := range reqs {
 			r, err := t.Run(func(t *txn.Tx) (any, error) { return taskops.PostArtifact(t, postOf(req, payloads[i])) })
@@ -199,19 +200,19 @@ func (s *Store) PostBatch(reqs []PostRequest) ([]PostOutcome, error) {
 				outs[i].Result = postResult(req, r.(*taskops.Posted))
 			}
 		}
-		// Every post of the batch was built on the same heads: each
-		// receipt carries the warnings of the writer's own chains the
-		// batch built past, as Post's does.
-		forged := t.ForgedOwnChains()
-		for i := range outs {
-			if outs[i].Result != nil {
-				outs[i].Result.Tampered = forged
-			}
-		}
 		return outs, nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Every post of the batch was built on the same heads: each receipt
+	// carries the warnings of the writer's own chains the batch built
+	// past, and of the identity it moved back, as Post's does.
+	forged := tx.ForgedOwnChains()
+	for i, o := range res.([]PostOutcome) {
+		if o.Result != nil {
+			res.([]PostOutcome)[i].Result.Tampered = forged
+		}
 	}
 	return res.([]PostOutcome), nil
 }

@@ -108,9 +108,17 @@ func TestRepositoryIdentityForgeryBlocksNoWriter(t *testing.T) {
 			// The writer posts and creates on top of the chains; the post
 			// moves the ref back to the recorded identity, and says so.
 			out, errOut, code = f.cli("", "artifact", "post", "A-1", "more", "--type", "report", "--body", "# more",
-				"--agent", "agent", "--claim-token", tokA)
+				"--agent", "agent", "--claim-token", tokA, "--output-json")
 			if code != 0 || !strings.Contains(errOut, "warning: "+refs.Repository+" (at ") || !strings.Contains(errOut, "was tampered with") || !strings.Contains(errOut, honest) {
 				t.Fatalf("post over a forged identity: exit %d %s%s", code, out, errOut)
+			}
+			// The receipt says it too, in the warning's words.
+			var receipt struct {
+				Tampered []string `json:"tampered"`
+			}
+			if err := json.Unmarshal([]byte(out), &receipt); err != nil || len(receipt.Tampered) != 1 ||
+				!strings.Contains(errOut, "warning: "+receipt.Tampered[0]) || !strings.HasPrefix(receipt.Tampered[0], refs.Repository+" (at ") {
+				t.Fatalf("the post's receipt over a forged identity: %v %q (stderr %q)", err, receipt.Tampered, errOut)
 			}
 			if got := f.rev(refs.Repository); got != honest {
 				t.Fatalf("the post left %s at %s, want the honest %s", refs.Repository, got, honest)

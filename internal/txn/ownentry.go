@@ -281,13 +281,17 @@ func (w *Writer) warnForged(t *Tx) {
 
 // ForgedOwnChains are the warnings of the writer's own spine and audit
 // mirror found holding what the writer could not verify as its own, and
-// built past, in this transaction.
+// built past, in this transaction, and, once it is committed, of the
+// repository's identity it moved back (restoreIdentity).
 func (t *Tx) ForgedOwnChains() []string {
 	var out []string
 	for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer)} {
 		if c := t.chains[ref]; c != nil && c.forged != "" {
 			out = append(out, c.forgedWarning())
 		}
+	}
+	if t.restored != "" {
+		out = append(out, t.restored)
 	}
 	return out
 }

@@ -132,6 +132,9 @@ type Tx struct {
 	op      int
 	// verifier proves journal seals for Archivable, made on first use.
 	verifier *verify.Verifier
+	// restored is the warning of the identity the committed batch moved
+	// back (restoreIdentity; "" for none).
+	restored string
 }
 
 // Identity is the writer identity the transaction signs with.
@@ -293,6 +296,7 @@ func (w *Writer) runBatch(batch []*pendingOp) {
 			w.remember(t)
 			w.warnForged(t)
 			if restored != "" {
+				t.restored = restored
 				w.c.Warn("%s", restored)
 			}
 			if err != nil {
