@@ -165,7 +165,7 @@ func Recorded(env *Env, ref *Binding, at gitstore.Oid, id string, head gitstore.
 	default:
 		why = fmt.Sprintf("it names repository %s", ref.ID)
 	}
-	b.Ref = fmt.Sprintf("%s (at %s) does not name this repository's identity %s, which this host's writer recorded at %s: %s; every chain is read against the recorded identity, and 'bernstein init' moves the ref back", refs.Repository, at, id, head, why)
+	b.Ref = fmt.Sprintf("%s (at %s) does not name this repository's identity %s, which this host's writer recorded at %s: %s", refs.Repository, at, id, head, why) + RepositoryRefRepair
 	b.RefAt = at
 	return b
 }
@@ -288,3 +288,7 @@ func treePath(objs *gitstore.Repo, tree gitstore.Oid, path string) (gitstore.Oid
 	}
 	return id, true
 }
+
+// RepositoryRefRepair ends Binding.Ref: what reads and writes do about the
+// ref until it is moved back.
+const RepositoryRefRepair = "; every chain is read against the recorded identity, and the next write (or 'bernstein init') moves the ref back"

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/bernstein/bernstein/chain"
 	"github.com/bernstein/bernstein/gitstore"
@@ -118,7 +119,7 @@ func (t *Tx) restoreIdentity() string {
 	if !b.RefAt.IsZero() {
 		at = b.RefAt.String()
 	}
-	return fmt.Sprintf("%s (at %s) was tampered with: %s; it is moved back to the identity this host's writer recorded for the repository, %s", refs.Repository, at, b.Ref, b.Head)
+	return fmt.Sprintf("%s (at %s) was tampered with: %s; it is moved back to the identity this host's writer recorded for the repository, %s", refs.Repository, at, strings.TrimSuffix(b.Ref, verify.RepositoryRefRepair), b.Head)
 }
 
 // LegacyChain is one chain of a format-1 repository: its kind, task or
