@@ -147,38 +147,10 @@ func TestPostOverGarbledSpineKilledAtEveryStep(t *testing.T) {
 			honest := f.rev(ref)
 			garbleLoose(f, ref)
 
-			cmd := f.poster("I-1", "k", "agent", tok, 1)
-			cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_CRASH="+ws.step)
-			out, _ := cmd.Output()
-			st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-			if !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("the poster was not killed at %q (exit %d): %s", ws.step, cmd.ProcessState.ExitCode(), out)
-			}
-			want := int64(1)
-			if ws.committed {
-				want = 2
-			}
-			o := f.opts
-			o.LockWait = 200 * time.Millisecond
-			s2, err := bernstein.Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
-			res, err := s2.Post(bernstein.PostRequest{Task: "I-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("after the crash")})
-			if err != nil {
-				t.Fatalf("post after a crash at %q: %v", ws.step, err)
-			}
-			if res.Version != want+1 || res.JournalIndex != want {
-				t.Fatalf("post after a crash at %q is v%d at index %d, want v%d at %d", ws.step, res.Version, res.JournalIndex, want+1, want)
-			}
-			checkVersionChain(t, s2, "I-1", "k", int(want+1))
-			s2.Close()
-			if left := leftovers(f); len(left) > 0 {
-				t.Fatalf("left behind after the next write: %v", left)
-			}
-			if got := f.git("rev-list", "--count", honest+".."+ref); strings.TrimSpace(got) != map[bool]string{true: "2", false: "1"}[ws.committed] {
-				t.Fatalf("the spine has %s entries on top of the honest head, want %d", strings.TrimSpace(got), want)
+			killPostThenPost(t, f, tok, ws.step, ws.committed)
+			want := map[bool]string{true: "2", false: "1"}[ws.committed]
+			if got := f.git("rev-list", "--count", honest+".."+ref); strings.TrimSpace(got) != want {
+				t.Fatalf("the spine has %s entries on top of the honest head, want %s", strings.TrimSpace(got), want)
 			}
 			f.fsck()
 			if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
@@ -289,5 +261,43 @@ func TestAutoArchiveOverGarbledOwnSpine(t *testing.T) {
 	}
 	if _, err := f.gitErr("rev-parse", "--verify", "-q", refs.Journal("OLD-1")); err == nil {
 		t.Fatalf("%s is still there after the archive", refs.Journal("OLD-1"))
+	}
+}
+
+// killPostThenPost kills a poster of I-1/k at step (the post committed
+// or not), then posts again in this process: the next post goes on from
+// what the killed one left (version 2 or 3, its chain whole), and leaves
+// no interrupted write behind.
+func killPostThenPost(t *testing.T, f *fixture, tok, step string, committed bool) {
+	t.Helper()
+	cmd := f.poster("I-1", "k", "agent", tok, 1)
+	cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_CRASH="+step)
+	out, _ := cmd.Output()
+	st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("the poster was not killed at %q (exit %d): %s", step, cmd.ProcessState.ExitCode(), out)
+	}
+	want := int64(1)
+	if committed {
+		want = 2
+	}
+	o := f.opts
+	o.LockWait = 200 * time.Millisecond
+	s2, err := bernstein.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	res, err := s2.Post(bernstein.PostRequest{Task: "I-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("after the crash")})
+	if err != nil {
+		t.Fatalf("post after a crash at %q: %v", step, err)
+	}
+	if res.Version != want+1 || res.JournalIndex != want {
+		t.Fatalf("post after a crash at %q is v%d at index %d, want v%d at %d", step, res.Version, res.JournalIndex, want+1, want)
+	}
+	checkVersionChain(t, s2, "I-1", "k", int(want+1))
+	s2.Close()
+	if left := leftovers(f); len(left) > 0 {
+		t.Fatalf("left behind after the next write: %v", left)
 	}
 }

@@ -6,9 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/bernstein/bernstein"
 	"github.com/bernstein/bernstein/refs"
@@ -222,36 +220,7 @@ func TestPostRestoringIdentityKilledAtEveryStep(t *testing.T) {
 			honest := f.rev(refs.Repository)
 			garbleLoose(f, refs.Repository)
 
-			cmd := f.poster("I-1", "k", "agent", tok, 1)
-			cmd.Env = append(cmd.Env, "BERNSTEIN_TEST_CRASH="+ws.step)
-			out, _ := cmd.Output()
-			st, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-			if !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("the poster was not killed at %q (exit %d): %s", ws.step, cmd.ProcessState.ExitCode(), out)
-			}
-			want := int64(1)
-			if ws.committed {
-				want = 2
-			}
-			o := f.opts
-			o.LockWait = 200 * time.Millisecond
-			s2, err := bernstein.Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
-			res, err := s2.Post(bernstein.PostRequest{Task: "I-1", Key: "k", Agent: "agent", ClaimToken: tok, Payload: report("after the crash")})
-			if err != nil {
-				t.Fatalf("post after a crash at %q: %v", ws.step, err)
-			}
-			if res.Version != want+1 || res.JournalIndex != want {
-				t.Fatalf("post after a crash at %q is v%d at index %d, want v%d at %d", ws.step, res.Version, res.JournalIndex, want+1, want)
-			}
-			checkVersionChain(t, s2, "I-1", "k", int(want+1))
-			s2.Close()
-			if left := leftovers(f); len(left) > 0 {
-				t.Fatalf("left behind after the next write: %v", left)
-			}
+			killPostThenPost(t, f, tok, ws.step, ws.committed)
 			if got := f.rev(refs.Repository); got != honest {
 				t.Fatalf("%s is at %s after the next write, want the honest %s", refs.Repository, got, honest)
 			}
