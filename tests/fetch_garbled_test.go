@@ -179,13 +179,7 @@ func fetchPastGarbled(t *testing.T, kind string) {
 // journal was moved with plain git to a commit carrying no record, and the
 // remote's guard refuses what builds on it.
 func TestPushPastGarbledLocalRef(t *testing.T) {
-	isolateGit(t)
-	srv := newGitServer(t, "file")
-	root := t.TempDir()
-	url, a := newOrigin(t, srv, root)
-	b, _ := cloneHost(t, url, root, "host-b")
-	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
-	a.signers, b.signers = signers, signers
+	srv, _, _, _, b, _ := pinnedHosts(t)
 	tok := b.work("B-1", "notes", 1)
 	b.ok("push")
 	bare := srv.dir("tasks.git")
@@ -215,13 +209,7 @@ func TestPushPastGarbledLocalRef(t *testing.T) {
 // passing over it, they would be pruned (gc.pruneExpire=now here) and that
 // write would fail.
 func TestFetchKeepsCommitsUnderGarbledOwnSpine(t *testing.T) {
-	isolateGit(t)
-	srv := newGitServer(t, "file")
-	root := t.TempDir()
-	url, a := newOrigin(t, srv, root)
-	b, _ := cloneHost(t, url, root, "host-b")
-	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
-	a.signers, b.signers = signers, signers
+	_, _, _, a, b, _ := pinnedHosts(t)
 	tok := b.work("B-1", "notes", 1)
 	b.ok("push")
 	b.post("B-1", "notes", "agent-host-b", tok, 1) // not pushed
@@ -274,13 +262,7 @@ func gitTryOK(dir string, args ...string) error {
 // name (bernstein writes no such ref) holds no push back: it is not
 // pushed, push names it (read_past), and the rest goes.
 func TestPushReadsPastUnreadableRefs(t *testing.T) {
-	isolateGit(t)
-	srv := newGitServer(t, "file")
-	root := t.TempDir()
-	url, a := newOrigin(t, srv, root)
-	b, _ := cloneHost(t, url, root, "host-b")
-	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
-	a.signers, b.signers = signers, signers
+	srv, _, _, a, b, _ := pinnedHosts(t)
 	a.work("T-1", "notes", 1)
 	a.ok("push")
 	b.ok("fetch")
@@ -345,4 +327,19 @@ func TestPushReadsPastUnreadableRefs(t *testing.T) {
 			t.Fatalf("%s moved on the remote: %q, was %q", ref, remote[ref], before[ref])
 		}
 	}
+}
+
+// pinnedHosts makes a remote served over file:// with host-a (its origin)
+// and host-b (a clone), each pinning both writers' keys (signers, the
+// allowed_signers file).
+func pinnedHosts(t *testing.T) (srv *gitServer, url, root string, a, b *host, signers string) {
+	t.Helper()
+	isolateGit(t)
+	srv = newGitServer(t, "file")
+	root = t.TempDir()
+	url, a = newOrigin(t, srv, root)
+	b, _ = cloneHost(t, url, root, "host-b")
+	signers = writeSigners(t, filepath.Join(root, "signers"), a, b)
+	a.signers, b.signers = signers, signers
+	return srv, url, root, a, b, signers
 }

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,13 +15,7 @@ import (
 // fetch of a task the remote's new entries name, and a full one of a ref
 // this host does not have, alike.
 func TestFetchReadsPastUnreadableRemoteRef(t *testing.T) {
-	isolateGit(t)
-	srv := newGitServer(t, "file")
-	root := t.TempDir()
-	url, a := newOrigin(t, srv, root)
-	b, _ := cloneHost(t, url, root, "host-b")
-	signers := writeSigners(t, filepath.Join(root, "signers"), a, b)
-	a.signers, b.signers = signers, signers
+	srv, _, _, a, b, _ := pinnedHosts(t)
 
 	tok1 := a.work("T-1", "notes", 1)
 	tok2 := a.work("T-2", "notes", 1)
