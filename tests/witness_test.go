@@ -444,3 +444,49 @@ func TestWitnessGuardRemembers(t *testing.T) {
 	}
 	sameRefs(t, "the remote's refs after the refused push", refsOf(t, x.bare, refs.Prefix), before)
 }
+
+// TestWitnessPushOverForgedOwnCheckpoints: the writer's own checkpoints
+// ref pointed with plain git at a blob, or at a commit appended to it
+// that is not the writer's, blocks no push: push moves it back to the
+// writer's last checkpoint (recorded by its last push) and says so, signs
+// the next checkpoint on that, and the witness cosigns it. The remote
+// gets a checkpoints chain that extends the honest one and never holds
+// the forged value, as git there shows.
+func TestWitnessPushOverForgedOwnCheckpoints(t *testing.T) {
+	for _, forge := range []string{"blob", "commit-tree"} {
+		t.Run(forge, func(t *testing.T) {
+			x := newWitnessed(t)
+			x.task("T-1", 1)
+			x.a.ok("push")
+			ref := refs.Checkpoints("host-a")
+			honest := strings.TrimSpace(x.a.git("rev-parse", ref))
+			var forged string
+			if forge == "blob" {
+				forged = strings.TrimSpace(x.a.git("hash-object", "-w", "--stdin"))
+			} else {
+				forged = strings.TrimSpace(x.a.git("commit-tree", "-p", honest, "-m", "junk", honest+"^{tree}"))
+			}
+			x.a.git("update-ref", ref, forged, honest)
+			x.task("T-2", 1)
+			r := x.a.run("push")
+			if r.code != 0 || !strings.Contains(r.err, "warning: "+ref+" (at "+forged+") was tampered with") {
+				t.Fatalf("push over the forged checkpoints ref: exit %d\n%s%s", r.code, r.out, r.err)
+			}
+			there := strings.TrimSpace(gitRun(t, x.bare, "rev-parse", ref))
+			if _, err := execGit(x.bare, "merge-base", "--is-ancestor", honest, there); err != nil || there == honest {
+				t.Fatalf("the remote's %s is at %s, which does not extend the honest %s", ref, there, honest)
+			}
+			if strings.Contains(gitRun(t, x.bare, "rev-list", there), forged) {
+				t.Fatalf("the remote's %s holds the forged %s", ref, forged)
+			}
+			cp := x.remoteCheckpoint(t, "host-a")
+			w := witness.Witness{Name: "w1", URL: x.w.URL(), Key: x.w.VerifierKey()}
+			if _, err := witness.VerifyCosignature(w, cp, sigLines(cp)); err != nil {
+				t.Fatalf("the checkpoint pushed over the forgery is not cosigned: %v\n%s", err, cp)
+			}
+			if r := x.a.run("audit", "verify"); r.code != 0 {
+				t.Fatalf("audit verify after the push: exit %d\n%s%s", r.code, r.out, r.err)
+			}
+		})
+	}
+}

@@ -116,7 +116,7 @@ func (t *Tx) ownEntryChain(ref string) bool {
 // archive and anchors. A write takes such a ref whose loose file holds no
 // object id to be at the recorded head (readHead).
 func recordedChain(writer, ref string) bool {
-	return ref == refs.Spine(writer) || ref == refs.Audit(writer) || ref == refs.Archive(writer) || ref == refs.Anchors(writer)
+	return ref == refs.Spine(writer) || ref == refs.Audit(writer) || ref == refs.Archive(writer) || ref == refs.Anchors(writer) || ref == refs.Checkpoints(writer)
 }
 
 // rootOf names the chain ref is (its kind and its task or writer), for the
@@ -582,10 +582,7 @@ func (t *Tx) AppendAudit(event, actor, task, resource string, details []byte) er
 // to its checkpoints ref: one signed commit whose tree holds the signed
 // note (with the witnesses' cosignatures) as record.CheckpointFile.
 func (t *Tx) LogCheckpoint(size int64, signed []byte) error {
-	c, err := t.chain(refs.Checkpoints(t.id.Writer), nextSeq(t, chain.Read, func(rec []byte) (int64, error) {
-		a, err := record.ParseLogCheckpoint(rec)
-		return a.Seq, err
-	}))
+	c, err := t.checkpointsChain()
 	if err != nil {
 		return err
 	}
@@ -598,6 +595,14 @@ func (t *Tx) LogCheckpoint(size int64, signed []byte) error {
 	}
 	c.next++
 	return nil
+}
+
+// checkpointsChain is the writer's chain of its log's checkpoints.
+func (t *Tx) checkpointsChain() (*Chain, error) {
+	return t.chain(refs.Checkpoints(t.id.Writer), nextSeq(t, chain.Read, func(rec []byte) (int64, error) {
+		a, err := record.ParseLogCheckpoint(rec)
+		return a.Seq, err
+	}))
 }
 
 // nextSeq loads a chain whose records carry a seq: the next record's seq

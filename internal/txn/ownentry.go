@@ -39,6 +39,8 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 		kind = record.ChainAudit
 	case refs.Anchors(t.id.Writer):
 		kind, read = chainAnchors, chain.ReadAnchor
+	case refs.Checkpoints(t.id.Writer):
+		kind = chainCheckpoints
 	default:
 		return nil
 	}
@@ -185,9 +187,12 @@ func (c *Chain) forgedWarning() string {
 	return fmt.Sprintf("%s; the writer's next entry is built on %s, over it", c.forged, c.forgedBase)
 }
 
-// chainAnchors names the writer's anchors chain in ownEntryHead's
-// warnings.
-const chainAnchors = "anchors"
+// chainAnchors and chainCheckpoints name the writer's anchors chain and
+// the chain of its log's checkpoints in ownEntryHead's warnings.
+const (
+	chainAnchors     = "anchors"
+	chainCheckpoints = "checkpoints"
+)
 
 // ownSigned says why cc is not signed by this writer's own key ("": it is).
 func (t *Tx) ownSigned(cc chain.Commit) string {
@@ -210,6 +215,13 @@ func (t *Tx) ownEntry(kind string, cc chain.Commit, seq int64, link string) stri
 		// An anchor links to the one before by its first parent, which
 		// the walk follows.
 		a, err := record.ParseAnchor(cc.Record)
+		if err != nil {
+			return fmt.Sprintf("commit %s: %v", cc.ID, err)
+		}
+		w, at, prev = a.Writer, a.Seq, link
+	case chainCheckpoints:
+		// A checkpoint, as an anchor, links by its first parent.
+		a, err := record.ParseLogCheckpoint(cc.Record)
 		if err != nil {
 			return fmt.Sprintf("commit %s: %v", cc.ID, err)
 		}
@@ -247,6 +259,10 @@ func entryPos(kind string, rec []byte) (int64, bool) {
 		a, err := record.ParseAnchor(rec)
 		return a.Seq, err == nil
 	}
+	if kind == chainCheckpoints {
+		a, err := record.ParseLogCheckpoint(rec)
+		return a.Seq, err == nil
+	}
 	if kind == record.ChainAudit {
 		a, err := record.ParseAuditEntry(rec)
 		return a.Seq, err == nil
@@ -258,8 +274,8 @@ func entryPos(kind string, rec []byte) (int64, bool) {
 // entryLink is what the next entry after rec links to: a spine entry's
 // hash, an audit entry's HMAC.
 func entryLink(kind string, rec []byte) string {
-	if kind == chainAnchors {
-		return "-" // an anchor links by its first parent alone
+	if kind == chainAnchors || kind == chainCheckpoints {
+		return "-" // an anchor or a checkpoint links by its first parent alone
 	}
 	if kind == record.ChainAudit {
 		a, _ := record.ParseAuditEntry(rec)
@@ -314,7 +330,7 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 		return nil, nil // no writer here: no chain of its own
 	}
 	moved := false
-	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer), refs.Anchors(id.Writer)} {
+	for _, ref := range []string{refs.Spine(id.Writer), refs.Audit(id.Writer), refs.Anchors(id.Writer), refs.Checkpoints(id.Writer)} {
 		found, err := w.c.Refs.ReadOptional(ref)
 		if err != nil {
 			return nil, err
@@ -330,12 +346,15 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 	}
 	out, err := w.Submit(func(t *Tx) (any, error) {
 		var out []string
-		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer), refs.Anchors(t.id.Writer)} {
+		for _, ref := range []string{refs.Spine(t.id.Writer), refs.Audit(t.id.Writer), refs.Anchors(t.id.Writer), refs.Checkpoints(t.id.Writer)} {
 			var c *Chain
 			var err error
-			if ref == refs.Anchors(t.id.Writer) {
+			switch ref {
+			case refs.Anchors(t.id.Writer):
 				c, err = t.anchorsChain()
-			} else {
+			case refs.Checkpoints(t.id.Writer):
+				c, err = t.checkpointsChain()
+			default:
 				c, err = t.entryChain(ref, ref == refs.Audit(t.id.Writer))
 			}
 			if errors.Is(err, fold.ErrUnproven) {
