@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,13 +95,16 @@ func TestOwnAnchorsForgedBlocksNoWriter(t *testing.T) {
 }
 
 // TestOwnAnchorsForgedNoHeadRecorded: with no anchor recorded (the heads
-// memory forgot it), a checkpoint over an anchors ref that is no commit
-// starts the writer's anchors anew over it, warning of it.
+// memory forgot it), a checkpoint over a commit appended to the writer's
+// anchors goes on the writer's own anchor below it, and over an anchors
+// ref that is no commit starts the writer's anchors anew over it, warning
+// of either.
 func TestOwnAnchorsForgedNoHeadRecorded(t *testing.T) {
 	for _, fg := range anchorsForgeries {
 		t.Run(fg.name, func(t *testing.T) {
 			f, commit := anchoredFixture(t)
 			ref := refs.Anchors("test-writer")
+			honest := f.rev(ref)
 			forged := fg.forge(f, ref)
 			path := f.headsFile()
 			b, err := os.ReadFile(path)
@@ -124,9 +128,16 @@ func TestOwnAnchorsForgedNoHeadRecorded(t *testing.T) {
 			if !strings.Contains(errOut, "warning: "+ref+" (at "+forged+") was tampered with") {
 				t.Errorf("stderr %q: want a warning naming %s at %s", errOut, ref, forged)
 			}
-			// A root anchor keeping the new commit alone.
-			if ps := strings.Fields(f.git("rev-list", "--parents", "-n", "1", ref)); len(ps) != 2 || ps[1] != second {
-				t.Fatalf("the new anchor has parents %v, want %s alone", ps[1:], second)
+			// A commit appended to the writer's anchors: the new anchor goes
+			// on the writer's own below it. Nothing of the writer's below
+			// (a blob, a missing object): a root anchor keeping the new
+			// commit alone.
+			want := []string{second}
+			if fg.name == "commit-tree" {
+				want = []string{honest, second}
+			}
+			if ps := strings.Fields(f.git("rev-list", "--parents", "-n", "1", ref)); !slices.Equal(ps[1:], want) {
+				t.Fatalf("the new anchor has parents %v, want %v", ps[1:], want)
 			}
 			if out, errOut, code := f.cli("", "audit", "verify"); code != 0 {
 				t.Fatalf("audit verify after the write: exit %d\n%s%s", code, out, errOut)

@@ -165,3 +165,68 @@ func TestPushOverRolledBackOwnChain(t *testing.T) {
 		})
 	}
 }
+
+// TestPushRestoresForgedOwnChainNoHeadRecorded: with no head of its own
+// spine, audit mirror or anchors remembered (another BERNSTEIN_HOME),
+// push moves a chain plain git appended to back to the newest commit the
+// writer verifies as its own, warns, and the remote gets that; the push
+// records the head, so the next push finds it recorded and says nothing.
+func TestPushRestoresForgedOwnChainNoHeadRecorded(t *testing.T) {
+	for _, kind := range []string{"spine", "audit", "anchors"} {
+		t.Run(kind, func(t *testing.T) {
+			var f *fixture
+			if kind == "anchors" {
+				f, _ = anchoredFixture(t)
+			} else {
+				f, _ = ownChainFixture(t)
+			}
+			f.git("config", "bernstein.archive.endedBefore", "off")
+			bare := bareOrigin(t, f)
+			ref := refs.Prefix + kind + "/test-writer"
+			honest := rev(f, ref)
+			forged := commitTreeOnto(f, ref)
+			forgetHead(f, kind+"/test-writer")
+			out, errOut, code := f.cli("", "push", "origin")
+			if code != 0 || !strings.Contains(errOut, "warning: "+ref+" (at "+forged+") was tampered with") || !strings.Contains(errOut, "moved back there") {
+				t.Fatalf("push: exit %d\n%s%s", code, out, errOut)
+			}
+			if got := rev(f, ref); got != honest {
+				t.Fatalf("%s is at %s here, want the writer's %s", ref, got, honest)
+			}
+			if got := strings.TrimSpace(gitRun(t, bare, "rev-parse", ref)); got != honest {
+				t.Fatalf("the remote's %s is at %s, want the writer's %s", ref, got, honest)
+			}
+			if _, err := gitTry(bare, "cat-file", "-e", forged); err == nil {
+				t.Fatalf("the remote holds the forged commit %s", forged)
+			}
+			if b, err := os.ReadFile(f.headsFile()); err != nil || !strings.Contains(string(b), kind+"/test-writer") {
+				t.Fatalf("the push recorded no head of %s: %v", ref, err)
+			}
+			if out, errOut, code := f.cli("", "push", "origin"); code != 0 || strings.Contains(errOut, "warning") {
+				t.Fatalf("the push after: exit %d\n%s%s", code, out, errOut)
+			}
+		})
+	}
+}
+
+// TestPushRecordsOwnHeadsNotRecorded: with no head of its own chains
+// remembered and nothing forged, push raises no alarm, moves nothing, and
+// records the heads.
+func TestPushRecordsOwnHeadsNotRecorded(t *testing.T) {
+	f, _ := ownChainFixture(t)
+	f.git("config", "bernstein.archive.endedBefore", "off")
+	bare := bareOrigin(t, f)
+	spine, audit := rev(f, refs.Spine("test-writer")), rev(f, refs.Audit("test-writer"))
+	forgetHead(f, "spine/test-writer")
+	forgetHead(f, "audit/test-writer")
+	if out, errOut, code := f.cli("", "push", "origin"); code != 0 || strings.Contains(errOut, "warning") {
+		t.Fatalf("push: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := strings.TrimSpace(gitRun(t, bare, "rev-parse", refs.Spine("test-writer"))); got != spine || rev(f, refs.Audit("test-writer")) != audit {
+		t.Fatalf("the push moved the writer's chains: remote spine %s, want %s", got, spine)
+	}
+	b, err := os.ReadFile(f.headsFile())
+	if err != nil || !strings.Contains(string(b), spine) || !strings.Contains(string(b), audit) {
+		t.Fatalf("the push recorded no heads: %v\n%s", err, b)
+	}
+}

@@ -52,11 +52,16 @@ func (t *Tx) ownEntryHead(ref string, found gitstore.Oid) *Chain {
 	}
 	if kind == chainAnchors && !found.IsZero() && (!ok || m.Commit.IsZero()) {
 		// No anchor recorded (another BERNSTEIN_HOME, audit accept):
-		// what cannot be read as an anchor at all (a blob, an object
-		// the repository does not have, a commit of no anchor record)
-		// keeps nothing the writer anchored reachable, and the
-		// writer's anchors start anew over it; an anchor is taken as
-		// it stands, as the spine's head is.
+		// commits plain git put on the writer's own anchors are built
+		// over, from the newest the writer signed (unrecordedOwnHead);
+		// with none of the writer's below, what cannot be read as an
+		// anchor at all (a blob, an object the repository does not
+		// have, a commit of no anchor record) keeps nothing the writer
+		// anchored reachable, and the writer's anchors start anew over
+		// it; an anchor is taken as it stands, as the spine's head is.
+		if c := t.unrecordedOwnHead(ref, kind, read, found); c != nil {
+			return c
+		}
 		cc, err := read(t.w.c.Objects, found)
 		if err == nil {
 			_, err = record.ParseAnchor(cc.Record)
@@ -321,9 +326,11 @@ func (t *Tx) ForgedOwnChains() []string {
 // forged values. It returns the warnings (none: each chain is the
 // writer's, or commits of its own past the head it recorded, which an
 // interrupted write leaves and the push sends as they are, or moved back
-// to commits of its own, a rollback the push plans as before). Only a
-// ref with a head recorded is moved back. The common case, each ref at
-// the head recorded, costs three ref reads and no transaction.
+// to commits of its own, a rollback the push plans as before). A ref of
+// which no head is recorded is moved back to the newest commit below it
+// that the writer signed (unrecordedOwnHead), and its head is recorded.
+// The common case, each ref at the head recorded, costs four ref reads
+// and no transaction.
 func (w *Writer) RestoreOwnChains() ([]string, error) {
 	id, err := w.c.Identity()
 	if err != nil || id == nil {
@@ -336,10 +343,13 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 			return nil, err
 		}
 		// A loose file of no object id goes at the recorded head already
-		// (OwnHead); with no head recorded, the ref is taken as it stands.
-		if m, ok := w.heads.Recorded(ref); ok && found != m.Commit && !found.IsLooseStandIn() && !found.IsZero() {
-			moved = true
+		// (OwnHead). A ref of which no head is recorded is checked in
+		// the transaction too, which records its head (once: the next
+		// push finds it recorded).
+		if m, ok := w.heads.Recorded(ref); found.IsZero() || found.IsLooseStandIn() || ok && !m.Commit.IsZero() && found == m.Commit {
+			continue
 		}
+		moved = true
 	}
 	if !moved {
 		return nil, nil
@@ -369,6 +379,9 @@ func (w *Writer) RestoreOwnChains() ([]string, error) {
 			if c.forged != "" && !c.forgedBase.IsZero() {
 				c.dirty = true
 				out = append(out, c.forgedWarning())
+			}
+			if c.forged == "" && !c.head.IsZero() {
+				c.remember = true // the writer's own as it stands: its head is recorded
 			}
 		}
 		return out, nil
