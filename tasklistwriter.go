@@ -53,37 +53,19 @@ func NewTaskListWriter(w io.Writer, style TaskListStyle) *TaskListWriter {
 }
 
 // NewTaskListElements writes the tasks' elements only, separated as in the
-// document, without the document around them: WriteTaskList puts them in
-// one (a server keeps a list's elements and serves them again).
+// document, without the document around them: TaskListFrame gives what
+// goes around them (a server keeps a list's elements and serves them
+// again).
 func NewTaskListElements(w io.Writer, style TaskListStyle) *TaskListWriter {
 	t := NewTaskListWriter(w, style)
 	t.bare = true
 	return t
 }
 
-// WriteTaskList writes the document of n tasks whose elements are elems
-// (what a TaskListWriter from NewTaskListElements in the same style wrote
-// for them), with next and readPast as Close writes them.
-func WriteTaskList(w io.Writer, style TaskListStyle, n int, elems io.WriterTo, next string, readPast []refs.BadRef) error {
-	head, tail, err := TaskListFrame(style, n, next, readPast)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(head); err != nil {
-		return err
-	}
-	if n > 0 {
-		if _, err := elems.WriteTo(w); err != nil {
-			return err
-		}
-	}
-	_, err = w.Write(tail)
-	return err
-}
-
 // TaskListFrame is what goes before and after the elements of n tasks in
-// their document (WriteTaskList writes head, the elements, tail): a
-// server knows the document's length before it writes it.
+// their document (what a TaskListWriter from NewTaskListElements wrote for
+// them): head, the elements, then tail are the document, whose length a
+// server so knows before it writes it.
 func TaskListFrame(style TaskListStyle, n int, next string, readPast []refs.BadRef) (head, tail []byte, err error) {
 	var h, tl bytes.Buffer
 	t := NewTaskListWriter(&h, style)

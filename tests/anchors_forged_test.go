@@ -106,20 +106,7 @@ func TestOwnAnchorsForgedNoHeadRecorded(t *testing.T) {
 			ref := refs.Anchors("test-writer")
 			honest := f.rev(ref)
 			forged := fg.forge(f, ref)
-			path := f.headsFile()
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var kept []string
-			for _, l := range strings.SplitAfter(string(b), "\n") {
-				if !strings.Contains(l, "anchors/test-writer") {
-					kept = append(kept, l)
-				}
-			}
-			if err := os.WriteFile(path, []byte(strings.Join(kept, "")), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			forgetHead(f, "anchors/test-writer")
 			second := commit("two")
 			out, errOut, code := f.cli("", "checkpoint", "A-1", "--commit", second)
 			if code != 0 {

@@ -59,16 +59,3 @@ func (b *Buffer) Reader() io.Reader {
 	}
 	return io.MultiReader(rs...)
 }
-
-// Bytes returns the bytes held as one slice (a copy when there is more
-// than one chunk).
-func (b *Buffer) Bytes() []byte {
-	if len(b.chunks) == 1 {
-		return b.chunks[0]
-	}
-	out := make([]byte, 0, b.n)
-	for _, c := range b.chunks {
-		out = append(out, c...)
-	}
-	return out
-}
